@@ -1,0 +1,64 @@
+"""The CLI shell (help, version, lazy imports) and the YAML pipeline runner."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from rlft import __version__
+from rlft.cli.pipeline import args_to_argv, load_pipeline
+from rlft.core.errors import InvalidInputError
+
+
+def test_help_and_version(cli):
+    result = cli("--help")
+    assert result.exit_code == 0
+    for sub in ("data", "expert", "model", "train", "eval", "pipeline"):
+        assert sub in result.output
+    assert cli("--version").output.strip() == f"rlft {__version__}"
+
+
+def test_cli_import_is_light():
+    """`rlft --help` stays instant because no heavy library is imported with the CLI."""
+    code = (
+        "import sys, rlft.cli.main; heavy = {'torch', 'transformers', 'trl', 'gymnasium', 'datasets', 'minari',"
+        " 'stable_baselines3', 'numpy', 'pandas', 'pyarrow'}; print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_args_to_argv():
+    argv = args_to_argv({"map": "4x4", "slippery": False, "dry_run": True, "csv": None, "tag": ["a", "b"]})
+    assert argv == ["--map", "4x4", "--no-slippery", "--dry-run", "--tag", "a", "--tag", "b"]
+    assert args_to_argv({"slippery": "true"}) == ["--slippery"]
+
+
+def test_pipeline_variables_and_overrides(tmp_path):
+    spec, runs = load_pipeline(
+        __import__("pathlib").Path("pipelines/frozenlake-q.yaml"), tmp_path / "o", True, ["episodes=7"]
+    )
+    argv = runs[0]
+    assert argv[:3] == ["data", "export-q", "frozenlake"]
+    assert argv[argv.index("--episodes") + 1] == "7"
+    assert argv[argv.index("--out") + 1] == str(tmp_path / "o")
+    assert "--overwrite" in argv and "--slippery" in argv
+    with pytest.raises(InvalidInputError, match="no variable"):
+        load_pipeline(__import__("pathlib").Path("pipelines/frozenlake-q.yaml"), tmp_path, False, ["nope=1"])
+
+
+def test_make_dataset_pipeline_end_to_end(cli, tmp_path):
+    out = tmp_path / "frozenlake-q"
+    result = cli("pipeline", "run", "pipelines/frozenlake-q.yaml", "--out", out, "--set", "episodes=20")
+    assert result.exit_code == 0, result.output
+    assert (out / "README.md").exists() and (tmp_path / "frozenlake-q.csv").exists()
+    assert "Why this dataset" in (out / "README.md").read_text()  # the datasets_cards/ prose is in the card
+
+
+def test_pipeline_step_error_propagates_exit_code(cli, tmp_path):
+    out = tmp_path / "o"
+    result = cli("pipeline", "run", "pipelines/frozenlake-q.yaml", "--out", out, "--set", "gamma=2")
+    assert result.exit_code == 2
+    assert not out.exists()

@@ -1,0 +1,130 @@
+"""`rlft data export-q frozenlake`: the dataset folder, its card and codec, and the CLI's errors."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import yaml
+
+from factories import SMALL_5x3, write_map
+from rlft.codecs import load_codec
+
+
+def _header(card_text: str) -> dict:
+    assert card_text.startswith("---\n")
+    return yaml.safe_load(card_text.split("---\n")[1])
+
+
+def test_export_writes_hub_layout_that_loads(cli, tmp_path):
+    import datasets
+
+    out, csv = tmp_path / "fl4", tmp_path / "fl4.csv"
+    result = cli("data", "export-q", "frozenlake", "--out", out, "--csv", csv, "--episodes", "200")
+    assert result.exit_code == 0, result.output
+    assert "0.542026" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "data", "rlft_codec.json", "rlft_info.json"]
+
+    ds = datasets.load_dataset(str(out))
+    train = ds["train"]
+    assert len(train) == 11  # 16 cells - 4 holes - 1 goal
+    row = train.filter(lambda r: r["state"] == 0)[0]
+    assert row["q_value_left"] == pytest.approx(0.542026, abs=1e-6)
+    assert row["v"] == pytest.approx(max(row["q_values"]))
+    assert row["action"] in row["optimal_actions"]
+    tied = train.filter(lambda r: r["state"] == 6)[0]
+    assert tied["optimal_actions"] == [0, 2]
+
+    header = _header((out / "README.md").read_text())
+    assert header["configs"][0]["data_files"][0] == {"split": "train", "path": "data/train-*.parquet"}
+    assert header["license"] and "reinforcement-learning" in header["task_categories"]
+    card = (out / "README.md").read_text()
+    for needle in ("V*(start)", "0.542026", "Columns", "q_value_left", "optimal success rate (measured)"):
+        assert needle in card
+
+    codec = load_codec(out)
+    for r in train:
+        assert codec.decode_action(r["completion"]) == r["action"]
+        assert codec.encode_observation(r["state"]) == r["state_str"]
+
+    frame = pd.read_csv(csv)
+    assert {"state_str", "action", "q_value_left", "q_value_down", "q_value_right", "q_value_up"} <= set(frame)
+    assert frame.loc[frame.state == 0, "state_str"].item() == "S F F F|F H F H|F F F H|H F F G"
+
+
+def test_8x8_and_custom_map_and_plain_prompts(cli, tmp_path):
+    import datasets
+
+    out8 = tmp_path / "fl8"
+    assert cli("data", "export-q", "frozenlake", "--map", "8x8", "--out", out8, "--episodes", "50").exit_code == 0
+    assert len(datasets.load_dataset(str(out8))["train"]) == 64 - 10 - 1
+
+    custom = tmp_path / "custom"
+    map_file = write_map(tmp_path, SMALL_5x3)
+    result = cli("data", "export-q", "frozenlake", "--map", map_file, "--no-slippery", "--gamma", "0.9",
+                 "--prompt-style", "plain", "--out", custom, "--episodes", "20")
+    assert result.exit_code == 0, result.output
+    train = datasets.load_dataset(str(custom))["train"]
+    assert len(train) == 15 - 2 - 1
+    assert isinstance(train[0]["prompt"], str) and train[0]["completion"].startswith("<answer>")
+    assert "measured" in result.output and "1" in result.output  # deterministic map: always succeeds
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--map", "5x5"], "unknown map"),
+        (["--gamma", "0"], "gamma"),
+        (["--gamma", "1.5"], "gamma"),
+        (["--prompt-style", "xml"], "prompt-style"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(cli, tmp_path, args, message):
+    out = tmp_path / "out"
+    result = cli("data", "export-q", "frozenlake", "--out", out, *args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert not out.exists()
+
+
+def test_bad_map_file_exits_2(cli, tmp_path):
+    out = tmp_path / "out"
+    result = cli("data", "export-q", "frozenlake", "--map", write_map(tmp_path, ["SFQ", "FFG"]), "--out", out)
+    assert result.exit_code == 2 and "outside S/F/H/G" in result.output
+    assert not out.exists()
+
+
+def test_unknown_env_exits_2(cli, tmp_path):
+    result = cli("data", "export-q", "cartpole", "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "frozenlake" in result.output
+
+
+def test_existing_output_is_refused_then_replaced_with_overwrite(cli, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("precious")
+    result = cli("data", "export-q", "frozenlake", "--out", out, "--episodes", "10")
+    assert result.exit_code == 2 and "--overwrite" in result.output
+    assert (out / "keep.txt").read_text() == "precious"
+
+    result = cli("data", "export-q", "frozenlake", "--out", out, "--episodes", "10", "--overwrite")
+    assert result.exit_code == 0
+    assert not (out / "keep.txt").exists() and (out / "README.md").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no temp folders left behind
+
+
+def test_failure_while_writing_keeps_the_old_folder(tmp_path, monkeypatch):
+    from rlft.hub import folder
+    from rlft.hub.frozenlake_q import ExportQConfig, export_frozenlake_q
+
+    out = tmp_path / "out"
+    export_frozenlake_q(ExportQConfig(out=out, episodes=10))
+    before = (out / "README.md").read_text()
+
+    def broken(self, spec):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(folder.DatasetFolderWriter, "write_card", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        export_frozenlake_q(ExportQConfig(out=out, episodes=10, gamma=0.5, overwrite=True))
+    assert (out / "README.md").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

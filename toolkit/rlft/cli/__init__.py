@@ -1,0 +1,1 @@
+"""The ``rlft`` command line (Typer). Command modules import heavy libraries inside the commands."""

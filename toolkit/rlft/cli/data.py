@@ -1,0 +1,51 @@
+"""``rlft data``: export exact FrozenLake Q-values, collect and serialize datasets, inspect and publish."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rlft.cli.common import command
+
+app = typer.Typer(no_args_is_help=True)
+
+EXPORT_Q_ENVS = ("frozenlake",)
+
+
+@command(app, "export-q")
+def export_q(
+    env: str = typer.Argument(..., help="Environment: frozenlake."),
+    map: str = typer.Option("4x4", "--map", help="4x4, 8x8, or a text file with one row of S/F/H/G per line."),
+    slippery: bool = typer.Option(True, "--slippery/--no-slippery", help="Slippery ice (gymnasium default)."),
+    gamma: float = typer.Option(0.99, help="Discount factor in (0, 1]."),
+    out: Path = typer.Option(..., "--out", help="Dataset folder to write (Hub layout)."),
+    csv: Path | None = typer.Option(None, "--csv", help="Also write the Gemma-experiment CSV here."),
+    episodes: int = typer.Option(1000, help="Episodes of the greedy policy run to measure its success rate."),
+    seed: int = typer.Option(0, help="Seed of the first measured episode (episode i uses seed + i)."),
+    prompt_style: str = typer.Option("chat", help="chat (system + user messages) or plain (one string)."),
+    card_extra: Path | None = typer.Option(None, help="Markdown file of dataset-specific prose for the card."),
+    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
+) -> None:
+    """Exact Q*(s,a) of FrozenLake by value iteration, as a Hub-layout dataset with prompts and a card."""
+    from rlft.core.errors import InvalidInputError
+
+    if env.lower() not in EXPORT_Q_ENVS:
+        raise InvalidInputError(f"export-q supports {', '.join(EXPORT_Q_ENVS)}, not {env!r}")
+    if episodes < 1:
+        raise InvalidInputError(f"--episodes must be at least 1, got {episodes}")
+    from rlft.hub.frozenlake_q import ExportQConfig, export_frozenlake_q
+
+    config = ExportQConfig(
+        map=map,
+        slippery=slippery,
+        gamma=gamma,
+        out=out,
+        csv=csv,
+        episodes=episodes,
+        seed=seed,
+        prompt_style=prompt_style,
+        card_extra=card_extra,
+        overwrite=overwrite,
+    )
+    export_frozenlake_q(config)

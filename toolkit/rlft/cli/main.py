@@ -1,0 +1,40 @@
+"""``rlft``: collect, serialize, publish, train and evaluate. ``rlft --help`` imports nothing heavy."""
+
+from __future__ import annotations
+
+import typer
+
+from rlft import __version__
+from rlft.cli import data, expert, model, pipeline, train
+from rlft.cli import eval as eval_cli
+
+app = typer.Typer(
+    name="rlft",
+    help="RL experience in, LLM policies out: datasets, codecs, SFT/GRPO training and evaluation.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode="rich",
+)
+app.add_typer(data.app, name="data", help="Collect, export, serialize, inspect and publish datasets.")
+app.add_typer(expert.app, name="expert", help="Train and evaluate Stable-Baselines3 experts.")
+app.add_typer(model.app, name="model", help="Create, fetch and merge language models without the Hub.")
+app.add_typer(train.app, name="train", help="Fine-tune language models on rlft datasets (SFT, GRPO).")
+app.add_typer(eval_cli.app, name="eval", help="Run policies in real environments and compare reports.")
+app.add_typer(pipeline.app, name="pipeline", help="Run the YAML pipelines under pipelines/.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rlft {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """rlft: reinforcement-learning experience as language-model data, and language models as policies."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

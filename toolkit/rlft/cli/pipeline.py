@@ -1,0 +1,117 @@
+"""``rlft pipeline run FILE``: a YAML list of rlft commands with variables, run in-process in order.
+
+A pipeline file::
+
+    name: frozenlake-q
+    vars: {episodes: 1000}          # defaults, overridden by --set episodes=10
+    steps:
+      - command: data export-q frozenlake
+        args: {map: 4x4, episodes: "{episodes}", out: "{out}"}
+        skip_if_exists: some/path     # optional: a step whose product is already there is skipped
+
+``{out}`` is the --out folder; ``{overwrite}`` is true/false. Args become CLI options (``key: true`` ->
+``--key``, ``false`` -> ``--no-key``), so a pipeline step is exactly the command a user would type.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from rlft.cli.common import command
+from rlft.core.errors import InvalidInputError
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _substitute(value: Any, variables: dict[str, Any]) -> Any:
+    if isinstance(value, str):
+        for key, val in variables.items():
+            if value == f"{{{key}}}":  # a whole-value reference keeps the variable's type
+                return val
+            value = value.replace(f"{{{key}}}", str(val))
+        return value
+    if isinstance(value, list):
+        return [_substitute(v, variables) for v in value]
+    if isinstance(value, dict):
+        return {k: _substitute(v, variables) for k, v in value.items()}
+    return value
+
+
+def _flag_value(value: Any) -> Any:
+    """YAML strings from --set like 'true'/'false' act as booleans."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return value
+
+
+def args_to_argv(args: dict[str, Any]) -> list[str]:
+    """``{"map": "4x4", "slippery": False}`` -> ``["--map", "4x4", "--no-slippery"]``."""
+    argv: list[str] = []
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-")
+        value = _flag_value(value)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            argv.append(flag if value else "--no-" + key.replace("_", "-"))
+        elif isinstance(value, list):
+            for item in value:
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str]) -> tuple[dict, list[list[str]]]:
+    """Parse a pipeline file and return (spec, argv of each step to run)."""
+    import yaml
+
+    if not path.is_file():
+        raise InvalidInputError(f"no pipeline file {path}", hint="see the files under pipelines/")
+    spec = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(spec.get("steps"), list) or not spec["steps"]:
+        raise InvalidInputError(f"pipeline {path} has no steps")
+    variables = dict(spec.get("vars") or {})
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidInputError(f"--set {item!r} is not KEY=VALUE")
+        if key not in variables:
+            raise InvalidInputError(f"--set {key}: pipeline {path.name} has no variable {key!r}",
+                                    hint=f"its variables: {sorted(variables)}")
+        variables[key] = yaml.safe_load(value)
+    variables.update(out=str(out), overwrite=overwrite)
+    variables = {k: _substitute(v, variables) for k, v in variables.items()}
+    runs = []
+    for i, step in enumerate(spec["steps"]):
+        if "command" not in step:
+            raise InvalidInputError(f"step {i} of {path} has no 'command'")
+        skip = step.get("skip_if_exists")
+        if skip and Path(_substitute(skip, variables)).exists():
+            continue
+        argv = str(step["command"]).split() + args_to_argv(_substitute(step.get("args") or {}, variables))
+        runs.append(argv)
+    return spec, runs
+
+
+@command(app, "run")
+def run(
+    path: Path = typer.Argument(..., help="Pipeline YAML file (see pipelines/)."),
+    out: Path = typer.Option(..., "--out", help="Output folder, available to steps as {out}."),
+    overwrite: bool = typer.Option(False, help="Replace an existing output (available as {overwrite})."),
+    set_: list[str] = typer.Option([], "--set", help="Override a pipeline variable: KEY=VALUE (repeatable)."),
+) -> None:
+    """Run every step of a pipeline file, in order, as the rlft commands it names."""
+    from rlft.cli.main import app as root
+    from rlft.core.console import console
+
+    spec, runs = load_pipeline(path, out, overwrite, set_)
+    for i, argv in enumerate(runs, 1):
+        console.rule(f"[bold]{spec.get('name', path.stem)}[/] step {i}/{len(runs)}: rlft {' '.join(argv)}")
+        # standalone_mode=False: click returns a step's exit code instead of exiting the process.
+        code = root(argv, standalone_mode=False)
+        if isinstance(code, int) and code != 0:
+            raise typer.Exit(code)

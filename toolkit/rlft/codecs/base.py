@@ -1,0 +1,191 @@
+"""The one codec interface: encode observations/actions as text, decode model text back to an action.
+
+A codec is data: :meth:`Codec.to_dict` holds everything (spaces, template, bins, ranges) and is saved as
+``rlft_codec.json`` next to the dataset. Trainers and evaluation call :func:`load_codec` and never rebuild a
+format by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rlft.codecs.spaces import space_from_dict, space_to_dict
+from rlft.codecs.template import PromptTemplate
+from rlft.core.errors import InvalidInputError, RlftError
+
+CODEC_FILENAME = "rlft_codec.json"
+CODEC_SCHEMA_VERSION = 1
+_REGISTRY: dict[str, type[Codec]] = {}
+
+
+class ActionParseError(RlftError, ValueError):
+    """Model text that does not decode to an action; ``reason`` says why (no answer block, bad token...)."""
+
+    def __init__(self, reason: str, text: str = ""):
+        super().__init__(reason)
+        self.reason = reason
+        self.text = text
+
+
+def register_codec(cls: type[Codec]) -> type[Codec]:
+    """Class decorator: make a codec kind loadable by :func:`codec_from_dict`."""
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+class Codec(ABC):
+    """Shared interface of every codec kind (``raw``, ``discretized``, ``tokenized``, ``frozenlake-grid``)."""
+
+    kind: ClassVar[str]
+
+    def __init__(
+        self,
+        observation_space: dict[str, Any],
+        action_space: dict[str, Any],
+        template: PromptTemplate,
+        env_id: str | None = None,
+        env_kwargs: dict[str, Any] | None = None,
+    ):
+        self.observation_space = observation_space if isinstance(observation_space, dict) else space_to_dict(
+            observation_space
+        )
+        self.action_space = action_space if isinstance(action_space, dict) else space_to_dict(action_space)
+        self.template = template
+        self.env_id = env_id
+        self.env_kwargs = dict(env_kwargs or {})
+
+    # -- what subclasses define -------------------------------------------------------------------------
+    @abstractmethod
+    def encode_observation(self, obs) -> str:
+        """Text for one observation."""
+
+    @abstractmethod
+    def encode_action(self, action) -> str:
+        """Text for one action (without the answer tags)."""
+
+    @abstractmethod
+    def parse_action_text(self, text: str):
+        """The action for the text inside the answer tags; raise :class:`ActionParseError` if invalid."""
+
+    def params(self) -> dict[str, Any]:
+        """Kind-specific parameters saved in the codec file (bins, ranges, precision...)."""
+        return {}
+
+    # -- shared behaviour -----------------------------------------------------------------------------
+    @property
+    def is_discrete_action(self) -> bool:
+        return self.action_space["type"] == "discrete"
+
+    def encode_observations(self, observations) -> list[str]:
+        """Text for a batch of observations; subclasses vectorise this."""
+        return [self.encode_observation(o) for o in observations]
+
+    def encode_actions(self, actions) -> list[str]:
+        """Text for a batch of actions; subclasses vectorise this."""
+        return [self.encode_action(a) for a in actions]
+
+    def decode_action(self, text: str | list[dict[str, str]]):
+        """Model output (a completion string or chat messages) -> a valid action of the action space.
+
+        Raises :class:`ActionParseError` with the reason when no valid action can be read.
+        """
+        inner = self.template.extract_answer(text)
+        if inner is None:
+            fmt = self.template.answer_format.replace("{action}", "...")
+            raise ActionParseError(f"no answer block of the form {fmt}", text if isinstance(text, str) else "")
+        if not inner:
+            raise ActionParseError("empty answer", inner)
+        return self.parse_action_text(inner)
+
+    def build_prompt(self, obs, context: str = ""):
+        return self.template.build_prompt(self.encode_observation(obs), context)
+
+    def build_completion(self, action):
+        return self.template.build_completion(self.encode_action(action))
+
+    def make_env(self, **kwargs):
+        """The gymnasium environment this codec's data came from (evaluation and env rewards use it)."""
+        import gymnasium as gym
+
+        if not self.env_id:
+            raise InvalidInputError("this codec records no env id", hint="pass the environment explicitly")
+        return gym.make(self.env_id, **{**self.env_kwargs, **kwargs})
+
+    def spaces(self):
+        """(observation_space, action_space) as gymnasium spaces."""
+        return space_from_dict(self.observation_space), space_from_dict(self.action_space)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rlft_codec_version": CODEC_SCHEMA_VERSION,
+            "kind": self.kind,
+            "env_id": self.env_id,
+            "env_kwargs": self.env_kwargs,
+            "observation_space": self.observation_space,
+            "action_space": self.action_space,
+            "template": self.template.to_dict(),
+            "params": _jsonable(self.params()),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Codec:
+        return cls(
+            observation_space=data["observation_space"],
+            action_space=data["action_space"],
+            template=PromptTemplate.from_dict(data["template"]),
+            env_id=data.get("env_id"),
+            env_kwargs=data.get("env_kwargs"),
+            **data.get("params", {}),
+        )
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        path = Path(directory) / CODEC_FILENAME
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        return path
+
+    def describe(self) -> str:
+        """One line for cards and tables."""
+        extra = ", ".join(f"{k}={v}" for k, v in self.params().items() if not isinstance(v, list | dict))
+        return f"{self.kind}" + (f" ({extra})" if extra else "")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.describe()})"
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def codec_from_dict(data: dict[str, Any]) -> Codec:
+    """Rebuild any registered codec kind from its saved dict."""
+    import rlft.codecs  # noqa: F401  (registers the built-in kinds)
+
+    kind = data.get("kind")
+    if kind not in _REGISTRY:
+        raise InvalidInputError(f"unknown codec kind {kind!r}", hint=f"known kinds: {sorted(_REGISTRY)}")
+    return _REGISTRY[kind].from_dict(data)
+
+
+def load_codec(path: str | os.PathLike) -> Codec:
+    """Load the codec of a dataset folder (or a codec JSON file itself)."""
+    path = Path(path)
+    file = path / CODEC_FILENAME if path.is_dir() else path
+    if not file.is_file():
+        raise InvalidInputError(
+            f"no codec file at {file}", hint="pass an rlft dataset folder (it holds rlft_codec.json)"
+        )
+    return codec_from_dict(json.loads(file.read_text(encoding="utf-8")))

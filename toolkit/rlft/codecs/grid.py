@@ -1,0 +1,71 @@
+"""FrozenLake codec: the grid as text with the agent marked, actions as names (LEFT, DOWN, RIGHT, UP)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlft.codecs.base import ActionParseError, Codec, register_codec
+from rlft.codecs.template import PromptTemplate
+from rlft.envs.frozenlake import ACTION_NAMES, ENV_ID, LakeMap, render_grid
+
+FROZENLAKE_SYSTEM = (
+    "You are an expert at solving the Frozen Lake environment. Analyze the state and provide your reasoning "
+    "before giving the action."
+)
+FROZENLAKE_INSTRUCTION = (
+    "Current Frozen Lake state:\n{observation}\n\n"
+    "S is your position, F is frozen ice, H is a hole, G is the goal. The ice is {slip}.\n"
+    "What action should I take to maximize my chances of reaching the goal safely?\n"
+    "Respond with one of: LEFT, DOWN, RIGHT, UP.\n"
+    "You may think inside <think></think> tags first; then give your final answer inside <answer></answer> tags."
+)
+
+
+def frozenlake_template(slippery: bool, style: str = "chat") -> PromptTemplate:
+    """The FrozenLake prompt: the Gemma FrozenLake GRPO experiment's wording plus a legend of the cells."""
+    slip = "slippery: you may slide to a side" if slippery else "not slippery: you move where you choose"
+    return PromptTemplate(
+        style=style,
+        system=FROZENLAKE_SYSTEM,
+        instruction=FROZENLAKE_INSTRUCTION.replace("{slip}", slip),
+        answer_format="<answer>{action}</answer>",
+        allow_think=True,
+    )
+
+
+@register_codec
+class FrozenLakeGridCodec(Codec):
+    kind = "frozenlake-grid"
+
+    def __init__(self, *args, map_rows: list[str], action_names: list[str] = ACTION_NAMES, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.lake = LakeMap("codec", tuple(map_rows))
+        self.action_names = [a.upper() for a in action_names]
+
+    @classmethod
+    def for_map(cls, lake: LakeMap, slippery: bool, style: str = "chat") -> FrozenLakeGridCodec:
+        from gymnasium import spaces
+
+        return cls(
+            spaces.Discrete(lake.n_states),
+            spaces.Discrete(len(ACTION_NAMES)),
+            frozenlake_template(slippery, style),
+            env_id=ENV_ID,
+            env_kwargs={"desc": list(lake.rows), "is_slippery": slippery},
+            map_rows=list(lake.rows),
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {"map_rows": list(self.lake.rows), "action_names": self.action_names}
+
+    def encode_observation(self, obs) -> str:
+        return render_grid(self.lake, int(obs))
+
+    def encode_action(self, action) -> str:
+        return self.action_names[int(action)]
+
+    def parse_action_text(self, text: str) -> int:
+        word = text.strip().strip(".!").strip().upper()
+        if word in self.action_names:
+            return self.action_names.index(word)
+        raise ActionParseError(f"{text!r} is not one of {', '.join(self.action_names)}", text)

@@ -1,0 +1,84 @@
+"""Prompt templates as data: saved inside the codec JSON, loaded back by trainers and evaluation."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PROMPT_STYLES = ("plain", "chat")
+
+
+@dataclass
+class PromptTemplate:
+    """How an encoded observation becomes a prompt and an encoded action becomes a completion.
+
+    ``instruction`` is the user text; ``{observation}`` is replaced by the codec's observation text and the
+    optional ``{context}`` by history / return-to-go lines. ``answer_format`` wraps the action text; the same
+    string, split at ``{action}``, is the pattern that parses model output, so the two can never disagree.
+    """
+
+    style: str = "plain"
+    system: str = ""
+    instruction: str = "{observation}"
+    answer_format: str = "<answer>{action}</answer>"
+    allow_think: bool = True  # a <think>...</think> block before the answer is accepted
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.style not in PROMPT_STYLES:
+            raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {self.style!r}")
+        if self.answer_format.count("{action}") != 1:
+            raise ValueError("answer_format must contain {action} exactly once")
+
+    # -- building -------------------------------------------------------------------------------------
+    @property
+    def answer_prefix(self) -> str:
+        return self.answer_format.split("{action}")[0]
+
+    @property
+    def answer_suffix(self) -> str:
+        return self.answer_format.split("{action}")[1]
+
+    def user_text(self, observation: str, context: str = "") -> str:
+        return self.instruction.replace("{context}", context).replace("{observation}", observation)
+
+    def build_prompt(self, observation: str, context: str = "") -> str | list[dict[str, str]]:
+        """The prompt for one observation: a string (plain) or a list of chat messages (chat)."""
+        user = self.user_text(observation, context)
+        if self.style == "plain":
+            return f"{self.system}\n\n{user}" if self.system else user
+        messages = [{"role": "system", "content": self.system}] if self.system else []
+        return messages + [{"role": "user", "content": user}]
+
+    def answer_text(self, action_text: str) -> str:
+        return f"{self.answer_prefix}{action_text}{self.answer_suffix}"
+
+    def build_completion(self, action_text: str) -> str | list[dict[str, str]]:
+        """The completion for one action: a string (plain) or one assistant message (chat)."""
+        text = self.answer_text(action_text)
+        return text if self.style == "plain" else [{"role": "assistant", "content": text}]
+
+    # -- parsing --------------------------------------------------------------------------------------
+    @property
+    def answer_regex(self) -> re.Pattern[str]:
+        pattern = re.escape(self.answer_prefix) + r"(.*?)" + re.escape(self.answer_suffix)
+        return re.compile(pattern, re.DOTALL)
+
+    def extract_answer(self, text: str | list[dict[str, str]]) -> str | None:
+        """The action text of the last answer block in ``text``, or None if there is none."""
+        if isinstance(text, list):  # a chat completion: take the last message's content
+            text = text[-1]["content"] if text else ""
+        if not self.answer_suffix:  # open-ended answers: everything after the prefix
+            idx = text.rfind(self.answer_prefix) if self.answer_prefix else 0
+            return text[idx + len(self.answer_prefix) :].strip() if idx >= 0 else None
+        matches = self.answer_regex.findall(text)
+        return matches[-1].strip() if matches else None
+
+    # -- persistence ----------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PromptTemplate:
+        return cls(**data)

@@ -1,0 +1,1 @@
+"""Small shared pieces every stage uses: errors, atomic output folders, seeding, console."""

@@ -1,0 +1,61 @@
+"""Rich console, progress bars and tables shared by every command."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def progress(transient: bool = False) -> Progress:
+    """A progress bar with count, elapsed and remaining time (disabled automatically when not a terminal)."""
+    return Progress(
+        TextColumn("[bold blue]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=transient,
+    )
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def kv_table(title: str, rows: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> Table:
+    """A two-column table of named values."""
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    items = rows.items() if isinstance(rows, Mapping) else rows
+    for key, value in items:
+        table.add_row(str(key), _fmt(value))
+    return table
+
+
+def records_table(title: str, records: list[Mapping[str, Any]], columns: list[str] | None = None) -> Table:
+    """A table with one row per record."""
+    columns = columns or (list(records[0]) if records else [])
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col)
+    for rec in records:
+        table.add_row(*(_fmt(rec.get(c, "")) for c in columns))
+    return table

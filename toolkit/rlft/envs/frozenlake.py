@@ -1,0 +1,100 @@
+"""FrozenLake maps: named or from a file, validated, rendered as text the same way everywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlft.core.errors import InvalidInputError
+
+ENV_ID = "FrozenLake-v1"
+CELLS = frozenset("SFHG")
+ACTION_NAMES = ("LEFT", "DOWN", "RIGHT", "UP")  # gymnasium's order: 0=LEFT 1=DOWN 2=RIGHT 3=UP
+# The agent's cell is marked with "S", as in the Gemma FrozenLake GRPO experiment's CSV; the start cell shows
+# as "F" when the agent is elsewhere, so the marker is never ambiguous.
+AGENT_MARKER = "S"
+
+
+@dataclass(frozen=True)
+class LakeMap:
+    """A validated FrozenLake grid: ``rows`` are strings of S/F/H/G, ``name`` says where it came from."""
+
+    name: str
+    rows: tuple[str, ...]
+
+    @property
+    def nrow(self) -> int:
+        return len(self.rows)
+
+    @property
+    def ncol(self) -> int:
+        return len(self.rows[0])
+
+    @property
+    def n_states(self) -> int:
+        return self.nrow * self.ncol
+
+    @property
+    def start_state(self) -> int:
+        flat = "".join(self.rows)
+        return flat.index("S")
+
+    def cell(self, state: int) -> str:
+        return self.rows[state // self.ncol][state % self.ncol]
+
+    def is_terminal(self, state: int) -> bool:
+        return self.cell(state) in "HG"
+
+    def make_env(self, slippery: bool = True, max_episode_steps: int | None = None, **kwargs):
+        """Create the real gymnasium FrozenLake-v1 on this map."""
+        import gymnasium as gym
+
+        extra = {"max_episode_steps": max_episode_steps} if max_episode_steps else {}
+        return gym.make(ENV_ID, desc=list(self.rows), is_slippery=slippery, **extra, **kwargs)
+
+
+def validate_rows(rows: list[str], source: str) -> tuple[str, ...]:
+    """Check a grid: non-empty, rectangular, only S/F/H/G, exactly one S and at least one G."""
+    rows = [r.strip() for r in rows if r.strip()]
+    if not rows:
+        raise InvalidInputError(f"map {source} is empty", hint="one grid row per line of S/F/H/G")
+    widths = {len(r) for r in rows}
+    if len(widths) != 1:
+        raise InvalidInputError(
+            f"map {source} has ragged rows (lengths {sorted(widths)})", hint="every row needs the same length"
+        )
+    bad = sorted({c for r in rows for c in r} - CELLS)
+    if bad:
+        raise InvalidInputError(f"map {source} has letters {bad} outside S/F/H/G", hint="use only S, F, H, G")
+    flat = "".join(rows)
+    if flat.count("S") != 1:
+        raise InvalidInputError(f"map {source} needs exactly one S (start), found {flat.count('S')}")
+    if "G" not in flat:
+        raise InvalidInputError(f"map {source} has no G (goal)")
+    return tuple(rows)
+
+
+def load_map(spec: str) -> LakeMap:
+    """Resolve ``4x4``, ``8x8`` (gymnasium's named maps) or a path to a text file with one row per line."""
+    from gymnasium.envs.toy_text.frozen_lake import MAPS
+
+    if spec in MAPS:
+        return LakeMap(spec, tuple(MAPS[spec]))
+    path = Path(spec)
+    if path.is_file():
+        return LakeMap(path.name, validate_rows(path.read_text().splitlines(), str(path)))
+    raise InvalidInputError(
+        f"unknown map {spec!r}", hint=f"use one of {sorted(MAPS)} or the path of a text file of S/F/H/G rows"
+    )
+
+
+def render_grid(lake: LakeMap, state: int, sep: str = " ", row_sep: str = "\n") -> str:
+    """The grid as text with the agent's cell marked: the one rendering prompts, CSVs and cards share."""
+    r, c = divmod(state, lake.ncol)
+    lines = []
+    for i, row in enumerate(lake.rows):
+        cells = ["F" if ch == "S" else ch for ch in row]
+        if i == r:
+            cells[c] = AGENT_MARKER
+        lines.append(sep.join(cells))
+    return row_sep.join(lines)

@@ -1,0 +1,166 @@
+"""``rlft data export-q frozenlake``: solve, measure, and write the FrozenLake Q dataset folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rlft.codecs.grid import FrozenLakeGridCodec
+from rlft.codecs.template import PROMPT_STYLES
+from rlft.core.console import console, kv_table, progress
+from rlft.core.errors import InvalidInputError
+from rlft.core.io import atomic_write_text, check_output_dir
+from rlft.envs.frozenlake import ENV_ID, LakeMap, load_map
+from rlft.hub.card import CardSpec, read_extra_markdown
+from rlft.hub.folder import write_dataset_folder
+from rlft.records.frozenlake_q import GLOSSARY, build_q_records, to_gemma_csv
+from rlft.sources.frozenlake_q import (
+    QSolution,
+    TabularModel,
+    check_gamma,
+    measure_success_rate,
+    solve_q,
+    success_probability,
+)
+
+
+@dataclass
+class ExportQConfig:
+    map: str = "4x4"
+    slippery: bool = True
+    gamma: float = 0.99
+    out: Path = Path("datasets/frozenlake-q")
+    csv: Path | None = None
+    episodes: int = 1000
+    seed: int = 0
+    prompt_style: str = "chat"
+    card_extra: Path | None = None
+    overwrite: bool = False
+
+
+@dataclass
+class ExportQResult:
+    lake: LakeMap
+    solution: QSolution
+    summary: dict
+
+
+def _validate(config: ExportQConfig) -> LakeMap:
+    """Every check runs before anything is computed or written."""
+    lake = load_map(config.map)
+    check_gamma(config.gamma)
+    if config.prompt_style not in PROMPT_STYLES:
+        raise InvalidInputError(f"--prompt-style must be one of {PROMPT_STYLES}, got {config.prompt_style!r}")
+    check_output_dir(config.out, config.overwrite)
+    if config.csv is not None and Path(config.csv).is_dir():
+        raise InvalidInputError(f"--csv {config.csv} is a folder", hint="give a file path")
+    return lake
+
+
+def solve_frozenlake(lake: LakeMap, slippery: bool, gamma: float) -> tuple[TabularModel, QSolution, int]:
+    """Q* for ``lake`` read from the real environment's transition tables; also return its step limit."""
+    env = lake.make_env(slippery)
+    try:
+        model = TabularModel.from_env(env)
+        max_steps = env.spec.max_episode_steps
+    finally:
+        env.close()
+    return model, solve_q(model, gamma), max_steps
+
+
+def export_frozenlake_q(config: ExportQConfig) -> ExportQResult:
+    """Build the dataset folder at ``config.out`` (atomically) and print a summary table."""
+    lake = _validate(config)
+    model, solution, max_steps = solve_frozenlake(lake, config.slippery, config.gamma)
+    codec = FrozenLakeGridCodec.for_map(lake, config.slippery, config.prompt_style)
+    frame = build_q_records(lake, solution, codec)
+
+    policy = solution.greedy_policy()
+    goal = np.array([c == "G" for c in "".join(lake.rows)])
+    exact_success = success_probability(model, policy, lake.start_state, goal, max_steps)
+    with progress() as bar:
+        task = bar.add_task("greedy policy episodes", total=config.episodes)
+        measured = measure_success_rate(
+            lambda: lake.make_env(config.slippery), policy, config.episodes, config.seed, lambda: bar.advance(task)
+        )
+
+    summary = {
+        "env_id": ENV_ID,
+        "map": lake.name,
+        "size": f"{lake.nrow}x{lake.ncol}",
+        "slippery": config.slippery,
+        "gamma": config.gamma,
+        "rows (non-terminal states)": len(frame),
+        "V*(start)": float(solution.v[lake.start_state]),
+        "Bellman residual": solution.residual,
+        "solver sweeps": solution.iterations,
+        f"optimal success, exact (<= {max_steps} steps)": exact_success,
+        "optimal success, measured": measured["success_rate"],
+        "measured stderr": measured["success_rate_stderr"],
+        "episodes measured": config.episodes,
+    }
+    _write(config, lake, solution, codec, frame, measured, exact_success, max_steps)
+    if config.csv is not None:
+        import io
+
+        buf = io.StringIO()
+        to_gemma_csv(frame).to_csv(buf, index=False)
+        atomic_write_text(config.csv, buf.getvalue())
+    console.print(kv_table(f"FrozenLake Q* ({lake.name}) -> {config.out}", summary))
+    return ExportQResult(lake, solution, summary)
+
+
+def _write(config, lake, solution, codec, frame, measured, exact_success, max_steps) -> None:
+    import gymnasium
+    import pyarrow as pa
+
+    example = frame.iloc[0]
+    prompt_text = example["prompt"]
+    if isinstance(prompt_text, list):
+        prompt_text = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in prompt_text)
+    completion_text = example["completion"]
+    if isinstance(completion_text, list):
+        completion_text = completion_text[-1]["content"]
+    context = {
+        "env_id": ENV_ID,
+        "gymnasium_version": gymnasium.__version__,
+        "map_name": lake.name,
+        "map_text": "\n".join(lake.rows),
+        "nrow": lake.nrow,
+        "ncol": lake.ncol,
+        "slippery": config.slippery,
+        "gamma": config.gamma,
+        "method": solution.method,
+        "iterations": solution.iterations,
+        "residual": solution.residual,
+        "v_start": float(solution.v[lake.start_state]),
+        "exact_success": exact_success,
+        "success_rate": measured["success_rate"],
+        "success_stderr": measured["success_rate_stderr"],
+        "episodes": measured["episodes"],
+        "seed": measured["seed"],
+        "max_episode_steps": max_steps,
+        "n_tied": int(sum(len(a) > 1 for a in frame["optimal_actions"])),
+        "n_rows": len(frame),
+        "glossary": GLOSSARY,
+        "prompt_style": config.prompt_style,
+        "example_state": int(example["state"]),
+        "example_prompt": prompt_text,
+        "example_completion": completion_text,
+    }
+    with write_dataset_folder(config.out, config.overwrite) as folder:
+        folder.write_split("train", pa.Table.from_pandas(frame, preserve_index=False))
+        folder.save_codec(codec)
+        folder.write_info({"kind": "frozenlake-q", **{k: v for k, v in context.items() if k != "glossary"}})
+        folder.write_card(
+            CardSpec(
+                pretty_name=f"FrozenLake {lake.nrow}x{lake.ncol} exact Q-values",
+                template="frozenlake_q.md",
+                splits={"train": len(frame)},
+                tags=["frozenlake", "q-values", "gymnasium", "grpo"],
+                context=context,
+                extra_markdown=read_extra_markdown(config.card_extra),
+            )
+        )

@@ -1,0 +1,1 @@
+"""Rows of prompt/completion records built from sources with a codec."""

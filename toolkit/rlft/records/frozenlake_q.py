@@ -1,0 +1,60 @@
+"""Rows of the FrozenLake Q dataset: one per non-terminal state, with Q-values, ties and prompts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rlft.codecs.grid import FrozenLakeGridCodec
+from rlft.envs.frozenlake import ACTION_NAMES, LakeMap
+from rlft.sources.frozenlake_q import QSolution
+
+Q_COLUMNS = [f"q_value_{name.lower()}" for name in ACTION_NAMES]  # names match the Gemma experiment's CSV
+
+GLOSSARY = {
+    "state": "state index s = row * ncol + col",
+    "row": "grid row of the agent (0 = top)",
+    "col": "grid column of the agent (0 = left)",
+    "state_str": "the grid as text, cells separated by spaces, S marks the agent (same rendering as the prompt)",
+    "action": "an optimal action (0=LEFT 1=DOWN 2=RIGHT 3=UP); the first one in that order when tied",
+    "action_name": "the name of `action`",
+    "optimal_actions": "every action whose Q is within 1e-9 of the maximum (ties are real: all are optimal)",
+    **{col: f"Q*(s, {name}) under the card's gamma" for col, name in zip(Q_COLUMNS, ACTION_NAMES, strict=True)},
+    "q_values": "the four Q-values as a list in action order",
+    "v": "V*(s) = max_a Q*(s, a)",
+    "prompt": "the model input (chat messages or text, see the codec's template)",
+    "completion": "the optimal action in the answer format, e.g. <answer>RIGHT</answer>",
+}
+
+
+def build_q_records(lake: LakeMap, solution: QSolution, codec: FrozenLakeGridCodec, atol: float = 1e-9):
+    """A DataFrame with one row per non-terminal state of ``lake`` (terminal states have no decision)."""
+    states = np.array([s for s in range(lake.n_states) if not lake.is_terminal(s)], dtype=np.int64)
+    q = solution.q[states]
+    optimal = solution.optimal_mask(atol)[states]
+    action = q.argmax(axis=1)
+    frame = pd.DataFrame(
+        {
+            "state": states,
+            "row": states // lake.ncol,
+            "col": states % lake.ncol,
+            "state_str": [codec.encode_observation(s) for s in states],
+            "action": action,
+            "action_name": [ACTION_NAMES[a] for a in action],
+            "optimal_actions": [np.flatnonzero(m).tolist() for m in optimal],
+            **{col: q[:, i] for i, col in enumerate(Q_COLUMNS)},
+            "q_values": [row.tolist() for row in q],
+            "v": q.max(axis=1),
+        }
+    )
+    frame["prompt"] = [codec.build_prompt(s) for s in states]
+    frame["completion"] = [codec.build_completion(a) for a in action]
+    return frame
+
+
+def to_gemma_csv(frame: pd.DataFrame) -> pd.DataFrame:
+    """The CSV layout of the Gemma FrozenLake GRPO experiment (grid rows joined by ``|``)."""
+    out = frame[["state", "state_str", "action", *Q_COLUMNS, "v"]].copy()
+    out["state_str"] = out["state_str"].str.replace("\n", "|", regex=False)
+    out["optimal_actions"] = [" ".join(ACTION_NAMES[a] for a in acts) for acts in frame["optimal_actions"]]
+    return out

@@ -1,0 +1,1 @@
+"""Where experience comes from: SB3 experts, Minari datasets, exact tabular solutions."""
