@@ -49,3 +49,7 @@ def export_q(
         overwrite=overwrite,
     )
     export_frozenlake_q(config)
+
+
+# Commands defined in their own modules register themselves on ``app`` (imported last: they import ``app``).
+from rlft.cli import data_minari, data_serialize  # noqa: E402,F401

@@ -23,6 +23,14 @@ class PromptTemplate:
     instruction: str = "{observation}"
     answer_format: str = "<answer>{action}</answer>"
     allow_think: bool = True  # a <think>...</think> block before the answer is accepted
+    # Context before the current observation (numeric datasets): k previous (observation, action) pairs,
+    # then optionally the return-to-go. Each piece has its own format so the serializer's vectorised path and
+    # the evaluator's per-step path produce the same text (a test compares them).
+    history: int = 0
+    history_format: str = "<observation>{observation}</observation><action>{action}</action>\n"
+    return_to_go: bool = False
+    rtg_format: str = "<return_to_go>{rtg}</return_to_go>\n"
+    rtg_precision: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -39,6 +47,19 @@ class PromptTemplate:
     @property
     def answer_suffix(self) -> str:
         return self.answer_format.split("{action}")[1]
+
+    def context(self, history: list[tuple[str, str]] = (), rtg: float | None = None) -> str:
+        """The ``{context}`` text: up to ``self.history`` past (observation, action) texts, oldest first, then
+        the return-to-go when the template conditions on it."""
+        parts = [
+            self.history_format.replace("{observation}", o).replace("{action}", a)
+            for o, a in list(history)[-self.history :]
+        ] if self.history else []
+        if self.return_to_go:
+            if rtg is None:
+                raise ValueError("this template conditions on return-to-go: pass rtg")
+            parts.append(self.rtg_format.replace("{rtg}", f"{rtg:.{self.rtg_precision}f}"))
+        return "".join(parts)
 
     def user_text(self, observation: str, context: str = "") -> str:
         return self.instruction.replace("{context}", context).replace("{observation}", observation)
