@@ -13,3 +13,76 @@ def write_map(tmp_path: Path, rows: list[str], name: str = "map.txt") -> Path:
 
 CORRIDOR = ["SFFFG"]  # deterministic: from the start, RIGHT x4 reaches the goal
 SMALL_5x3 = ["SFF", "FHF", "FFF", "HFF", "FFG"]
+
+
+def make_minari_dataset(
+    dataset_id: str,
+    env_id: str = "CartPole-v1",
+    episodes: int = 6,
+    max_steps: int | None = None,
+    data_format: str = "hdf5",
+    seed: int = 0,
+    ref_scores: tuple[float, float] | None = None,
+    corrupt: tuple[int, int] | None = None,
+):
+    """A real Minari dataset of a random policy, recorded with ``DataCollector`` (the real format).
+
+    ``corrupt=(episode, step)`` writes a NaN into that observation after collection (for NaN handling tests).
+    """
+    import gymnasium as gym
+    import minari
+    from minari import DataCollector
+
+    env = gym.make(env_id, max_episode_steps=max_steps) if max_steps else gym.make(env_id)
+    env = DataCollector(env, data_format=data_format, record_infos=False)
+    env.action_space.seed(seed)
+    for ep in range(episodes):
+        env.reset(seed=seed + ep)
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            done = terminated or truncated
+    kwargs = {"ref_min_score": ref_scores[0], "ref_max_score": ref_scores[1]} if ref_scores else {}
+    dataset = env.create_dataset(dataset_id=dataset_id, algorithm_name="random", **kwargs)
+    env.close()
+    if corrupt is not None:
+        _corrupt(dataset, *corrupt)
+        dataset = minari.load_dataset(dataset_id)
+    return dataset
+
+
+def _corrupt(dataset, episode: int, step: int) -> None:
+    import h5py
+
+    path = Path(dataset.storage.data_path) / "main_data.hdf5"
+    with h5py.File(path, "r+") as f:
+        obs = f[f"episode_{episode}"]["observations"]
+        values = obs[...]
+        values[step, 0] = float("nan")
+        obs[...] = values
+
+
+def make_continuous_minari_dataset(dataset_id: str, episodes: int = 4, steps: int = 30, seed: int = 0):
+    """A HalfCheetah-v5-shaped Minari dataset from buffers (random numbers, D4RL reference scores)."""
+    import gymnasium as gym
+    import minari
+    import numpy as np
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    rng = np.random.default_rng(seed)
+    buffers = [
+        EpisodeBuffer(
+            id=e,
+            seed=seed + e,
+            observations=rng.standard_normal((steps + 1, 17)),
+            actions=rng.uniform(-1, 1, (steps, 6)).astype(np.float32),
+            rewards=rng.standard_normal(steps) + e,
+            terminations=np.zeros(steps, bool),
+            truncations=np.r_[np.zeros(steps - 1, bool), True],
+        )
+        for e in range(episodes)
+    ]
+    return minari.create_dataset_from_buffers(
+        dataset_id, buffers, env=gym.make("HalfCheetah-v5"), algorithm_name="random",
+        ref_min_score=-280.178953, ref_max_score=12135.0,
+    )

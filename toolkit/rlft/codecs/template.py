@@ -6,7 +6,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rlft.core.textfmt import format_fixed
+
 PROMPT_STYLES = ("plain", "chat")
+
+
+def format_number(value: float, precision: int) -> str:
+    """One number as text, through the same vectorised formatter the serializer uses (one value, one text)."""
+    return format_fixed([[value]], precision)[0].as_py()
 
 
 @dataclass
@@ -58,7 +65,7 @@ class PromptTemplate:
         if self.return_to_go:
             if rtg is None:
                 raise ValueError("this template conditions on return-to-go: pass rtg")
-            parts.append(self.rtg_format.replace("{rtg}", f"{rtg:.{self.rtg_precision}f}"))
+            parts.append(self.rtg_format.replace("{rtg}", format_number(rtg, self.rtg_precision)))
         return "".join(parts)
 
     def user_text(self, observation: str, context: str = "") -> str:

@@ -1,0 +1,88 @@
+"""`rlft data push`: what is uploaded, to which repo, with which card (a fake HfApi at the network boundary)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.hub import push as push_mod
+
+
+class FakeHfApi:
+    """Records calls; captures the files that would be uploaded."""
+
+    def __init__(self):
+        self.calls = []
+        self.uploaded: dict[str, bytes] = {}
+
+    def create_repo(self, **kwargs):
+        self.calls.append(("create_repo", kwargs))
+        return f"https://huggingface.co/datasets/{kwargs['repo_id']}"
+
+    def create_branch(self, **kwargs):
+        self.calls.append(("create_branch", kwargs))
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", kwargs))
+        root = Path(kwargs["folder_path"])
+        for path in root.rglob("*"):
+            if path.is_file() and not path.name.startswith("."):
+                self.uploaded[str(path.relative_to(root))] = path.read_bytes()
+
+
+@pytest.fixture
+def dataset_dir(tmp_path):
+    from rlft.hub.frozenlake_q import ExportQConfig, export_frozenlake_q
+
+    out = tmp_path / "fl"
+    export_frozenlake_q(ExportQConfig(out=out, episodes=10))
+    return out
+
+
+def test_push_uploads_folder_with_card(cli, dataset_dir, monkeypatch):
+    fake = FakeHfApi()
+    monkeypatch.setattr(push_mod, "hf_api", lambda token: fake)
+    monkeypatch.setattr(push_mod, "check_online", lambda *a, **k: None)
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    result = cli("data", "push", dataset_dir, "--repo-id", "alice/frozenlake-q", "--private", "--revision", "v1")
+    assert result.exit_code == 0, result.output
+    names = [c[0] for c in fake.calls]
+    assert names == ["create_repo", "create_branch", "upload_folder"]
+    assert fake.calls[0][1] == {"repo_id": "alice/frozenlake-q", "repo_type": "dataset", "private": True,
+                                "exist_ok": True}
+    assert fake.calls[2][1]["revision"] == "v1" and fake.calls[2][1]["repo_type"] == "dataset"
+    assert {"README.md", "rlft_codec.json", "data/train-00000-of-00001.parquet"} <= set(fake.uploaded)
+    assert b"configs:" in fake.uploaded["README.md"] and b"V*(start)" in fake.uploaded["README.md"]
+
+
+def test_push_without_token_is_a_clear_error(cli, dataset_dir, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    result = cli("data", "push", dataset_dir, "--repo-id", "alice/x")
+    assert result.exit_code == 2 and "no Hugging Face token" in result.output
+
+
+def test_push_offline_fails_fast(dataset_dir, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OfflineError, match="HF_HUB_OFFLINE"):
+        push_mod.push_dataset(dataset_dir, "alice/x", token="hf_test")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    with pytest.raises(OfflineError, match="cannot reach"):  # a closed loopback port stands for the Hub
+        push_mod.check_online(host="127.0.0.1", port=_closed_port(), timeout=1.0)
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_push_refuses_non_dataset_folder_and_bad_repo_id(dataset_dir, tmp_path):
+    with pytest.raises(InvalidInputError, match="not an rlft dataset folder"):
+        push_mod.push_dataset(tmp_path / "nothing", "alice/x", api=FakeHfApi())
+    with pytest.raises(InvalidInputError, match="USER/NAME"):
+        push_mod.push_dataset(dataset_dir, "no-slash", api=FakeHfApi())

@@ -1,0 +1,139 @@
+"""`rlft data serialize`: Minari in, Hub-layout prompt/completion records out, one codec for both ways."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from factories import make_continuous_minari_dataset, make_minari_dataset
+from rlft.codecs import load_codec
+
+
+def _load(out):
+    import datasets
+
+    return datasets.load_dataset(str(out))
+
+
+@pytest.fixture
+def cartpole():
+    return make_minari_dataset("cartpole/random-v0", episodes=12, seed=3)
+
+
+def test_raw_cartpole_with_history_and_rtg(cli, tmp_path, cartpole):
+    out = tmp_path / "cp"
+    result = cli("data", "serialize", "cartpole/random-v0", "--out", out, "--history", "2", "--return-to-go",
+                 "--splits", "0.5,0.25,0.25", "--seed", "1")
+    assert result.exit_code == 0, result.output
+    ds = _load(out)
+    assert set(ds) == {"train", "validation", "test"}
+    assert sum(len(s) for s in ds.values()) == cartpole.total_steps  # one row per step
+    episodes = [set(s["episode_id"]) for s in ds.values()]
+    assert not (episodes[0] & episodes[1] or episodes[0] & episodes[2] or episodes[1] & episodes[2])
+    assert set().union(*episodes) == set(range(12))
+
+    codec = load_codec(out)
+    train = ds["train"].to_pandas()
+    for _, row in train.iterrows():
+        assert codec.decode_action(row["completion"]) == row["action"]
+    # The per-step path (used by evaluation) gives exactly the serialized prompt.
+    ep = train[train.episode_id == train.episode_id.iloc[0]].sort_values("step")
+    obs_texts = [codec.encode_observation(np.asarray(o)) for o in ep.observation]
+    act_texts = [codec.encode_action(a) for a in ep.action]
+    for t, (_, row) in enumerate(ep.iterrows()):
+        history = list(zip(obs_texts[:t], act_texts[:t], strict=True))
+        context = codec.template.context(history, rtg=row["return_to_go"])
+        assert codec.template.build_prompt(obs_texts[t], context) == row["prompt"]
+    # Return-to-go is the undiscounted remaining return of the episode.
+    np.testing.assert_allclose(ep.return_to_go.to_numpy(), np.cumsum(ep.reward.to_numpy()[::-1])[::-1])
+    assert ep.terminated.iloc[-1] or ep.truncated.iloc[-1]
+
+    card = (out / "README.md").read_text()
+    for needle in ("Splits are by episode", "episode return", "plots/returns.png", "return_to_go"):
+        assert needle in card
+    assert (out / "plots" / "returns.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("fmt", ["raw", "discretized", "tokenized"])
+def test_continuous_formats_round_trip_and_normalized_score(cli, tmp_path, fmt):
+    make_continuous_minari_dataset("mujoco/fake-v0", episodes=5, steps=40)
+    out = tmp_path / fmt
+    result = cli("data", "serialize", "mujoco/fake-v0", "--out", out, "--format", fmt, "--prompt-style", "chat",
+                 "--bins", "16", "--tokens", "100")
+    assert result.exit_code == 0, result.output
+    ds = _load(out)
+    codec = load_codec(out)
+    assert codec.env_id == "HalfCheetah-v5"
+    rows = ds["train"].to_list()
+    assert rows[0]["prompt"][0]["role"] == "system" and rows[0]["completion"][0]["role"] == "assistant"
+    widths = np.array([1.0, 2.0 / 16, 2.0 / 100])[["raw", "discretized", "tokenized"].index(fmt)]
+    for row in rows:
+        decoded = codec.decode_action(row["completion"])
+        assert decoded.shape == (6,)
+        assert np.all(np.abs(decoded - np.asarray(row["action"])) <= max(widths, 5e-4) + 1e-6)
+    card = (out / "README.md").read_text()
+    assert "normalized score (D4RL, x100)" in card
+
+
+def test_nonfinite_is_refused_with_episode_and_step(cli, tmp_path):
+    make_minari_dataset("cartpole/nan-v0", episodes=4, corrupt=(2, 3))
+    out = tmp_path / "o"
+    result = cli("data", "serialize", "cartpole/nan-v0", "--out", out)
+    assert result.exit_code == 2
+    assert "episode 2 step 3" in result.output and "--drop-nonfinite" in result.output
+    assert not out.exists()
+
+    result = cli("data", "serialize", "cartpole/nan-v0", "--out", out, "--drop-nonfinite")
+    assert result.exit_code == 0, result.output
+    ds = _load(out)
+    assert 2 not in set().union(*(set(s["episode_id"]) for s in ds.values()))
+
+
+def test_bad_options_and_existing_output(cli, tmp_path, cartpole):
+    for args, message in [(["--format", "json"], "--format"), (["--splits", "0.5,0.5"], "three"),
+                          (["--splits", "0.9,0.2,0.1"], "sum")]:
+        result = cli("data", "serialize", "cartpole/random-v0", "--out", tmp_path / "x", *args)
+        assert result.exit_code == 2 and message in result.output
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "f").write_text("keep")
+    result = cli("data", "serialize", "cartpole/random-v0", "--out", out)
+    assert result.exit_code == 2 and "--overwrite" in result.output
+    assert (out / "f").read_text() == "keep"
+
+
+def test_interrupted_serialize_leaves_old_output(tmp_path, cartpole, monkeypatch):
+    from rlft.hub import serialize as mod
+
+    out = tmp_path / "o"
+    mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, chunk_steps=20))
+    before = sorted(p.name for p in (out / "data").iterdir())
+    calls = {"n": 0}
+    real = mod.build_records
+
+    def failing(chunk, codec):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(chunk, codec)
+
+    monkeypatch.setattr(mod, "build_records", failing)
+    with pytest.raises(KeyboardInterrupt):
+        mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, chunk_steps=20, format="tokenized",
+                                          overwrite=True))
+    assert sorted(p.name for p in (out / "data").iterdir()) == before
+    assert load_codec(out).kind == "raw"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
+
+
+def test_split_episodes_is_seeded_and_disjoint():
+    from rlft.hub.serialize import split_episodes
+
+    ids = np.arange(50)
+    a, b = split_episodes(ids, (0.8, 0.1, 0.1), 0), split_episodes(ids, (0.8, 0.1, 0.1), 0)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert [len(a[k]) for k in ("train", "validation", "test")] == [40, 5, 5]
+    assert len(np.unique(np.concatenate(list(a.values())))) == 50
+    small = split_episodes(np.arange(3), (0.8, 0.1, 0.1), 0)
+    assert [len(v) for v in small.values()] == [1, 1, 1]
+    assert list(split_episodes(np.arange(5), (1.0, 0.0, 0.0), 0)) == ["train"]

@@ -1,0 +1,371 @@
+"""``rlft data serialize``: a Minari dataset -> a prompt/completion dataset folder in the Hub layout.
+
+Two passes over the episodes: the first checks every value is finite, measures returns and fits the codec
+(bin edges, token ranges) on the data; the second encodes whole chunks of episodes at once and streams them
+into Parquet shards. Episodes stay in memory between the passes when they fit (``in_memory_steps``), which
+halves the reading time; larger sources are read twice instead, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rlft.codecs.base import Codec
+from rlft.codecs.template import PROMPT_STYLES
+from rlft.core.console import console, kv_table, progress, records_table
+from rlft.core.errors import InvalidInputError
+from rlft.core.io import check_output_dir
+from rlft.hub.card import CardSpec, read_extra_markdown
+from rlft.hub.folder import write_dataset_folder
+from rlft.hub.layout import SPLITS
+from rlft.records.offline import GLOSSARY, EpisodeChunk, build_records
+
+FORMATS = ("raw", "discretized", "tokenized")
+_SAMPLE_ROWS = 200_000  # rows kept to fit quantile bin edges; min/max rows are always added
+
+
+@dataclass
+class SerializeConfig:
+    source: str
+    out: Path
+    format: str = "raw"
+    precision: int = 3
+    bins: int = 32
+    edges_from: str = "data"
+    tokens: int = 1000
+    prompt_style: str = "plain"
+    history: int = 0
+    return_to_go: bool = False
+    splits: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    seed: int = 0
+    drop_nonfinite: bool = False
+    max_episodes: int | None = None
+    chunk_steps: int = 100_000
+    in_memory_steps: int = 2_000_000
+    download: bool = False
+    card_extra: Path | None = None
+    overwrite: bool = False
+    system: str | None = None
+    extra_info: dict = field(default_factory=dict)
+
+
+@dataclass
+class Episode:
+    id: int
+    observations: np.ndarray  # N + 1 observations
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+
+
+def validate_config(config: SerializeConfig) -> None:
+    """Every option is checked before the source is read."""
+    if config.format not in FORMATS:
+        raise InvalidInputError(f"--format must be one of {FORMATS}, got {config.format!r}")
+    if config.prompt_style not in PROMPT_STYLES:
+        raise InvalidInputError(f"--prompt-style must be one of {PROMPT_STYLES}, got {config.prompt_style!r}")
+    fractions = np.asarray(config.splits, dtype=float)
+    if len(fractions) != 3 or np.any(fractions < 0) or not np.isclose(fractions.sum(), 1.0) or fractions[0] <= 0:
+        raise InvalidInputError(
+            f"--splits must be three non-negative fractions train,validation,test summing to 1 (train > 0), "
+            f"got {','.join(map(str, config.splits))}"
+        )
+    if config.history < 0:
+        raise InvalidInputError("--history must be >= 0")
+    if not 0 <= config.precision <= 6:
+        raise InvalidInputError("--precision must be in 0..6")
+    check_output_dir(config.out, config.overwrite)
+
+
+def split_episodes(ids: np.ndarray, fractions, seed: int) -> dict[str, np.ndarray]:
+    """Assign whole episodes to splits with a seeded permutation (no episode is in two splits).
+
+    Each split with a non-zero fraction gets at least one episode when there are enough episodes; empty
+    splits are left out.
+    """
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(np.asarray(ids))
+    n = len(perm)
+    sizes = [int(round(f * n)) for f in fractions[1:]]
+    for i, f in enumerate(fractions[1:]):
+        if f > 0 and sizes[i] == 0 and n - sum(sizes) > 1:
+            sizes[i] = 1
+    while n - sum(sizes) < 1:  # train keeps at least one episode
+        sizes[int(np.argmax(sizes))] -= 1
+    n_val, n_test = sizes
+    parts = {"train": perm[: n - n_val - n_test], "validation": perm[n - n_val - n_test : n - n_test],
+             "test": perm[n - n_test :]}
+    return {name: np.sort(parts[name]) for name in SPLITS if len(parts[name])}
+
+
+def _episode(raw) -> Episode:
+    return Episode(int(raw.id), np.asarray(raw.observations), np.asarray(raw.actions), np.asarray(raw.rewards),
+                   np.asarray(raw.terminations), np.asarray(raw.truncations))
+
+
+def _check_finite(ep: Episode) -> str | None:
+    """A description of the first NaN/inf in the episode, or None."""
+    for name, values in (("observation", ep.observations), ("action", ep.actions), ("reward", ep.rewards)):
+        values = np.asarray(values)
+        if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+            bad = np.argwhere(~np.isfinite(values))[0]
+            return f"episode {ep.id} step {int(bad[0])}: {name} is {values[tuple(bad)]}"
+    return None
+
+
+def _chunk(episodes: list[Episode]) -> EpisodeChunk:
+    lengths = [len(e.rewards) for e in episodes]
+    return EpisodeChunk(
+        observations=np.concatenate([e.observations[: len(e.rewards)] for e in episodes]),
+        actions=np.concatenate([e.actions for e in episodes]),
+        rewards=np.concatenate([e.rewards for e in episodes]),
+        terminated=np.concatenate([e.terminations for e in episodes]),
+        truncated=np.concatenate([e.truncations for e in episodes]),
+        episode_id=np.repeat([e.id for e in episodes], lengths),
+        step=np.concatenate([np.arange(n) for n in lengths]),
+    )
+
+
+class _Scan:
+    """Pass 1: finiteness, returns, lengths, and a bounded sample of the data to fit the codec."""
+
+    def __init__(self, in_memory_steps: int, drop_nonfinite: bool):
+        self.keep, self.in_memory_steps, self.drop_nonfinite = True, in_memory_steps, drop_nonfinite
+        self.episodes: dict[int, Episode] = {}
+        self.returns: dict[int, float] = {}
+        self.lengths: dict[int, int] = {}
+        self.dropped: list[str] = []
+        self._obs, self._act, self._rows = [], [], 0
+        self._lo = self._hi = None
+
+    def add(self, ep: Episode) -> None:
+        problem = _check_finite(ep)
+        if problem:
+            if not self.drop_nonfinite:
+                raise InvalidInputError(
+                    f"non-finite value in {problem}", hint="pass --drop-nonfinite to drop such episodes"
+                )
+            self.dropped.append(problem)
+            return
+        self.returns[ep.id] = float(np.sum(ep.rewards))
+        self.lengths[ep.id] = len(ep.rewards)
+        if self.keep:
+            self.episodes[ep.id] = ep
+            if sum(self.lengths.values()) > self.in_memory_steps:  # too big to hold: pass 2 reads again
+                self.keep = False
+                self.episodes.clear()
+        obs, act = ep.observations[: len(ep.rewards)], ep.actions
+        if self._rows < _SAMPLE_ROWS:
+            self._obs.append(obs)
+            self._act.append(act)
+            self._rows += len(obs)
+        lo = (obs.min(axis=0), act.min(axis=0)) if len(obs) else None
+        hi = (obs.max(axis=0), act.max(axis=0)) if len(obs) else None
+        if lo is not None:
+            self._lo = lo if self._lo is None else tuple(np.minimum(a, b) for a, b in zip(self._lo, lo, strict=True))
+            self._hi = hi if self._hi is None else tuple(np.maximum(a, b) for a, b in zip(self._hi, hi, strict=True))
+
+    def sample(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sampled rows plus each dimension's exact min and max rows (token ranges must cover all data)."""
+        obs = np.concatenate(self._obs + [np.stack([self._lo[0], self._hi[0]])])
+        act = np.concatenate(self._act + [np.stack([self._lo[1], self._hi[1]])])
+        return obs, act
+
+
+def _iter_source(dataset, ids) -> Iterator[Episode]:
+    for raw in dataset.iterate_episodes(episode_indices=[int(i) for i in ids]):
+        yield _episode(raw)
+
+
+def _chunks(ids, lengths: dict[int, int], chunk_steps: int) -> Iterator[list[int]]:
+    batch, steps = [], 0
+    for i in ids:
+        batch.append(int(i))
+        steps += lengths[int(i)]
+        if steps >= chunk_steps:
+            yield batch
+            batch, steps = [], 0
+    if batch:
+        yield batch
+
+
+def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan) -> Codec:
+    from rlft.codecs.factory import make_codec
+
+    env_spec = dataset.spec.env_spec
+    obs, act = scan.sample()
+    return make_codec(
+        config.format,
+        dataset.observation_space,
+        dataset.action_space,
+        observations=obs,
+        actions=act,
+        precision=config.precision,
+        bins=config.bins,
+        edges_from=config.edges_from,
+        tokens=config.tokens,
+        prompt_style=config.prompt_style,
+        history=config.history,
+        return_to_go=config.return_to_go,
+        env_id=env_spec.id if env_spec else None,
+        env_kwargs=dict(env_spec.kwargs) if env_spec else None,
+        system=config.system,
+    )
+
+
+def serialize(config: SerializeConfig) -> dict:
+    """Write the dataset folder for ``config`` and return its summary (also printed as tables)."""
+    from rlft.sources.minari_source import dataset_summary, load_minari
+
+    validate_config(config)
+    dataset = load_minari(config.source, download=config.download)
+    ids = np.asarray(dataset.episode_indices, dtype=np.int64)
+    if config.max_episodes:
+        ids = ids[: config.max_episodes]
+    scan = _Scan(config.in_memory_steps, config.drop_nonfinite)
+    with progress(transient=True) as bar:
+        task = bar.add_task("scanning episodes", total=len(ids))
+        for ep in _iter_source(dataset, ids):
+            scan.add(ep)
+            bar.advance(task)
+    if not scan.returns:
+        raise InvalidInputError(f"no usable episodes in {config.source}")
+    codec = make_dataset_codec(config, dataset, scan)
+    splits = split_episodes(np.array(sorted(scan.returns)), config.splits, config.seed)
+
+    def chunks_of(split_ids) -> Iterator:
+        for batch in _chunks(split_ids, scan.lengths, config.chunk_steps):
+            episodes = [scan.episodes[i] for i in batch] if scan.keep else list(_iter_source(dataset, batch))
+            yield build_records(_chunk(episodes), codec)
+            bar.advance(task, sum(scan.lengths[i] for i in batch))
+
+    summary = _summary(config, dataset, dataset_summary, scan, splits, codec)
+    with write_dataset_folder(config.out, config.overwrite) as folder, progress() as bar:
+        task = bar.add_task("serializing steps", total=sum(scan.lengths.values()))
+        for name, split_ids in splits.items():
+            folder.write_split(name, chunks_of(split_ids))
+        folder.save_codec(codec)
+        plot = folder.plot_path("returns.png")
+        _plot_returns(plot, scan, splits, summary)
+        folder.write_info(summary)
+        folder.write_card(_card(config, summary, codec, splits, scan, dataset))
+    _print_summary(summary)
+    return summary
+
+
+def _summary(config, dataset, dataset_summary, scan: _Scan, splits, codec: Codec) -> dict:
+    returns = np.array([scan.returns[i] for i in sorted(scan.returns)])
+    source = dataset_summary(dataset)
+    per_split = {
+        name: {
+            "episodes": int(len(ids)),
+            "steps": int(sum(scan.lengths[int(i)] for i in ids)),
+            "return_mean": float(np.mean([scan.returns[int(i)] for i in ids])),
+        }
+        for name, ids in splits.items()
+    }
+    summary = {
+        "kind": "offline-rl",
+        "source": config.source,
+        "env_id": codec.env_id,
+        "source_info": source,
+        "codec": codec.describe(),
+        "format": config.format,
+        "prompt_style": config.prompt_style,
+        "history": config.history,
+        "return_to_go": config.return_to_go,
+        "seed": config.seed,
+        "episodes": int(len(returns)),
+        "steps": int(sum(scan.lengths.values())),
+        "return_mean": float(returns.mean()),
+        "return_std": float(returns.std()),
+        "return_min": float(returns.min()),
+        "return_max": float(returns.max()),
+        "dropped_episodes": scan.dropped,
+        "splits": per_split,
+        **config.extra_info,
+    }
+    score = _normalized(dataset, returns)
+    if score is not None:
+        summary["normalized_score_mean"] = score
+    return summary
+
+
+def _normalized(dataset, returns: np.ndarray) -> float | None:
+    """D4RL-style normalized score x100 of the mean return, when the source has reference scores."""
+    meta = getattr(dataset.storage, "metadata", {}) or {}
+    lo, hi = meta.get("ref_min_score"), meta.get("ref_max_score")
+    if lo is None or hi is None or hi == lo:
+        return None
+    return float(100.0 * (returns.mean() - lo) / (hi - lo))
+
+
+def _plot_returns(path: Path, scan: _Scan, splits, summary: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for name, ids in splits.items():
+        values = [scan.returns[int(i)] for i in ids]
+        ax1.hist(values, bins=min(30, max(5, len(values) // 3)), alpha=0.6, label=f"{name} ({len(values)})")
+    ax1.set(title="Episode return distribution", xlabel="return", ylabel="episodes")
+    ax1.legend()
+    ordered = sorted(scan.returns)
+    ax2.plot(ordered, [scan.returns[i] for i in ordered], ".", ms=3)
+    ax2.set(title="Return per episode", xlabel="episode id", ylabel="return")
+    fig.suptitle(f"{summary['source']}  mean {summary['return_mean']:.1f} +- {summary['return_std']:.1f}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _card(config: SerializeConfig, summary: dict, codec: Codec, splits, scan: _Scan, dataset) -> CardSpec:
+    from rlft.codecs.spaces import describe_space
+
+    first = next(iter(_iter_source(dataset, splits["train"][:1]))) if not scan.keep else \
+        scan.episodes[int(splits["train"][0])]
+    row = build_records(_chunk([first]), codec).slice(0, 1).to_pylist()[0]
+    example_prompt, example_completion = _as_text(row["prompt"]), _as_text(row["completion"])
+    env = (codec.env_id or "unknown").split("-")[0].lower()
+    return CardSpec(
+        pretty_name=f"{codec.env_id} {config.source} ({config.format})",
+        template="offline_rl.md",
+        splits={name: 0 for name in splits},
+        tags=[env, "offline-rl", "minari", config.format, "decision-making"],
+        context={
+            "summary": summary,
+            "source": config.source,
+            "env_id": codec.env_id,
+            "observation_space": describe_space(codec.observation_space),
+            "action_space": describe_space(codec.action_space),
+            "codec": codec.describe(),
+            "glossary": GLOSSARY,
+            "example_prompt": example_prompt,
+            "example_completion": example_completion,
+            "split_stats": summary["splits"],
+        },
+        extra_markdown=read_extra_markdown(config.card_extra),
+    )
+
+
+def _as_text(value) -> str:
+    if isinstance(value, list):
+        return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in value)
+    return str(value)
+
+
+def _print_summary(summary: dict) -> None:
+    keys = ["source", "env_id", "codec", "episodes", "steps", "return_mean", "return_std", "return_min",
+            "return_max", "normalized_score_mean"]
+    console.print(kv_table("Serialized dataset", [(k, summary[k]) for k in keys if k in summary]))
+    rows = [{"split": name, **stats} for name, stats in summary["splits"].items()]
+    console.print(records_table("Splits (by episode)", rows, ["split", "episodes", "steps", "return_mean"]))
+    if summary["dropped_episodes"]:
+        console.print(f"[yellow]dropped {len(summary['dropped_episodes'])} episodes with NaN/inf[/]")

@@ -1,0 +1,112 @@
+"""Prompt/completion records from episodes, a whole chunk of steps at a time (no per-step Python loop).
+
+The per-step path used at evaluation time (``Codec.build_prompt`` + ``PromptTemplate.context``) and this
+vectorised path must produce identical text; ``tests/test_serialize.py`` compares them row by row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rlft.codecs.base import Codec
+from rlft.core.textfmt import format_fixed
+from rlft.records.textops import concat_text, fill_template, messages, shifted
+
+GLOSSARY = {
+    "prompt": "model input: the observation (and optional history / return-to-go) in the codec's format; "
+    "a string (plain style) or a list of chat messages (chat style)",
+    "completion": "the recorded action in the codec's answer format, e.g. <action>0.123 -0.500</action>",
+    "observation": "the raw observation (list of float, or the integer of a discrete space)",
+    "action": "the raw action (list of float, or the integer of a discrete space)",
+    "reward": "reward received after the action",
+    "return_to_go": "undiscounted sum of the rewards from this step to the end of the episode",
+    "episode_id": "id of the episode in the source Minari dataset",
+    "step": "index of the step inside its episode (0 = first action)",
+    "terminated": "the episode ended on this step by reaching a terminal state (MDP termination)",
+    "truncated": "the episode was cut on this step by a time limit (not a terminal state)",
+}
+
+
+@dataclass
+class EpisodeChunk:
+    """Whole episodes concatenated: per-step arrays (N steps, N actions; the final observation is dropped)."""
+
+    observations: np.ndarray  # (N, D) float or (N,) int
+    actions: np.ndarray  # (N, A) float or (N,) int
+    rewards: np.ndarray  # (N,)
+    terminated: np.ndarray  # (N,) bool
+    truncated: np.ndarray  # (N,) bool
+    episode_id: np.ndarray  # (N,) int64
+    step: np.ndarray  # (N,) int64
+
+    @property
+    def n(self) -> int:
+        return len(self.rewards)
+
+    def returns_to_go(self) -> np.ndarray:
+        """Reverse cumulative sum of rewards inside each episode."""
+        total = np.r_[np.cumsum(self.rewards[::-1].astype(np.float64))[::-1], 0.0]  # total[i] = sum(rewards[i:])
+        last = np.flatnonzero(np.r_[self.episode_id[1:] != self.episode_id[:-1], True])  # each episode's last row
+        end = last[np.searchsorted(last, np.arange(self.n))]
+        return total[:-1] - total[end + 1]
+
+
+def _value_column(values: np.ndarray) -> pa.Array:
+    """(N, D) floats -> list<float32>; (N,) ints -> int64."""
+    if values.ndim == 1:
+        return pa.array(values.astype(np.int64))
+    flat = pa.array(values.astype(np.float32).ravel())
+    offsets = pa.array(np.arange(0, values.size + 1, values.shape[1], dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, flat)
+
+
+def build_records(chunk: EpisodeChunk, codec: Codec) -> pa.Table:
+    """The dataset rows of ``chunk`` encoded with ``codec`` and its prompt template."""
+    template = codec.template
+    n = chunk.n
+    obs_text = codec.encode_observations(chunk.observations)
+    act_text = codec.encode_actions(chunk.actions)
+    obs_text = obs_text if isinstance(obs_text, pa.Array) else pa.array(obs_text, pa.string())
+    act_text = act_text if isinstance(act_text, pa.Array) else pa.array(act_text, pa.string())
+    rtg = chunk.returns_to_go()
+
+    context_parts: list[pa.Array | str] = []
+    for lag in range(template.history, 0, -1):  # oldest first, as PromptTemplate.context writes them
+        piece = fill_template(
+            template.history_format, {"observation": shifted(obs_text, chunk.step, lag),
+                                      "action": shifted(act_text, chunk.step, lag)}, n
+        )
+        context_parts.append(pc.fill_null(piece, ""))
+    if template.return_to_go:
+        rtg_text = format_fixed(rtg, template.rtg_precision)
+        context_parts.append(fill_template(template.rtg_format, {"rtg": rtg_text}, n))
+    context = concat_text(context_parts, n)
+    user = fill_template(template.instruction, {"context": context, "observation": obs_text}, n)
+    answer = fill_template(template.answer_format, {"action": act_text}, n)
+
+    if template.style == "plain":
+        prompt = concat_text([template.system + "\n\n", user], n) if template.system else user
+        completion = answer
+    else:
+        roles, contents = (["system", "user"], [template.system, user]) if template.system else (["user"], [user])
+        prompt = messages(roles, contents, n)
+        completion = messages(["assistant"], [answer], n)
+
+    return pa.table(
+        {
+            "prompt": prompt,
+            "completion": completion,
+            "observation": _value_column(chunk.observations),
+            "action": _value_column(chunk.actions),
+            "reward": pa.array(chunk.rewards.astype(np.float64)),
+            "return_to_go": pa.array(rtg),
+            "episode_id": pa.array(chunk.episode_id.astype(np.int64)),
+            "step": pa.array(chunk.step.astype(np.int64)),
+            "terminated": pa.array(chunk.terminated.astype(bool)),
+            "truncated": pa.array(chunk.truncated.astype(bool)),
+        }
+    )
