@@ -62,3 +62,24 @@ def test_pipeline_step_error_propagates_exit_code(cli, tmp_path):
     result = cli("pipeline", "run", "pipelines/frozenlake-q.yaml", "--out", out, "--set", "gamma=2")
     assert result.exit_code == 2
     assert not out.exists()
+
+
+def test_pipeline_enabled_skip_and_force(tmp_path):
+    import yaml
+
+    existing = tmp_path / "expert.zip"
+    existing.write_text("x")
+    spec = {
+        "vars": {"retrain": False, "collect": True, "expert": str(existing)},
+        "steps": [
+            {"command": "expert train", "args": {"out": "{expert}"}, "skip_if_exists": "{expert}",
+             "force": "{retrain}"},
+            {"command": "data collect", "enabled": "{collect}"},
+        ],
+    }
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    _, runs = load_pipeline(path, tmp_path / "o", False, [])
+    assert [r[:2] for r in runs] == [["data", "collect"]]
+    _, runs = load_pipeline(path, tmp_path / "o", False, ["retrain=true", "collect=false"])
+    assert [r[:2] for r in runs] == [["expert", "train"]]

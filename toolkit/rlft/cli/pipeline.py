@@ -7,7 +7,9 @@ A pipeline file::
     steps:
       - command: data export-q frozenlake
         args: {map: 4x4, episodes: "{episodes}", out: "{out}"}
-        skip_if_exists: some/path     # optional: a step whose product is already there is skipped
+        skip_if_exists: some/path     # optional: a step whose product is already there is skipped...
+        force: "{retrain}"            # ...unless this is true
+        enabled: "{collect}"          # optional: false skips the step
 
 ``{out}`` is the --out folder; ``{overwrite}`` is true/false. Args become CLI options (``key: true`` ->
 ``--key``, ``false`` -> ``--no-key``), so a pipeline step is exactly the command a user would type.
@@ -89,8 +91,11 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str]) 
     for i, step in enumerate(spec["steps"]):
         if "command" not in step:
             raise InvalidInputError(f"step {i} of {path} has no 'command'")
+        if not _flag_value(_substitute(step.get("enabled", True), variables)):
+            continue
         skip = step.get("skip_if_exists")
-        if skip and Path(_substitute(skip, variables)).exists():
+        forced = _flag_value(_substitute(step.get("force", False), variables))
+        if skip and not forced and Path(_substitute(skip, variables)).exists():
             continue
         argv = str(step["command"]).split() + args_to_argv(_substitute(step.get("args") or {}, variables))
         runs.append(argv)
