@@ -1,0 +1,63 @@
+"""Build a numeric codec (``raw``, ``discretized``, ``tokenized``) for a pair of spaces, fitted on data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlft.codecs.discretized import DiscretizedCodec
+from rlft.codecs.numeric import NumericCodec, check_rows, numeric_template
+from rlft.codecs.raw import RawCodec
+from rlft.codecs.spaces import space_to_dict
+from rlft.codecs.template import PromptTemplate
+from rlft.codecs.tokenized import TokenizedCodec
+from rlft.core.errors import InvalidInputError
+
+NUMERIC_FORMATS: dict[str, type[NumericCodec]] = {
+    "raw": RawCodec,
+    "discretized": DiscretizedCodec,
+    "tokenized": TokenizedCodec,
+}
+
+
+def make_codec(
+    format: str,
+    observation_space,
+    action_space,
+    *,
+    observations=None,
+    actions=None,
+    precision: int = 3,
+    bins: int = 32,
+    edges_from: str = "data",
+    tokens: int = 1000,
+    prompt_style: str = "plain",
+    history: int = 0,
+    return_to_go: bool = False,
+    env_id: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    system: str | None = None,
+) -> NumericCodec:
+    """A numeric codec for ``observation_space``/``action_space`` (gymnasium spaces or their dicts).
+
+    ``observations``/``actions`` are the dataset's arrays, needed by ``discretized`` (edges from data) and
+    ``tokenized``; they are checked for shape and NaN/inf. Raises :class:`InvalidInputError` on bad input.
+    """
+    if format not in NUMERIC_FORMATS:
+        raise InvalidInputError(f"unknown numeric codec format {format!r}", hint=f"use one of {list(NUMERIC_FORMATS)}")
+    obs_space = observation_space if isinstance(observation_space, dict) else space_to_dict(observation_space)
+    act_space = action_space if isinstance(action_space, dict) else space_to_dict(action_space)
+    obs_rows = None if observations is None else check_rows(obs_space, observations, "observation")
+    act_rows = None if actions is None else check_rows(act_space, actions, "action")
+    options = {
+        "raw": {"precision": precision},
+        "discretized": {"bins": bins, "edges_from": edges_from},
+        "tokenized": {"tokens": tokens},
+    }[format]
+    cls = NUMERIC_FORMATS[format]
+    params = cls.fit_params(obs_space, act_space, obs_rows, act_rows, **options)
+    # the template describes the fitted encoding, so the codec exists before its template
+    codec = cls(obs_space, act_space, PromptTemplate(), env_id=env_id, env_kwargs=env_kwargs, **params)
+    codec.template = numeric_template(
+        prompt_style, obs_space, act_space, codec.encoding_description(), env_id, history, return_to_go, system
+    )
+    return codec

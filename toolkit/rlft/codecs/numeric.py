@@ -1,0 +1,248 @@
+"""Shared base of the numeric codecs (``raw``, ``discretized``, ``tokenized``) and their prompt template.
+
+Every numeric codec writes a vector as space-separated values; a Discrete value is the integer itself. A
+subclass only says how a Box row becomes integers (with a number of decimals) and how answer tokens become
+floats; batching, validation, formatting, clipping and errors live here, so the three kinds behave alike.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import abstractmethod
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from rlft.codecs.base import ActionParseError, Codec
+from rlft.codecs.spaces import describe_space
+from rlft.codecs.template import PROMPT_STYLES, PromptTemplate
+from rlft.core.errors import InvalidInputError
+from rlft.core.textfmt import format_scaled as format_rows  # noqa: F401  (re-exported for the codecs)
+
+ROLES = ("observation", "action")
+_INT_RE = re.compile(r"[+-]?\d+")
+_FLOAT_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_NONFINITE = {"nan", "inf", "infinity"}
+
+
+def space_dims(space: dict[str, Any]) -> int:
+    """Number of values one element of the space is written with (1 for Discrete, flattened size for Box)."""
+    return 1 if space["type"] == "discrete" else int(np.prod(space["shape"], dtype=np.int64))
+
+
+def check_rows(space: dict[str, Any], data, role: str, *, single: bool = False) -> np.ndarray:
+    """``data`` as validated rows: (N, D) float64 for a Box, (N,) int64 for a Discrete space.
+
+    ``single`` reads one element instead of a batch. Raises :class:`InvalidInputError` on a dimension
+    mismatch, non-numbers, NaN/inf, or a discrete value outside the space.
+    """
+    try:
+        arr = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{role} data is not numeric: {exc}") from exc
+    dims = space_dims(space)
+    if single:
+        got = arr.size
+        arr = arr.reshape(1, -1) if got == dims else arr
+    elif arr.ndim == 0:
+        raise InvalidInputError(f"expected a batch of {role}s, got a scalar", hint=f"use encode_{role}")
+    else:
+        arr = arr.reshape(-1, dims) if arr.size == 0 or (arr.ndim == 1 and dims == 1) else arr.reshape(len(arr), -1)
+        got = arr.shape[1]
+    if got != dims:
+        raise InvalidInputError(
+            f"codec/shape mismatch: {role} space has {dims} dim{'s' if dims != 1 else ''}, data has {got}"
+        )
+    if not np.isfinite(arr).all():
+        raise InvalidInputError(f"{role} data contains NaN or inf")
+    if space["type"] == "box":
+        return arr
+    ints = arr[:, 0].astype(np.int64)
+    start, n = space.get("start", 0), space["n"]
+    bad = (ints != arr[:, 0]) | (ints < start) | (ints >= start + n)
+    if bad.any():
+        raise InvalidInputError(
+            f"{role} {arr[bad.argmax(), 0]:g} is not in {describe_space(space)} (integers {start}..{start + n - 1})"
+        )
+    return ints
+
+
+def parse_ints(tokens: list[str], text: str, what: str) -> np.ndarray:
+    """Answer tokens as int64; :class:`ActionParseError` for anything that is not a plain integer."""
+    for tok in tokens:
+        if not _INT_RE.fullmatch(tok):
+            raise ActionParseError(f"{tok!r} is not an integer {what}", text)
+    return np.array([int(t) for t in tokens], dtype=np.int64)
+
+
+def parse_floats(tokens: list[str], text: str) -> np.ndarray:
+    """Answer tokens as float64; :class:`ActionParseError` for non-numbers and NaN/inf."""
+    for tok in tokens:
+        if tok.lower().lstrip("+-") in _NONFINITE:
+            raise ActionParseError(f"non-finite value {tok!r}: actions must be finite numbers", text)
+        if not _FLOAT_RE.fullmatch(tok):
+            raise ActionParseError(f"{tok!r} is not a number", text)
+    values = np.array([float(t) for t in tokens], dtype=np.float64)
+    if not np.isfinite(values).all():
+        raise ActionParseError(f"non-finite value {tokens[int(np.argmin(np.isfinite(values)))]!r}", text)
+    return values
+
+
+def check_index(idx: np.ndarray, limits, text: str, what: str) -> None:
+    """Reject (never clip) indices outside 0..limit-1 of their dimension."""
+    limits = np.asarray(limits)
+    bad = (idx < 0) | (idx >= limits)
+    if bad.any():
+        j = int(bad.argmax())
+        raise ActionParseError(
+            f"{what} {idx[j]} out of range 0..{limits[j] - 1} for action dimension {j} "
+            f"(out-of-range {what}s are rejected, not clipped)",
+            text,
+        )
+
+
+class NumericCodec(Codec):
+    """Base of the numeric codecs. Subclasses define :meth:`box_to_ints`, :meth:`box_from_tokens`,
+    :meth:`describe_values` and :meth:`fit_params`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.observation_dims = space_dims(self.observation_space)
+        self.action_dims = space_dims(self.action_space)
+
+    # -- what subclasses define -------------------------------------------------------------------------
+    @abstractmethod
+    def box_to_ints(self, x: np.ndarray, role: str) -> tuple[np.ndarray, int]:
+        """(N, D) float64 rows of a Box space -> (int64 rows, decimals) that :func:`format_rows` writes."""
+
+    @abstractmethod
+    def box_from_tokens(self, tokens: list[str], text: str) -> np.ndarray:
+        """The D answer tokens of a Box action -> float64 values (before clipping to the bounds)."""
+
+    @abstractmethod
+    def describe_values(self, role: str) -> str:
+        """How one Box value of ``role`` is written, for the chat system prompt."""
+
+    @classmethod
+    @abstractmethod
+    def fit_params(cls, observation_space, action_space, observations, actions, **options) -> dict[str, Any]:
+        """Constructor kwargs (bins, ranges...) fitted on validated data rows (None where not needed)."""
+
+    # -- encoding ---------------------------------------------------------------------------------------
+    def _space(self, role: str) -> dict[str, Any]:
+        return self.observation_space if role == "observation" else self.action_space
+
+    def _encode(self, data, role: str, single: bool) -> pa.StringArray:
+        space = self._space(role)
+        rows = check_rows(space, data, role, single=single)
+        if space["type"] == "discrete":
+            return format_rows(rows[:, None], 0)
+        return format_rows(*self.box_to_ints(rows, role))
+
+    def encode_observations(self, observations) -> pa.StringArray:
+        """Text of a batch of observations ((N, *shape) floats or (N,) ints), vectorised."""
+        return self._encode(observations, "observation", single=False)
+
+    def encode_actions(self, actions) -> pa.StringArray:
+        """Text of a batch of actions ((N, *shape) floats or (N,) ints), vectorised."""
+        return self._encode(actions, "action", single=False)
+
+    def encode_observation(self, obs) -> str:
+        """Text of one observation; the batch path on one row, so both always agree."""
+        return self._encode(obs, "observation", single=True)[0].as_py()
+
+    def encode_action(self, action) -> str:
+        """Text of one action (without the answer tags)."""
+        return self._encode(action, "action", single=True)[0].as_py()
+
+    # -- decoding ---------------------------------------------------------------------------------------
+    def parse_action_text(self, text: str):
+        """Discrete -> int; Box -> float32 array of the space's shape, clipped to its bounds."""
+        tokens = text.split()
+        space = self.action_space
+        if len(tokens) != self.action_dims:
+            plural = "s" if self.action_dims != 1 else ""
+            raise ActionParseError(f"expected {self.action_dims} value{plural}, got {len(tokens)}", text)
+        if space["type"] == "discrete":
+            value = int(parse_ints(tokens, text, "action")[0])
+            start, n = space.get("start", 0), space["n"]
+            if not start <= value < start + n:
+                raise ActionParseError(f"action {value} out of range {start}..{start + n - 1}", text)
+            return value
+        values = np.clip(self.box_from_tokens(tokens, text), space["low"], space["high"])
+        return values.astype(np.float32).reshape(space["shape"])
+
+    # -- prompt -------------------------------------------------------------------------------------------
+    def encoding_description(self) -> str:
+        """How observations and actions are written, one sentence each (used in the chat system prompt)."""
+        parts = []
+        for role in ROLES:
+            space = self._space(role)
+            if space["type"] == "discrete":
+                start, n = space.get("start", 0), space["n"]
+                parts.append(f"The {role} is one integer from {start} to {start + n - 1}.")
+            else:
+                dims = space_dims(space)
+                parts.append(f"The {role} is {dims} value{'s' if dims != 1 else ''}; {self.describe_values(role)}.")
+        return " ".join(parts)
+
+
+def numeric_template(
+    style: str,
+    observation_space: dict[str, Any],
+    action_space: dict[str, Any],
+    codec_description: str,
+    env_id: str | None,
+    history: int,
+    return_to_go: bool,
+    system: str | None = None,
+) -> PromptTemplate:
+    """The prompt of numeric datasets: ``<observation>..</observation>`` in, ``<action>..</action>`` out.
+
+    ``plain`` has no system text unless ``system`` is given; ``chat`` gets a system prompt describing the
+    environment, both spaces, the encoding and the answer format.
+    """
+    if style not in PROMPT_STYLES:
+        raise InvalidInputError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
+    if int(history) < 0:
+        raise InvalidInputError(f"history must be >= 0, got {history}")
+    if system is None and style == "chat":
+        system = _chat_system(observation_space, action_space, codec_description, env_id, history, return_to_go)
+    return PromptTemplate(
+        style=style,
+        system=system or "",
+        instruction="{context}<observation>{observation}</observation>\n",
+        answer_format="<action>{action}</action>",
+        allow_think=False,
+        history=int(history),
+        return_to_go=bool(return_to_go),
+    )
+
+
+def _chat_system(obs_space, act_space, description, env_id, history, return_to_go) -> str:
+    dims = space_dims(act_space)
+    example = "k" if act_space["type"] == "discrete" else " ".join(f"v{i + 1}" for i in range(min(dims, 3)))
+    example += f" ... v{dims}" if dims > 4 else "".join(f" v{i + 1}" for i in range(3, dims))
+    lines = [
+        f"You control the {env_id} environment." if env_id else "You control a reinforcement-learning agent.",
+        f"Observation space: {describe_space(obs_space)}. Action space: {describe_space(act_space)}.",
+        description + " Values are separated by single spaces.",
+    ]
+    if history:
+        lines.append(f"Before the current observation you see up to {history} previous observations and actions.")
+    if return_to_go:
+        lines.append("<return_to_go> is the total reward still to collect in the episode; act to achieve it.")
+    lines.append(f"Answer with the action only, in the form <action>{example}</action>.")
+    return "\n".join(lines)
+
+
+def require_rows(rows: np.ndarray | None, role: str, kind: str) -> np.ndarray:
+    """``rows`` for fitting a codec, or a clear error when the data is missing or empty."""
+    if rows is None:
+        raise InvalidInputError(
+            f"the {kind} codec is fitted on data: no {role}s given", hint=f"pass {role}s=<array of the dataset>"
+        )
+    if len(rows) == 0:
+        raise InvalidInputError(f"the {kind} codec is fitted on data: the {role} array is empty")
+    return rows
