@@ -42,7 +42,8 @@ class DatasetFolderWriter:
                 while offset < table.num_rows:
                     if writer is None:
                         parts.append(self.root / DATA_DIR / f".{split}-{len(parts):05d}.part")
-                        writer = pq.ParquetWriter(parts[-1], schema)
+                        # no dictionary encoding: prompts are nearly all distinct, so it only costs time
+                        writer = pq.ParquetWriter(parts[-1], schema, use_dictionary=False)
                     take = min(rows_per_shard - written, table.num_rows - offset)
                     writer.write_table(table.slice(offset, take).cast(schema))
                     offset += take

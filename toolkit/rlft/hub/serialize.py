@@ -220,7 +220,7 @@ def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan) -> Codec:
 
 def serialize(config: SerializeConfig) -> dict:
     """Write the dataset folder for ``config`` and return its summary (also printed as tables)."""
-    from rlft.sources.minari_source import dataset_summary, load_minari
+    from rlft.sources.minari_source import load_minari
 
     validate_config(config)
     dataset = load_minari(config.source, download=config.download)
@@ -244,7 +244,7 @@ def serialize(config: SerializeConfig) -> dict:
             yield build_records(_chunk(episodes), codec)
             bar.advance(task, sum(scan.lengths[i] for i in batch))
 
-    summary = _summary(config, dataset, dataset_summary, scan, splits, codec)
+    summary = _summary(config, dataset, scan, splits, codec)
     with write_dataset_folder(config.out, config.overwrite) as folder, progress() as bar:
         task = bar.add_task("serializing steps", total=sum(scan.lengths.values()))
         for name, split_ids in splits.items():
@@ -258,9 +258,22 @@ def serialize(config: SerializeConfig) -> dict:
     return summary
 
 
-def _summary(config, dataset, dataset_summary, scan: _Scan, splits, codec: Codec) -> dict:
+def source_metadata(dataset) -> dict:
+    """What the source's own metadata says (no episode is read: pass 1 already measured the returns)."""
+    meta = getattr(dataset.storage, "metadata", {}) or {}
+    keys = ("dataset_id", "algorithm_name", "author", "minari_version", "data_format", "ref_min_score",
+            "ref_max_score", "total_episodes", "total_steps")
+    info = {k: meta.get(k) for k in keys if meta.get(k) is not None}
+    if isinstance(info.get("author"), set | list | tuple):
+        info["author"] = sorted(info["author"])
+    if isinstance(meta.get("rlft"), dict):
+        info["rlft"] = meta["rlft"]
+    return info
+
+
+def _summary(config, dataset, scan: _Scan, splits, codec: Codec) -> dict:
     returns = np.array([scan.returns[i] for i in sorted(scan.returns)])
-    source = dataset_summary(dataset)
+    source = source_metadata(dataset)
     per_split = {
         name: {
             "episodes": int(len(ids)),
