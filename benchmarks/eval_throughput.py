@@ -1,0 +1,130 @@
+"""Evaluation throughput: env-steps/s of one LLM policy with K = 1 (one generate call per step, the old way)
+against K = 8 and K = 32 vector environments (one batched generate call per step for all live envs).
+
+Same tiny model, same episodes (seeds), same process; printed as ratios. By default it builds what it needs
+in a temporary folder: a random-policy CartPole Minari dataset, the ``raw`` codec dataset (plain prompts),
+a tiny from-scratch model and a short full-weight SFT run so the policy answers in the codec's format. With
+``--model RUN --codec DIR`` it measures an existing model instead (``--env`` defaults to the codec's).
+
+Run: ``.venv/bin/python benchmarks/eval_throughput.py [--episodes 64] [--ks 1,8,32] [--constrained]``
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+
+def build_model(work: Path, sft_steps: int) -> tuple[str, str]:
+    """CartPole random data -> raw codec dataset -> tiny model -> short SFT run; returns (run, dataset)."""
+    import gymnasium as gym
+    from minari import DataCollector
+
+    from rlft.hub.serialize import SerializeConfig, serialize
+    from rlft.train.models import ModelInitConfig, init_model
+    from rlft.train.sft import run_sft
+    from rlft.train.sft_config import SFTStageConfig
+
+    os.environ["MINARI_DATASETS_PATH"] = str(work / "minari")
+    env = DataCollector(gym.make("CartPole-v1"), record_infos=False)
+    env.action_space.seed(0)
+    for ep in range(40):
+        env.reset(seed=ep)
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            done = terminated or truncated
+    env.create_dataset(dataset_id="cartpole/bench-v0", algorithm_name="random")
+    env.close()
+    dataset = work / "cartpole-raw"
+    serialize(SerializeConfig(source="cartpole/bench-v0", out=dataset, format="raw", precision=2))
+    init_model(ModelInitConfig(dataset=str(dataset), out=work / "tiny"))
+    run = work / "run"
+    run_sft(SFTStageConfig(dataset=str(dataset), model=str(work / "tiny"), out=run, lora=False,
+                           learning_rate=3e-3, max_steps=sft_steps, per_device_train_batch_size=16,
+                           eval_split="none", logging_steps=1000, save_steps=100_000))
+    return str(run), str(dataset)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", help="model or RUN folder (default: build a tiny CartPole model)")
+    parser.add_argument("--codec", help="dataset folder of the model's codec")
+    parser.add_argument("--env", help="env id (default: the codec's)")
+    parser.add_argument("--episodes", type=int, default=64)
+    parser.add_argument("--ks", default="1,8,32", help="numbers of vector envs, the first is the baseline")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--constrained", action="store_true", help="grammar-constrained decoding")
+    parser.add_argument("--sft-steps", type=int, default=60)
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(1)
+    from rlft.core.console import console, records_table
+    from rlft.evaluate.policies import default_action
+    from rlft.evaluate.runner import EvalConfig, build_setup, make_env_fns, rollout
+
+    with tempfile.TemporaryDirectory(prefix="rlft-eval-bench-") as tmp:
+        if args.model:
+            model, codec = args.model, args.codec
+        else:
+            t0 = time.perf_counter()
+            # the build's own tables and progress bars are not the benchmark's output
+            with console.capture(), contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                model, codec = build_model(Path(tmp), args.sft_steps)
+            console.print(f"built CartPole dataset, tiny model and {args.sft_steps}-step SFT run in "
+                          f"{time.perf_counter() - t0:.1f} s")
+        ks = [int(k) for k in args.ks.split(",")]
+        config = EvalConfig(policy=f"llm:{model}", env_id=args.env, codec=codec, episodes=args.episodes,
+                            seed=args.seed, constrained=args.constrained, quiet=True)
+        setup = build_setup(config)  # the model is loaded once and shared by every K
+        policy = setup.policy
+        rows, base, reference = [], None, None
+        for k in ks:
+            k_eff = min(k, args.episodes)
+            calls0, dec0, inv0 = policy.backend.calls, policy.decisions, policy.invalid
+            fns = make_env_fns(setup.env_id, setup.env_kwargs, k_eff, None, None)
+            result = rollout(policy, fns, args.episodes, args.seed, default_action(setup.action_space))
+            returns = [e.episode_return for e in result.episodes]
+            reference = reference or returns
+            rate = result.env_steps / result.seconds
+            base = base or rate
+            rows.append({
+                "K": k_eff,
+                "steps": result.env_steps,
+                "calls": policy.backend.calls - calls0,
+                "seconds": round(result.seconds, 2),
+                "steps/s": round(rate, 1),
+                "speedup": round(rate / base, 2),
+                "/K": round(rate / base / k_eff, 2),
+                "invalid": f"{policy.invalid - inv0}/{policy.decisions - dec0}",
+                "same returns": returns == reference,
+            })
+        console.print(f"{args.episodes} episodes (seeds {args.seed}..{args.seed + args.episodes - 1}) of "
+                      f"{setup.env_id}, codec {setup.codec.describe()}, {setup.codec.template.style} prompts, "
+                      f"{'constrained' if args.constrained else 'free'} greedy decoding, "
+                      f"{torch.get_num_threads()} torch thread(s)")
+        console.print(records_table("LLM policy throughput: K vector envs, one generate call per step", rows))
+        console.print("steps = env steps of the evaluated episodes, calls = batched generate calls, /K = speedup / K "
+                      "(goal at K=8: >= 0.6), same returns = per-episode returns identical to the first K")
+        if setup.precompute:
+            console.print(f"constrained decoding table: {setup.precompute}")
+        policy.close()
+        if not all(r["same returns"] for r in rows):
+            sys.exit("per-episode returns differ between K values")
+
+
+if __name__ == "__main__":
+    main()

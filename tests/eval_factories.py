@@ -1,0 +1,206 @@
+"""Inputs of the evaluation tests, built once per test session (cached by name under pytest's base temp):
+datasets, tiny models, a short SFT run, a small PPO expert, and a local OpenAI-compatible HTTP server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+_CACHE: dict[str, Path] = {}
+
+
+def _cached(tmp_path_factory, name: str, build) -> Path:
+    key = f"{tmp_path_factory.getbasetemp()}::{name}"
+    if key not in _CACHE:
+        out = tmp_path_factory.mktemp("eval-" + name.replace("/", "-"))
+        _CACHE[key] = build(out)
+    return _CACHE[key]
+
+
+@contextlib.contextmanager
+def _minari_root(path: Path):
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = old
+
+
+def frozenlake_dataset(tmp_path_factory) -> Path:
+    """``rlft data export-q frozenlake`` (4x4 slippery, chat prompts)."""
+
+    def build(out: Path) -> Path:
+        from rlft.core.console import console
+        from rlft.hub.frozenlake_q import ExportQConfig, export_frozenlake_q
+
+        with console.capture():
+            export_frozenlake_q(ExportQConfig(out=out / "fl4", episodes=10))
+        return out / "fl4"
+
+    return _cached(tmp_path_factory, "frozenlake", build)
+
+
+def minari_dataset_folder(tmp_path_factory, env_id: str, fmt: str = "raw", episodes: int = 20,
+                          max_steps: int | None = None, **options) -> Path:
+    """A random-policy Minari dataset of ``env_id`` serialized with codec ``fmt`` (plain prompts)."""
+    from factories import make_minari_dataset
+
+    name = f"{env_id}-{fmt}-{episodes}-{max_steps}-" + "-".join(f"{k}{v}" for k, v in sorted(options.items()))
+
+    def build(out: Path) -> Path:
+        from rlft.core.console import console
+        from rlft.hub.serialize import SerializeConfig, serialize
+
+        dataset_id = f"{env_id.split('-')[0].lower()}/random-v0"
+        with _minari_root(out / "minari"), console.capture():
+            make_minari_dataset(dataset_id, env_id=env_id, episodes=episodes, max_steps=max_steps)
+            serialize(SerializeConfig(source=dataset_id, out=out / "data", format=fmt, **options))
+        return out / "data"
+
+    return _cached(tmp_path_factory, name, build)
+
+
+def tiny_model(tmp_path_factory, dataset: Path, name: str, **options) -> Path:
+    """``rlft model init`` on ``dataset`` (2 layers, hidden 64 unless given)."""
+
+    def build(out: Path) -> Path:
+        from rlft.core.console import console
+        from rlft.train.models import ModelInitConfig, init_model
+
+        with console.capture():
+            init_model(ModelInitConfig(dataset=str(dataset), out=out / "model", **options))
+        return out / "model"
+
+    return _cached(tmp_path_factory, "model-" + name, build)
+
+
+def sft_run(tmp_path_factory, dataset: Path, model: Path, name: str, steps: int = 60, lora: bool = False,
+            learning_rate: float = 3e-3) -> Path:
+    """A short SFT run (the issue-4 trainer) writing a RUN folder with rlft_codec.json."""
+
+    def build(out: Path) -> Path:
+        from rlft.core.console import console
+        from rlft.train.sft import run_sft
+        from rlft.train.sft_config import SFTStageConfig
+
+        with console.capture():
+            run_sft(SFTStageConfig(dataset=str(dataset), model=str(model), out=out / "run", lora=lora,
+                                   learning_rate=learning_rate, max_steps=steps, per_device_train_batch_size=16,
+                                   eval_split="none", logging_steps=1000, save_steps=100_000))
+        return out / "run"
+
+    return _cached(tmp_path_factory, "sft-" + name, build)
+
+
+def small_ppo(tmp_path_factory) -> Path:
+    """A CartPole PPO checkpoint trained for a few thousand steps (seconds), with its metadata JSON."""
+
+    def build(out: Path) -> Path:
+        from rlft.core.console import console
+        from rlft.sources.experts import ExpertConfig, train_expert
+
+        with console.capture():
+            result = train_expert(ExpertConfig(env_id="CartPole-v1", out=out / "ppo.zip", timesteps=2048,
+                                               eval_episodes=2, eval_freq=0))
+        return result.path
+
+    return _cached(tmp_path_factory, "ppo", build)
+
+
+# -- a local OpenAI-compatible server -------------------------------------------------------------------------
+
+
+class FakeOpenAIServer:
+    """An OpenAI-format server on 127.0.0.1 answering every prompt with ``answer(prompt_text) -> str``.
+
+    ``mode`` "ok" answers properly, "garbage" sends non-JSON, "nochoices" sends JSON without choices,
+    "http500" fails. Requests are recorded (endpoint, payload) for assertions.
+    """
+
+    def __init__(self, answer, mode: str = "ok", stop_strips: bool = True):
+        self.answer, self.mode, self.stop_strips = answer, mode, stop_strips
+        self.requests: list[tuple[str, dict]] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):  # noqa: N802 - http.server's name
+                length = int(self.headers.get("Content-Length", 0))
+                payload = json.loads(self.rfile.read(length))
+                with server.lock:
+                    server.requests.append((self.path, payload))
+                if server.mode == "http500":
+                    self._send(500, b'{"error": "boom"}')
+                    return
+                if server.mode == "garbage":
+                    self._send(200, b"<html>not json</html>")
+                    return
+                if server.mode == "nochoices":
+                    self._send(200, b'{"object": "error"}')
+                    return
+                if self.path.endswith("/chat/completions"):
+                    text = "\n".join(m["content"] for m in payload["messages"])
+                    choices = [server._choice(text, payload, chat=True)]
+                elif self.path.endswith("/completions"):
+                    prompts = payload["prompt"] if isinstance(payload["prompt"], list) else [payload["prompt"]]
+                    choices = [{"index": i, **server._choice(p, payload, chat=False)} for i, p in enumerate(prompts)]
+                    choices.reverse()  # servers may answer out of order: the client sorts by index
+                else:
+                    self._send(404, b'{"error": "not found"}')
+                    return
+                body = {"id": "x", "object": "chat.completion", "model": payload.get("model"), "choices": choices}
+                self._send(200, json.dumps(body).encode())
+
+            def _send(self, code: int, body: bytes):
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def _choice(self, prompt_text: str, payload: dict, chat: bool) -> dict:
+        text = self.answer(prompt_text)
+        finish = "stop"
+        for stop in payload.get("stop") or []:
+            if self.stop_strips and stop in text:  # like real servers: the stop string is not returned
+                text = text[: text.index(stop)]
+        if chat:
+            return {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+        return {"text": text, "finish_reason": finish}
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nobody listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

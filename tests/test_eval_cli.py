@@ -1,0 +1,181 @@
+"""``rlft eval`` and ``rlft eval compare``: report files and schema, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eval_factories import frozenlake_dataset
+
+REPORT_TYPES = {
+    "rlft_report_version": int,
+    "created": str,
+    "env_id": str,
+    "env_kwargs": dict,
+    "policy": str,
+    "policy_kind": str,
+    "policy_info": dict,
+    "episodes": int,
+    "num_envs": int,
+    "num_envs_requested": int,
+    "seed": int,
+    "seeds": list,
+    "returns": list,
+    "lengths": list,
+    "terminated": list,
+    "return_mean": float,
+    "return_std": float,
+    "return_min": float,
+    "return_max": float,
+    "return_stderr": float,
+    "length_mean": float,
+    "length_min": int,
+    "length_max": int,
+    "decisions": int,
+    "invalid_actions": int,
+    "invalid_examples": list,
+    "invalid_reasons": dict,
+    "expert_agreement_steps": int,
+    "env_steps": int,
+    "wall_seconds": float,
+    "policy_seconds": float,
+    "env_seconds": float,
+    "env_steps_per_second": float,
+    "constrained": bool,
+    "notes": list,
+    "videos": list,
+    "versions": dict,
+    "files": dict,
+}
+OPTIONAL = {  # None when not applicable
+    "success_rate": float,
+    "normalized_score": float,
+    "reference_scores": dict,
+    "invalid_action_rate": float,
+    "expert_agreement": float,
+    "expert_agreement_kind": str,
+    "expert_mean_abs_diff": float,
+    "generate_calls": int,
+    "new_tokens": int,
+    "codec": str,
+    "codec_source": str,
+    "constrained_precompute": dict,
+    "max_episode_steps": int,
+}
+
+
+def check_schema(report: dict) -> None:
+    assert set(report) == set(REPORT_TYPES) | set(OPTIONAL), set(report) ^ (set(REPORT_TYPES) | set(OPTIONAL))
+    for key, tp in REPORT_TYPES.items():
+        assert isinstance(report[key], tp) and not (tp is int and isinstance(report[key], bool)), key
+    for key, tp in OPTIONAL.items():
+        assert report[key] is None or isinstance(report[key], tp), key
+    n = report["episodes"]
+    assert len(report["returns"]) == len(report["lengths"]) == len(report["seeds"]) == n
+    assert report["seeds"] == [report["seed"] + i for i in range(n)]
+    assert all(isinstance(r, float) for r in report["returns"]) and all(isinstance(x, int) for x in report["lengths"])
+
+
+def test_report_files_schema_and_compare(cli, tmp_path, tmp_path_factory):
+    data = frozenlake_dataset(tmp_path_factory)
+    q = tmp_path / "reports" / "q.json"
+    result = cli("eval", "--policy", "q-greedy", "--codec", data, "--episodes", "20", "--num-envs", "4", "--seed",
+                 "5", "--out", q)
+    assert result.exit_code == 0, result.output
+    assert "success rate" in result.output and "Evaluation" in result.output
+    report = json.loads(q.read_text())
+    check_schema(report)
+    assert report["success_rate"] is not None and report["codec"] == "frozenlake-grid" and report["seed"] == 5
+    assert q.with_suffix(".png").stat().st_size > 1000
+    tb = q.with_name("q_tb")
+    assert any(p.name.startswith("events.out.tfevents") for p in tb.iterdir())
+    assert report["files"] == {"json": str(q), "png": str(q.with_suffix(".png")), "tensorboard": str(tb)}
+
+    r = tmp_path / "reports" / "random.json"
+    result = cli("eval", "--env", "CartPole-v1", "--policy", "random", "--episodes", "30", "--num-envs", "50",
+                 "--out", r)
+    assert result.exit_code == 0, result.output
+    assert "using 30 environments" in result.output  # K > N: capped, and said so
+    report = json.loads(r.read_text())
+    check_schema(report)
+    assert report["num_envs"] == 30 and report["num_envs_requested"] == 50 and report["success_rate"] is None
+    assert report["normalized_score"] is not None and report["notes"]
+
+    result = cli("eval", "compare", q, r)
+    assert result.exit_code == 0, result.output
+    assert "q-greedy" in result.output and "random" in result.output and "different environments" in result.output
+
+    # the same seed gives the same report numbers; an existing report is not overwritten silently
+    result = cli("eval", "--env", "CartPole-v1", "--policy", "random", "--episodes", "30", "--out", r)
+    assert result.exit_code == 2 and "already exists" in result.output
+    result = cli("eval", "--env", "CartPole-v1", "--policy", "random", "--episodes", "30", "--out", r, "--overwrite")
+    assert result.exit_code == 0 and json.loads(r.read_text())["returns"] == report["returns"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--policy", "q-greedy", "--env", "CartPole-v1"], "needs --codec"),
+    (["--policy", "random"], "no environment"),
+    (["--policy", "random", "--env", "CartPol-v1"], "unknown environment id"),
+    (["--policy", "sarsa", "--env", "CartPole-v1"], "unknown policy"),
+    (["--policy", "expert", "--env", "CartPole-v1"], "needs a file"),
+    (["--policy", "expert:/no/such.zip", "--env", "CartPole-v1"], "does not exist"),
+    (["--policy", "bc:/no/such.pt", "--env", "CartPole-v1"], "does not exist"),
+    (["--policy", "llm:/no/such/model", "--env", "CartPole-v1"], "does not exist"),
+    (["--policy", "random", "--env", "CartPole-v1", "--episodes", "0"], "at least 1"),
+    (["--policy", "random", "--env", "CartPole-v1", "--out", "report.txt"], ".json"),
+    (["--policy", "random", "--env", "CartPole-v1", "--backend", "vllm"], "--backend must be"),
+    (["--policy", "random", "--env", "CartPole-v1", "--backend", "openai"], "for llm policies"),
+])
+def test_bad_input_is_a_one_line_error(cli, args, message):
+    result = cli("eval", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_codec_that_does_not_match_the_env_says_what_differs(cli, tmp_path_factory):
+    data = frozenlake_dataset(tmp_path_factory)
+    result = cli("eval", "--policy", "q-greedy", "--codec", data, "--env", "CartPole-v1", "--episodes", "1")
+    assert result.exit_code == 2
+    assert "does not match CartPole-v1" in result.output
+    assert "observation space Discrete(16) vs Box(4,)" in result.output
+    result = cli("eval", "--policy", "q-greedy", "--codec", data, "--env", "Taxi-v4", "--episodes", "1")
+    assert result.exit_code == 2 and "Discrete(16) (start 0) vs Discrete(500)" in result.output
+    assert "action space Discrete(4) (start 0) vs Discrete(6)" in result.output
+
+
+def test_no_arguments_prints_help_and_compare_checks_files(cli, tmp_path):
+    result = cli("eval")
+    assert result.exit_code == 0 and "--policy" in result.output and "compare" in result.output
+    result = cli("eval", "compare", tmp_path / "missing.json")
+    assert result.exit_code == 2 and "does not exist" in result.output
+    (tmp_path / "other.json").write_text("{}")
+    result = cli("eval", "compare", tmp_path / "other.json")
+    assert result.exit_code == 2 and "not an rlft eval report" in result.output
+
+
+def test_video_needs_moviepy_or_records(cli, tmp_path):
+    try:
+        import moviepy  # noqa: F401
+    except ImportError:
+        result = cli("eval", "--env", "CartPole-v1", "--policy", "random", "--episodes", "2", "--video",
+                     tmp_path / "videos")
+        assert result.exit_code == 2 and "moviepy" in result.output and "pip install" in result.output
+        return
+    # with moviepy: a MuJoCo env rendered headless (MUJOCO_GL is read when mujoco is imported: a fresh process)
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "rlft.cli.main", "eval", "--env", "InvertedPendulum-v5", "--policy", "random",
+           "--episodes", "3", "--num-envs", "2", "--video", str(tmp_path / "videos"), "--video-episodes", "2",
+           "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "MUJOCO_GL": "egl"}, timeout=300)
+    if proc.returncode == 2 and "rendering" in proc.stderr:  # no EGL here: the error says how to fix it
+        assert "MUJOCO_GL=egl" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    names = sorted(p.name for p in (tmp_path / "videos").iterdir())
+    assert names == ["episode-0000-seed-0.mp4", "episode-0001-seed-1.mp4"]
+    assert len(json.loads(out.read_text())["videos"]) == 2

@@ -1,0 +1,90 @@
+"""The OpenAI-compatible backend against a real HTTP server on 127.0.0.1 started by the test."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval_factories import FakeOpenAIServer, free_port, frozenlake_dataset, minari_dataset_folder
+from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.evaluate.generation import OpenAIBackend, api_base
+from rlft.evaluate.runner import EvalConfig, run_evaluation
+
+
+def _run(**kwargs):
+    return run_evaluation(EvalConfig(quiet=True, backend="openai", **kwargs))
+
+
+def test_chat_prompts_go_to_chat_completions(tmp_path_factory):
+    data = frozenlake_dataset(tmp_path_factory)
+    with FakeOpenAIServer(lambda prompt: "<think>the hole is left</think><answer>DOWN</answer>") as server:
+        report = _run(policy="llm:my-model", codec=str(data), api_url=server.url, episodes=6, num_envs=3,
+                      concurrency=2, max_episode_steps=15)
+    reference = run_evaluation(EvalConfig(policy="constant:DOWN", codec=str(data), episodes=6, quiet=True,
+                                          max_episode_steps=15))
+    assert report["returns"] == reference["returns"] and report["lengths"] == reference["lengths"]
+    assert report["invalid_action_rate"] == 0.0 and report["policy_info"]["backend"] == "openai"
+    endpoints = {path for path, _ in server.requests}
+    assert endpoints == {"/v1/chat/completions"} and len(server.requests) == report["env_steps"]
+    payload = server.requests[0][1]
+    assert payload["model"] == "my-model" and payload["temperature"] == 0.0
+    assert [m["role"] for m in payload["messages"]] == ["system", "user"]
+    assert payload["stop"] == ["</answer>"]  # the suffix stops generation; the client puts it back
+    assert report["generate_calls"] < report["env_steps"]  # one batched call per step for all live envs
+
+
+def test_plain_prompts_are_batched_into_completions(tmp_path_factory):
+    data = minari_dataset_folder(tmp_path_factory, "CartPole-v1", episodes=30, precision=2)
+    with FakeOpenAIServer(lambda prompt: "<action>1</action>\n") as server:
+        report = _run(policy="llm:served", api_model="tiny", codec=str(data), api_url=server.url + "/",
+                      episodes=8, num_envs=8)
+    reference = run_evaluation(EvalConfig(policy="constant:1", env_id="CartPole-v1", episodes=8, quiet=True))
+    assert report["returns"] == reference["returns"] and report["invalid_action_rate"] == 0.0
+    assert {path for path, _ in server.requests} == {"/v1/completions"}
+    first = server.requests[0][1]
+    assert first["model"] == "tiny" and isinstance(first["prompt"], list) and len(first["prompt"]) == 8
+    assert first["prompt"][0].startswith("<observation>")
+    assert len(server.requests) == report["generate_calls"] < report["env_steps"]
+
+
+def test_unparsable_replies_are_counted(tmp_path_factory):
+    data = frozenlake_dataset(tmp_path_factory)
+    with FakeOpenAIServer(lambda prompt: "I would go down.") as server:
+        report = _run(policy="llm:m", codec=str(data), api_url=server.url, episodes=2, num_envs=2,
+                      max_episode_steps=4, fallback_action="RIGHT")
+    assert report["invalid_action_rate"] == 1.0 and report["invalid_examples"][0]["output"] == "I would go down."
+
+
+@pytest.mark.parametrize(("mode", "message"), [
+    ("garbage", "malformed reply"), ("nochoices", "no 'choices'"), ("http500", "HTTP 500"),
+])
+def test_bad_server_replies_are_one_line_errors(tmp_path_factory, cli, mode, message):
+    data = frozenlake_dataset(tmp_path_factory)
+    with FakeOpenAIServer(lambda prompt: "", mode=mode) as server:
+        result = cli("eval", "--policy", "llm:m", "--codec", data, "--backend", "openai", "--api-url", server.url,
+                     "--episodes", "1")
+    assert result.exit_code == 2 and message in result.output
+    assert len(result.output.strip().splitlines()) <= 3 and "Traceback" not in result.output
+
+
+def test_server_down_fails_fast(tmp_path_factory, cli):
+    data = frozenlake_dataset(tmp_path_factory)
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    result = cli("eval", "--policy", "llm:m", "--codec", data, "--backend", "openai", "--api-url", url,
+                 "--episodes", "1")
+    assert result.exit_code == 2 and "connection refused" in result.output and "Traceback" not in result.output
+    with pytest.raises(OfflineError, match="cannot reach"):
+        OpenAIBackend(url, "m", 8).generate(["hello"])
+
+
+def test_backend_options_are_checked(tmp_path_factory):
+    data = frozenlake_dataset(tmp_path_factory)
+    assert api_base("http://127.0.0.1:8000") == "http://127.0.0.1:8000/v1"
+    assert api_base("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000/v1"
+    with pytest.raises(InvalidInputError, match="http://"):
+        api_base("127.0.0.1:8000")
+    with pytest.raises(InvalidInputError, match="--api-url"):
+        _run(policy="llm:m", codec=str(data), episodes=1)
+    with pytest.raises(InvalidInputError, match="--constrained needs --backend transformers"):
+        _run(policy="llm:m", codec=str(data), api_url="http://127.0.0.1:9/v1", constrained=True, episodes=1)
+    with pytest.raises(InvalidInputError, match="no codec"):
+        _run(policy="llm:m", api_url="http://127.0.0.1:9/v1", episodes=1)

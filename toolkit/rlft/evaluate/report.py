@@ -1,0 +1,284 @@
+"""The evaluation report: one JSON file (written atomically), a PNG of the returns, TensorBoard scalars,
+a rich table; and ``rlft eval compare`` to print several reports side by side."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlft.core.errors import InvalidInputError
+
+REPORT_VERSION = 1
+# (key, label) rows of the summary and compare tables
+SUMMARY_ROWS = [
+    ("env_id", "env"),
+    ("policy", "policy"),
+    ("episodes", "episodes"),
+    ("num_envs", "envs (K)"),
+    ("seed", "seed"),
+    ("return_mean", "return mean"),
+    ("return_std", "return std"),
+    ("return_min", "return min"),
+    ("return_max", "return max"),
+    ("length_mean", "episode length mean"),
+    ("success_rate", "success rate"),
+    ("normalized_score", "normalized score (x100)"),
+    ("invalid_action_rate", "invalid-action rate"),
+    ("expert_agreement", "agreement with expert"),
+    ("expert_mean_abs_diff", "mean |a - expert a|"),
+    ("env_steps", "env steps"),
+    ("env_steps_per_second", "env steps/s"),
+    ("generate_calls", "generate calls"),
+    ("wall_seconds", "wall seconds"),
+]
+
+
+def _versions() -> dict[str, str]:
+    import sys
+
+    import gymnasium
+
+    import rlft
+
+    versions = {"rlft": rlft.__version__, "gymnasium": gymnasium.__version__}
+    for name in ("torch", "transformers", "stable_baselines3"):
+        module = sys.modules.get(name)  # only what this evaluation used: importing transformers costs seconds
+        if module is not None:
+            versions[name] = getattr(module, "__version__", "?")
+    return versions
+
+
+def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
+    """The report dict (JSON-able; the schema is tested)."""
+    from rlft.envs.registry import reference_scores
+
+    eps = result.episodes
+    returns = np.array([e.episode_return for e in eps], dtype=np.float64)
+    lengths = np.array([e.length for e in eps], dtype=np.int64)
+    policy = setup.policy
+    stats = policy.stats()
+    ref = reference_scores(setup.env_id)
+    frozenlake = setup.env_id.startswith("FrozenLake")
+    decisions = policy.decisions
+    agreement = None
+    agreement_kind = None
+    if result.agreement_total:
+        agreement = result.agreement_hits / result.agreement_total
+        agreement_kind = "action in the optimal set of the dataset's Q-values"
+    if result.expert_total:
+        agreement = result.expert_match / result.expert_total
+        agreement_kind = f"same action as the SB3 expert {config.expert}"
+    report: dict[str, Any] = {
+        "rlft_report_version": REPORT_VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "env_id": setup.env_id,
+        "env_kwargs": setup.env_kwargs,
+        "max_episode_steps": config.max_episode_steps,
+        "policy": config.policy,
+        "policy_kind": policy.kind,
+        "policy_info": policy.describe(),
+        "codec": setup.codec.describe() if setup.codec is not None else None,
+        "codec_source": setup.codec_source,
+        "episodes": len(eps),
+        "num_envs": int(num_envs),
+        "num_envs_requested": int(config.num_envs),
+        "seed": int(config.seed),
+        "seeds": [e.seed for e in eps],
+        "returns": returns.tolist(),
+        "lengths": lengths.tolist(),
+        "terminated": [e.terminated for e in eps],
+        "return_mean": float(returns.mean()),
+        "return_std": float(returns.std()),
+        "return_min": float(returns.min()),
+        "return_max": float(returns.max()),
+        "return_stderr": float(returns.std(ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else 0.0,
+        "length_mean": float(lengths.mean()),
+        "length_min": int(lengths.min()),
+        "length_max": int(lengths.max()),
+        "success_rate": float(np.mean(returns > 0)) if frozenlake else None,
+        "normalized_score": None if ref is None else 100.0 * ref.normalize(float(returns.mean())),
+        "reference_scores": None if ref is None else {"random": ref.random, "expert": ref.expert,
+                                                        "source": ref.source},
+        "decisions": int(decisions),
+        "invalid_actions": int(policy.invalid),
+        "invalid_action_rate": (policy.invalid / decisions) if (decisions and policy.kind == "llm") else
+        (0.0 if policy.kind == "llm" else None),
+        "invalid_examples": stats.get("invalid_examples", []),
+        "invalid_reasons": stats.get("invalid_reasons", {}),
+        "expert_agreement": agreement,
+        "expert_agreement_kind": agreement_kind,
+        "expert_agreement_steps": result.agreement_total or result.expert_total or 0,
+        "expert_mean_abs_diff": (result.expert_abs_diff_sum / result.expert_abs_diff_n
+                                 if result.expert_abs_diff_n else None),
+        "env_steps": int(result.env_steps),
+        "wall_seconds": round(result.seconds, 4),
+        "policy_seconds": round(result.policy_seconds, 4),
+        "env_seconds": round(result.env_seconds, 4),
+        "env_steps_per_second": result.env_steps / result.seconds if result.seconds > 0 else None,
+        "generate_calls": int(stats["generate_calls"]) if "generate_calls" in stats else None,
+        "new_tokens": int(stats["new_tokens"]) if "new_tokens" in stats else None,
+        "constrained": bool(config.constrained) if policy.kind == "llm" else False,
+        "constrained_precompute": setup.precompute,
+        "notes": list(setup.notes),
+        "videos": list(result.videos),
+        "versions": _versions(),
+    }
+    return report
+
+
+def atomic_write_json(path: Path, data: Any) -> Path:
+    from rlft.core.io import atomic_write_text
+
+    return atomic_write_text(path, json.dumps(data, indent=2, default=_default) + "\n")
+
+
+def _default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serializable: {type(value)}")
+
+
+def side_paths(out: Path) -> dict[str, Path]:
+    """Files written next to ``REPORT.json``: ``REPORT.png`` and ``REPORT_tb/``."""
+    return {"json": out, "png": out.with_suffix(".png"), "tensorboard": out.with_name(out.stem + "_tb")}
+
+
+def write_report(report: dict[str, Any], out: Path) -> dict[str, str]:
+    """JSON (atomic), PNG and TensorBoard next to it; returns their paths (also stored in the JSON)."""
+    paths = side_paths(Path(out))
+    paths["json"].parent.mkdir(parents=True, exist_ok=True)
+    files = {k: str(v) for k, v in paths.items()}
+    report["files"] = files
+    plot_returns(report, paths["png"])
+    log_tensorboard(report, paths["tensorboard"])
+    atomic_write_json(paths["json"], report)  # last: a report on disk always has its plot and logs
+    return files
+
+
+def plot_returns(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    returns = np.asarray(report["returns"], dtype=float)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax1.hist(returns, bins=min(30, max(5, len(returns) // 3)), color="tab:blue", alpha=0.8)
+    ax1.axvline(report["return_mean"], color="k", ls="--", lw=1, label=f"mean {report['return_mean']:.3g}")
+    ax1.set(title="Return distribution", xlabel="episode return", ylabel="episodes")
+    ax1.legend()
+    ax2.plot(np.arange(len(returns)), returns, ".", ms=4)
+    ax2.set(title="Return per episode", xlabel=f"episode i (seed {report['seed']} + i)", ylabel="return")
+    title = f"{report['policy']} on {report['env_id']}: {report['return_mean']:.3g} +- {report['return_std']:.3g}"
+    if report.get("success_rate") is not None:
+        title += f", success {report['success_rate']:.3f}"
+    fig.suptitle(title)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def log_tensorboard(report: dict[str, Any], folder: Path) -> None:
+    """Per-episode returns/lengths (step = episode index) and the summary scalars (step 0)."""
+    import shutil
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    if folder.exists():  # one report, one log: a re-run replaces it rather than mixing runs
+        shutil.rmtree(folder)
+    writer = SummaryWriter(log_dir=str(folder))
+    try:
+        for i, (ret, length) in enumerate(zip(report["returns"], report["lengths"], strict=True)):
+            writer.add_scalar("episode/return", ret, i)
+            writer.add_scalar("episode/length", length, i)
+        for key in ("return_mean", "return_std", "return_min", "return_max", "length_mean", "success_rate",
+                    "normalized_score", "invalid_action_rate", "expert_agreement", "expert_mean_abs_diff",
+                    "env_steps_per_second"):
+            value = report.get(key)
+            if value is not None:
+                writer.add_scalar(f"eval/{key}", float(value), 0)
+        writer.add_text("eval/policy", f"{report['policy']} on {report['env_id']}", 0)
+    finally:
+        writer.close()
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def print_report(report: dict[str, Any]) -> None:
+    from rlft.core.console import console, kv_table
+
+    rows = [(label, _fmt(report.get(key))) for key, label in SUMMARY_ROWS if report.get(key) is not None]
+    if report.get("codec"):
+        rows.insert(2, ("codec", report["codec"]))
+    if report.get("constrained"):
+        pc = report.get("constrained_precompute") or {}
+        rows.append(("constrained decoding", f"{pc.get('states')} states, {pc.get('candidate_tokens')} tokens, "
+                                             f"{pc.get('precompute_seconds', 0) * 1000:.1f} ms precompute"))
+    if report.get("files"):
+        rows.append(("report", report["files"]["json"]))
+    console.print(kv_table("Evaluation", rows))
+    if report.get("invalid_reasons"):
+        reasons = ", ".join(f"{k} ({v})" for k, v in report["invalid_reasons"].items())
+        console.print(f"[yellow]unparsable outputs:[/] {reasons}")
+
+
+def load_report(path: str | os.PathLike) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"report {path} does not exist")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or "rlft_report_version" not in data:
+        raise InvalidInputError(f"{path} is not an rlft eval report (no rlft_report_version)")
+    return data
+
+
+def compare_table(paths: list[str | os.PathLike]):
+    """A rich table: one column per report, one row per metric."""
+    from rich.table import Table
+
+    if len(paths) < 1:
+        raise InvalidInputError("rlft eval compare needs at least one report")
+    reports = [load_report(p) for p in paths]
+    table = Table(title="Evaluation reports", title_justify="left")
+    table.add_column("metric", style="bold")
+    for path in paths:
+        table.add_column(Path(path).stem)
+    best_keys = {"return_mean", "success_rate", "normalized_score", "expert_agreement"}
+    for key, label in SUMMARY_ROWS:
+        values = [r.get(key) for r in reports]
+        if all(v is None for v in values):
+            continue
+        cells = [_fmt(v) for v in values]
+        numeric = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if key in best_keys and len(reports) > 1 and numeric:
+            best = max(numeric)
+            cells = [f"[green]{c}[/]" if v == best else c for c, v in zip(cells, values, strict=True)]
+        table.add_row(label, *cells)
+    envs = {r.get("env_id") for r in reports}
+    seeds = {(r.get("seed"), r.get("episodes")) for r in reports}
+    notes = []
+    if len(envs) > 1:
+        notes.append(f"reports are on different environments: {', '.join(sorted(map(str, envs)))}")
+    if len(seeds) > 1:
+        notes.append("reports use different seeds or episode counts: returns are not paired episode by episode")
+    return table, notes
