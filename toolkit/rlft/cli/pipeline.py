@@ -97,7 +97,8 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str]) 
         forced = _flag_value(_substitute(step.get("force", False), variables))
         if skip and not forced and Path(_substitute(skip, variables)).exists():
             continue
-        argv = str(_substitute(step["command"], variables)).split() + args_to_argv(_substitute(step.get("args") or {}, variables))
+        command_words = str(_substitute(step["command"], variables)).split()
+        argv = command_words + args_to_argv(_substitute(step.get("args") or {}, variables))
         runs.append(argv)
     return spec, runs
 

@@ -1,7 +1,145 @@
-"""`rlft train` commands."""
+"""``rlft train sft|grpo``: fine-tune a model on an rlft dataset into a RUN folder.
+
+Settings come from the stage dataclass defaults, overridden by ``--config FILE`` (YAML), overridden by the
+flags typed on the command line (every flag defaults to "not given"). The same commands run on several GPUs::
+
+    accelerate launch --config_file pipelines/accelerate/zero3.yaml -m rlft.cli.main \\
+        train grpo --dataset DIR --model MODEL --out RUN --reward format,q-advantage
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
+from rlft.cli.common import command
+
 app = typer.Typer(no_args_is_help=True)
+
+_CONFIG = typer.Option(None, "--config", help="YAML config (pipelines/sft.yaml, pipelines/grpo.yaml); flags win.")
+
+
+@command(app, "sft")
+def sft(
+    dataset: str | None = typer.Option(None, "--dataset", help="rlft dataset folder or Hub dataset id."),
+    model: str | None = typer.Option(None, "--model", help="Model folder, RUN folder or Hub id."),
+    out: Path | None = typer.Option(None, "--out", help="RUN folder to write."),
+    config: Path | None = _CONFIG,
+    lora: bool | None = typer.Option(None, "--lora/--no-lora", help="LoRA adapter (default) or full fine-tuning."),
+    lora_r: int | None = typer.Option(None, help="LoRA rank [16]."),
+    lora_alpha: int | None = typer.Option(None, help="LoRA alpha [32]."),
+    lora_dropout: float | None = typer.Option(None, help="LoRA dropout [0]."),
+    lora_target_modules: str | None = typer.Option(None, help="'all-linear' or names like q_proj,v_proj."),
+    learning_rate: float | None = typer.Option(None, help="Peak learning rate [2e-4]."),
+    num_train_epochs: float | None = typer.Option(None, help="Epochs [1]."),
+    max_steps: int | None = typer.Option(None, help="Optimizer steps (overrides epochs) [-1]."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Batch size per device [8]."),
+    gradient_accumulation_steps: int | None = typer.Option(None, help="Gradient accumulation [1]."),
+    max_length: int | None = typer.Option(None, help="Longest prompt + completion in tokens [1024]."),
+    train_split: str | None = typer.Option(None, help="Training split [train]."),
+    max_train_samples: int | None = typer.Option(None, help="Use only the first N training rows."),
+    eval_split: str | None = typer.Option(None, help="Validation split: NAME, auto or none [auto]."),
+    val_fraction: float | None = typer.Option(None, help="Hold out this fraction of train when there is no "
+                                                         "validation split [0]."),
+    max_eval_samples: int | None = typer.Option(None, help="Evaluate on at most N rows [512]."),
+    eval_steps: int | None = typer.Option(None, help="Evaluate every N steps [50]."),
+    early_stopping_patience: int | None = typer.Option(None, help="Stop after N evaluations without improvement."),
+    logging_steps: int | None = typer.Option(None, help="Log every N steps [10]."),
+    save_steps: int | None = typer.Option(None, help="Checkpoint every N steps [500]."),
+    gradient_checkpointing: bool | None = typer.Option(
+        None, "--gradient-checkpointing/--no-gradient-checkpointing", help="[auto: on above 50M parameters]"),
+    bf16: bool | None = typer.Option(None, "--bf16/--no-bf16", help="[auto: on a GPU with bf16]"),
+    seed: int | None = typer.Option(None, help="Seed [0]."),
+    overwrite: bool | None = typer.Option(None, "--overwrite/--no-overwrite", help="Replace an existing RUN folder."),
+    resume: bool | None = typer.Option(None, "--resume/--no-resume", help="Continue the run in --out from its last "
+                                                                          "checkpoint."),
+) -> None:
+    """Supervised fine-tuning (TRL SFTTrainer) on the prompt/completion columns, loss on the completion."""
+    from rlft.train.configs import build_config
+    from rlft.train.sft import run_sft
+    from rlft.train.sft_config import SFTStageConfig
+
+    cli = dict(
+        dataset=dataset, model=model, out=out, lora=lora, lora_r=lora_r, lora_alpha=lora_alpha,
+        lora_dropout=lora_dropout, lora_target_modules=lora_target_modules, learning_rate=learning_rate,
+        num_train_epochs=num_train_epochs, max_steps=max_steps, per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=gradient_accumulation_steps, max_length=max_length, train_split=train_split,
+        max_train_samples=max_train_samples, eval_split=eval_split, val_fraction=val_fraction,
+        max_eval_samples=max_eval_samples, eval_steps=eval_steps, early_stopping_patience=early_stopping_patience,
+        logging_steps=logging_steps, save_steps=save_steps, gradient_checkpointing=gradient_checkpointing,
+        bf16=bf16, seed=seed, overwrite=overwrite, resume=resume,
+    )
+    stage_config, _ = build_config(SFTStageConfig, "sft", config, cli)
+    run_sft(stage_config)
+
+
+@command(app, "grpo")
+def grpo(
+    dataset: str | None = typer.Option(None, "--dataset", help="rlft dataset folder or Hub dataset id."),
+    model: str | None = typer.Option(None, "--model", help="Model folder, RUN folder (e.g. an SFT run) or Hub id."),
+    out: Path | None = typer.Option(None, "--out", help="RUN folder to write."),
+    reward: str | None = typer.Option(None, "--reward", help="Rewards: format, bc, q-advantage, env (comma list)."),
+    reward_weights: str | None = typer.Option(None, "--reward-weights", help="One weight per reward, e.g. 1,0.5."),
+    config: Path | None = _CONFIG,
+    lora: bool | None = typer.Option(None, "--lora/--no-lora", help="LoRA adapter (default) or full fine-tuning."),
+    lora_r: int | None = typer.Option(None, help="LoRA rank [16]."),
+    lora_alpha: int | None = typer.Option(None, help="LoRA alpha [32]."),
+    lora_target_modules: str | None = typer.Option(None, help="'all-linear' or names like q_proj,v_proj."),
+    learning_rate: float | None = typer.Option(None, help="Peak learning rate [1e-5]."),
+    num_train_epochs: float | None = typer.Option(None, help="Epochs [1]."),
+    max_steps: int | None = typer.Option(None, help="Optimizer steps (overrides epochs) [-1]."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Completions per device batch [8]."),
+    gradient_accumulation_steps: int | None = typer.Option(None, help="Gradient accumulation [1]."),
+    num_generations: int | None = typer.Option(None, help="Completions per prompt [4]."),
+    max_completion_length: int | None = typer.Option(None, help="Longest completion in tokens [32]."),
+    temperature: float | None = typer.Option(None, help="Sampling temperature [1.0]."),
+    beta: float | None = typer.Option(None, help="KL coefficient [0.0]."),
+    scale_rewards: str | None = typer.Option(None, help="group, batch or none [group]."),
+    loss_type: str | None = typer.Option(None, help="TRL loss type [dapo]."),
+    train_split: str | None = typer.Option(None, help="Training split [train]."),
+    max_train_samples: int | None = typer.Option(None, help="Use only the first N training rows."),
+    q_bonus: float | None = typer.Option(None, help="q-advantage: bonus of an optimal action [0.1]."),
+    env_horizon: int | None = typer.Option(None, help="env reward: steps rolled out [1]."),
+    env_policy: str | None = typer.Option(None, help="env reward lookahead: repeat or random [repeat]."),
+    env_gamma: float | None = typer.Option(None, help="env reward discount [1.0]."),
+    env_samples: int | None = typer.Option(None, help="env reward: rollouts averaged [1]."),
+    env_bounds: str | None = typer.Option(None, help="env reward per-step bounds low,high [per env]."),
+    use_vllm: bool | None = typer.Option(None, "--use-vllm/--no-vllm", help="Generate with vLLM (GPU)."),
+    vllm_mode: str | None = typer.Option(None, help="colocate or server [colocate]."),
+    log_completions: bool | None = typer.Option(None, "--log-completions/--no-log-completions",
+                                                help="Print sampled completions."),
+    logging_steps: int | None = typer.Option(None, help="Log every N steps [10]."),
+    save_steps: int | None = typer.Option(None, help="Checkpoint every N steps [500]."),
+    gradient_checkpointing: bool | None = typer.Option(
+        None, "--gradient-checkpointing/--no-gradient-checkpointing", help="[auto: on above 50M parameters]"),
+    bf16: bool | None = typer.Option(None, "--bf16/--no-bf16", help="[auto: on a GPU with bf16]"),
+    seed: int | None = typer.Option(None, help="Seed [0]."),
+    overwrite: bool | None = typer.Option(None, "--overwrite/--no-overwrite", help="Replace an existing RUN folder."),
+    resume: bool | None = typer.Option(None, "--resume/--no-resume", help="Continue the run in --out from its last "
+                                                                          "checkpoint."),
+) -> None:
+    """GRPO (TRL GRPOTrainer) with codec-driven control rewards; LoRA by default."""
+    from rlft.train.configs import build_config
+    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo_config import GRPOStageConfig
+
+    cli = dict(
+        dataset=dataset, model=model, out=out, rewards=reward, reward_weights=reward_weights, lora=lora,
+        lora_r=lora_r, lora_alpha=lora_alpha, lora_target_modules=lora_target_modules,
+        learning_rate=learning_rate, num_train_epochs=num_train_epochs, max_steps=max_steps,
+        per_device_train_batch_size=batch_size, gradient_accumulation_steps=gradient_accumulation_steps,
+        num_generations=num_generations, max_completion_length=max_completion_length, temperature=temperature,
+        beta=beta, scale_rewards=scale_rewards, loss_type=loss_type, train_split=train_split,
+        max_train_samples=max_train_samples, q_bonus=q_bonus, env_horizon=env_horizon, env_policy=env_policy,
+        env_gamma=env_gamma, env_samples=env_samples, env_bounds=env_bounds, use_vllm=use_vllm,
+        vllm_mode=vllm_mode, log_completions=log_completions, logging_steps=logging_steps, save_steps=save_steps,
+        gradient_checkpointing=gradient_checkpointing, bf16=bf16, seed=seed, overwrite=overwrite,
+        resume=resume,
+    )
+    stage_config, _ = build_config(GRPOStageConfig, "grpo", config, cli)
+    run_grpo(stage_config)
+
+
+# Commands defined in their own modules register themselves on ``app`` (imported last: they import ``app``).
+from rlft.cli import train_bc  # noqa: E402,F401

@@ -1,0 +1,279 @@
+"""Training stages on tiny models built here: config precedence, SFT, GRPO, the RUN folder, merge, resume and
+the errors of bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlft.core.errors import InvalidInputError
+from rlft.train.configs import build_config, merge_config, read_yaml_config
+from rlft.train.grpo_config import GRPOStageConfig
+from rlft.train.sft_config import SFTStageConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# session fixtures: the FrozenLake dataset, a tiny model and one SFT run, built once
+# ------------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def session_env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train-session")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_DATASETS_CACHE", str(root / "hf-datasets"))
+        yield root
+
+
+def _invoke(*args):
+    from typer.testing import CliRunner
+
+    from rlft.cli.main import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="session")
+def lake(session_env):
+    out = session_env / "frozenlake-q"
+    result = _invoke("data", "export-q", "frozenlake", "--out", out, "--episodes", "10")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model(session_env, lake):
+    out = session_env / "tiny"
+    result = _invoke("model", "init", "--dataset", lake, "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def sft_run(session_env, lake, tiny_model):
+    """Full fine-tuning of the tiny model on the 11 FrozenLake states (evaluated on them: there is no other)."""
+    from rlft.train.sft import run_sft
+
+    out = session_env / "runs" / "sft"
+    config = SFTStageConfig(dataset=str(lake), model=str(tiny_model), out=out, lora=False, learning_rate=3e-3,
+                            max_steps=60, eval_split="train", eval_steps=1000, logging_steps=20, save_steps=1000)
+    info = run_sft(config)
+    return out, info
+
+
+def _drop_column(src: Path, dst: Path, column: str) -> Path:
+    import pyarrow.parquet as pq
+
+    shutil.copytree(src, dst)
+    for shard in (dst / "data").glob("*.parquet"):
+        table = pq.read_table(shard)
+        pq.write_table(table.drop_columns([column]), shard)
+    return dst
+
+
+# ------------------------------------------------------------------------------------------------------------
+# configs: dataclass defaults < YAML < command line
+# ------------------------------------------------------------------------------------------------------------
+def test_config_precedence_defaults_yaml_cli():
+    yaml_values = {"learning_rate": "1e-4", "max_steps": 7, "lora_r": 8, "lora_target_modules": "q_proj,v_proj"}
+    cli_values = {"learning_rate": 0.5, "lora_r": None, "out": "runs/x", "lora": False}
+    config, sources = merge_config(SFTStageConfig, yaml_values, cli_values)
+    assert config.learning_rate == 0.5 and sources["learning_rate"] == "cli"  # cli beats yaml
+    assert config.max_steps == 7 and sources["max_steps"] == "yaml"  # yaml beats default
+    assert config.lora_r == 8 and sources["lora_r"] == "yaml"  # a flag not given (None) leaves yaml
+    assert config.lora_alpha == 32 and sources["lora_alpha"] == "default"
+    assert config.lora is False and config.out == Path("runs/x")
+    assert config.lora_target_modules == ["q_proj", "v_proj"]
+    with pytest.raises(InvalidInputError, match="unknown key learnin_rate"):
+        merge_config(SFTStageConfig, {"learnin_rate": 1.0})
+    with pytest.raises(InvalidInputError, match="bad value for max_steps"):
+        merge_config(SFTStageConfig, {"max_steps": "many"})
+    with pytest.raises(InvalidInputError, match="bad value for lora"):
+        merge_config(SFTStageConfig, {"lora": "maybe"})
+
+
+def test_config_files_flat_and_pipeline_sections(tmp_path):
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("rewards: [format, env]\nbeta: 0.04\nenv_bounds: [-1, 1]\n")
+    config, _ = build_config(GRPOStageConfig, "grpo", flat, {"beta": None, "num_generations": 8})
+    assert config.rewards == ["format", "env"] and config.beta == 0.04 and config.num_generations == 8
+    assert config.env_bounds == [-1.0, 1.0]
+    # the shipped files are both pipelines and stage configs
+    for name, cls in (("sft", SFTStageConfig), ("grpo", GRPOStageConfig)):
+        path = REPO / "pipelines" / f"{name}.yaml"
+        values = read_yaml_config(path, name)
+        config, sources = build_config(cls, name, path, {})
+        assert all(sources[k] == "yaml" for k in values)
+        assert yaml.safe_load(path.read_text())["steps"]
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("steps: [{command: train sft}]\n")
+    with pytest.raises(InvalidInputError, match="no 'sft:' section"):
+        read_yaml_config(pipeline, "sft")
+    with pytest.raises(InvalidInputError, match="no config file"):
+        read_yaml_config(tmp_path / "missing.yaml", "sft")
+
+
+def test_cli_flags_override_the_config_file(cli, tmp_path, monkeypatch):
+    seen = {}
+    monkeypatch.setattr("rlft.train.sft.run_sft", lambda config: seen.setdefault("sft", config))
+    monkeypatch.setattr("rlft.train.grpo.run_grpo", lambda config: seen.setdefault("grpo", config))
+    path = tmp_path / "c.yaml"
+    path.write_text("sft: {learning_rate: 0.1, max_steps: 7, lora: false}\n"
+                    "grpo: {rewards: [format], reward_weights: [2.0], beta: 0.1}\nsteps: []\n")
+    assert cli("train", "sft", "--config", path, "--dataset", "d", "--model", "m", "--out", "o",
+               "--learning-rate", "0.5", "--lora").exit_code == 0
+    sft = seen["sft"]
+    assert (sft.learning_rate, sft.max_steps, sft.lora, sft.lora_r, sft.overwrite) == (0.5, 7, True, 16, False)
+    assert cli("train", "grpo", "--config", path, "--dataset", "d", "--model", "m", "--out", "o",
+               "--reward", "format,bc", "--reward-weights", "1,0.5").exit_code == 0
+    grpo = seen["grpo"]
+    assert grpo.rewards == ["format", "bc"] and grpo.reward_weights == [1.0, 0.5] and grpo.beta == 0.1
+
+
+# ------------------------------------------------------------------------------------------------------------
+# SFT, GRPO, RUN folder
+# ------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_sft_lowers_the_validation_loss_and_writes_the_run_folder(sft_run, lake, tiny_model):
+    from rlft.train.run import load_policy_model
+
+    out, info = sft_run
+    metrics = info["metrics"]
+    assert metrics["eval_loss_end"] < 0.5 * metrics["eval_loss_start"]
+    assert metrics["global_step"] == 60 and metrics["trainable_parameters"] == metrics["total_parameters"]
+    saved = json.loads((out / "rlft_run.json").read_text())
+    assert saved["stage"] == "sft" and saved["status"] == "complete" and saved["lora"] is False
+    assert saved["base_model"] == str(tiny_model.resolve()) and saved["dataset"] == str(lake.resolve())
+    assert saved["config"]["learning_rate"] == 3e-3 and saved["rlft_version"]
+    assert json.loads((out / "summary.json").read_text())["eval_loss_end"] == metrics["eval_loss_end"]
+    assert (out / "rlft_codec.json").read_text() == (lake / "rlft_codec.json").read_text()
+    assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+    assert list((out / "logs").glob("events.out.tfevents.*"))
+    model, tokenizer, codec = load_policy_model(out)
+    assert codec is not None and codec.kind == "frozenlake-grid" and not model.training
+
+
+@pytest.mark.slow
+def test_grpo_runs_and_changes_every_lora_parameter(session_env, sft_run, lake):
+    import torch
+    from transformers import TrainerCallback
+
+    from rlft.train.grpo import run_grpo
+    from rlft.train.run import load_policy_model
+
+    class Watch(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            self.before = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
+
+        def on_train_end(self, args, state, control, model=None, **kwargs):
+            self.after = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
+
+    watch = Watch()
+    out = session_env / "runs" / "grpo"
+    config = GRPOStageConfig(dataset=str(lake), model=str(sft_run[0]), out=out, rewards=["format", "q-advantage"],
+                             learning_rate=5e-3, max_steps=4, logging_steps=1, max_completion_length=12, seed=1)
+    info = run_grpo(config, callbacks=[watch])
+    assert watch.before and set(watch.before) == set(watch.after)
+    unchanged = [n for n in watch.before if torch.equal(watch.before[n], watch.after[n])]
+    assert not unchanged, f"LoRA parameters that did not change: {unchanged}"
+    metrics = info["metrics"]
+    assert metrics["global_step"] == 4
+    for key in ("reward_last", "rewards/format/mean_last", "rewards/q-advantage/mean_last", "parse_rate_last",
+                "optimal_action_rate_last"):
+        assert key in metrics and 0.0 <= metrics[key] <= 2.0
+    saved = json.loads((out / "rlft_run.json").read_text())
+    assert saved["stage"] == "grpo" and saved["lora"] is True and saved["base_model"] == str(sft_run[0].resolve())
+    assert [r["name"] for r in saved["rewards"]] == ["format", "q-advantage"]
+    assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
+    adapter = json.loads((out / "adapter_config.json").read_text())
+    assert adapter["base_model_name_or_path"] == saved["base_model"]
+    # a RUN on top of a RUN loads recursively: tiny model <- SFT run <- GRPO adapter
+    model, tokenizer, codec = load_policy_model(out)
+    assert codec.kind == "frozenlake-grid" and tokenizer.eos_token == "<|im_end|>"
+
+
+@pytest.mark.slow
+def test_lora_sft_merge_and_resume(cli, session_env, lake, tiny_model):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlft.train.run import load_policy_model
+
+    run = session_env / "runs" / "lora"
+    args = ("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", run, "--learning-rate", "1e-2",
+            "--save-steps", "3", "--logging-steps", "3", "--eval-split", "none")
+    result = cli(*args, "--max-steps", "6")
+    assert result.exit_code == 0, result.output
+    assert (run / "adapter_config.json").is_file() and (run / "adapter_model.safetensors").is_file()
+    assert json.loads((run / "rlft_run.json").read_text())["lora"] is True
+    merged = session_env / "merged"
+    result = cli("model", "merge", run, "--out", merged)
+    assert result.exit_code == 0, result.output
+    plain = AutoModelForCausalLM.from_pretrained(merged)
+    tok = AutoTokenizer.from_pretrained(merged)
+    ids = tok("<answer>LEFT</answer>", return_tensors="pt")
+    policy, _, codec = load_policy_model(run)
+    with torch.no_grad():
+        torch.testing.assert_close(plain(**ids).logits, policy(**ids).logits, rtol=1e-4, atol=1e-4)
+    assert codec is not None and (merged / "rlft_codec.json").is_file()
+    base = AutoModelForCausalLM.from_pretrained(tiny_model)
+    with torch.no_grad():
+        assert not torch.allclose(base(**ids).logits, plain(**ids).logits)
+    # --out holding this run: refused, unless --resume (same run) continues from its last checkpoint
+    result = cli(*args, "--max-steps", "8")
+    assert result.exit_code == 2 and "already holds a run (stage sft" in result.output
+    result = cli(*args, "--max-steps", "8", "--resume")
+    assert result.exit_code == 0, result.output
+    info = json.loads((run / "rlft_run.json").read_text())
+    assert info["metrics"]["global_step"] == 8 and info["resumed_from"].endswith("checkpoint-6")
+    result = cli("model", "merge", tiny_model, "--out", session_env / "m2")
+    assert result.exit_code == 2 and "no LoRA adapter" in result.output
+
+
+# ------------------------------------------------------------------------------------------------------------
+# bad input: one-line errors, exit code 2, nothing trained
+# ------------------------------------------------------------------------------------------------------------
+def test_bad_inputs_are_refused_with_exit_code_2(cli, tmp_path, lake, tiny_model):
+    no_completion = _drop_column(lake, tmp_path / "no-completion", "completion")
+    result = cli("train", "sft", "--dataset", no_completion, "--model", tiny_model, "--out", tmp_path / "r")
+    assert result.exit_code == 2 and "lacks column completion needed by sft" in result.output
+    no_q = _drop_column(lake, tmp_path / "no-q", "q_values")
+    result = cli("train", "grpo", "--dataset", no_q, "--model", tiny_model, "--out", tmp_path / "r",
+                 "--reward", "format,q-advantage")
+    assert result.exit_code == 2 and "reward 'q-advantage' needs column q_values" in result.output
+    result = cli("train", "sft", "--dataset", lake, "--model", tmp_path / "no-model", "--out", tmp_path / "r")
+    assert result.exit_code == 2 and "does not exist" in result.output
+    result = cli("train", "sft", "--dataset", tmp_path / "no-data", "--model", tiny_model, "--out", tmp_path / "r")
+    assert result.exit_code == 2 and "does not exist" in result.output
+    result = cli("train", "sft", "--model", tiny_model, "--out", tmp_path / "r")
+    assert result.exit_code == 2 and "missing --dataset" in result.output
+    result = cli("train", "grpo", "--dataset", lake, "--model", tiny_model, "--out", tmp_path / "r",
+                 "--reward", "format,bc", "--reward-weights", "1")
+    assert result.exit_code == 2 and "--reward-weights has 1 values for 2 rewards" in result.output
+    result = cli("train", "grpo", "--dataset", lake, "--model", tiny_model, "--out", tmp_path / "r",
+                 "--num-generations", "3")
+    assert result.exit_code == 2 and "multiple of --num-generations" in result.output
+    result = cli("train", "grpo", "--dataset", lake, "--model", tiny_model, "--out", tmp_path / "r",
+                 "--resume")
+    assert result.exit_code == 2 and "no run to resume" in result.output
+    assert not (tmp_path / "r").exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "rlft_run.json").write_text(json.dumps({"stage": "sft", "base_model": "x", "dataset": "y"}))
+    result = cli("train", "grpo", "--dataset", lake, "--model", tiny_model, "--out", other)
+    assert result.exit_code == 2 and "already holds a run" in result.output and "--overwrite" in result.output
+    result = cli("train", "grpo", "--dataset", lake, "--model", tiny_model, "--out", other, "--resume")
+    assert result.exit_code == 2 and "holds a different run (stage" in result.output
+
+
+def test_use_vllm_without_vllm_is_a_clear_error(cli, tmp_path, lake, tiny_model):
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    result = cli("train", "grpo", "--dataset", lake, "--model", tiny_model, "--out", tmp_path / "r", "--use-vllm")
+    assert result.exit_code == 2 and "vllm" in result.output and "pip install" in result.output

@@ -1,0 +1,191 @@
+"""Stage configs: dataclass defaults < YAML file < command-line flags, implemented once here.
+
+A stage config file is YAML. It is either a flat mapping of the stage's fields, or a pipeline file (with
+``steps:``) that holds the fields under a key named after the stage (``sft:`` / ``grpo:``), so one file under
+``pipelines/`` is both a runnable pipeline and the config its steps pass with ``--config``. Unknown keys are
+refused with the list of known ones; values are converted to the field's type (``1e-4`` written in YAML as a
+string becomes a float, ``"a,b"`` becomes a list).
+
+A command-line value is one the user typed: the CLI passes ``None`` for every flag left out, so
+``merge_config`` can tell "not given" from "given the default value".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlft.core.errors import InvalidInputError
+
+PIPELINE_KEYS = ("name", "vars", "steps", "description")
+
+
+@dataclass
+class StageConfig:
+    """Fields shared by the SFT and GRPO stages (TRL-style dataclass: each field's ``help`` is its doc)."""
+
+    dataset: str | None = field(default=None, metadata={"help": "rlft dataset folder or Hub dataset id."})
+    model: str | None = field(
+        default=None, metadata={"help": "Model folder (rlft model init/fetch), training RUN folder, or Hub id."}
+    )
+    out: Path | None = field(default=None, metadata={"help": "RUN folder to write."})
+    train_split: str = field(default="train", metadata={"help": "Split to train on."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
+    lora: bool = field(default=True, metadata={"help": "Train a LoRA adapter (False: full fine-tuning)."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (scale = alpha / r)."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["all-linear"],
+        metadata={"help": "Modules that get adapters: 'all-linear' or names such as q_proj,v_proj."},
+    )
+    learning_rate: float = field(default=2e-4, metadata={"help": "Peak learning rate."})
+    lr_scheduler_type: str = field(default="linear", metadata={"help": "Learning-rate schedule."})
+    warmup_steps: int = field(default=0, metadata={"help": "Linear warm-up steps."})
+    num_train_epochs: float = field(default=1.0, metadata={"help": "Epochs (ignored when max_steps > 0)."})
+    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps (-1: set by num_train_epochs)."})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "Batch size per device."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Gradient accumulation steps."})
+    gradient_checkpointing: bool | None = field(
+        default=None, metadata={"help": "Recompute activations (None: on for models over 50M parameters)."}
+    )
+    bf16: bool | None = field(default=None, metadata={"help": "bfloat16 mixed precision (None: on a GPU that has it)."})
+    logging_steps: int = field(default=10, metadata={"help": "Log every N steps (TensorBoard under RUN/logs)."})
+    save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N steps (RUN/checkpoints)."})
+    save_total_limit: int = field(default=2, metadata={"help": "Checkpoints kept."})
+    seed: int = field(default=0, metadata={"help": "Seed of the model init, data order and sampling."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace an existing RUN folder."})
+    resume: bool = field(default=False, metadata={"help": "Resume the run in RUN from its last checkpoint."})
+
+    def require(self, *names: str) -> None:
+        missing = [n for n in names if getattr(self, n) in (None, "")]
+        if missing:
+            flags = ", ".join("--" + n.replace("_", "-") for n in missing)
+            raise InvalidInputError(f"missing {flags}", hint="give it on the command line or in --config")
+
+
+def field_types(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _strip_optional(tp) -> tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return (args[0] if len(args) == 1 else tp), type(None) in typing.get_args(tp)
+    return tp, False
+
+
+def coerce(name: str, value: Any, tp) -> Any:
+    """``value`` converted to the field type ``tp``; InvalidInputError naming the field when it cannot be."""
+    base, optional = _strip_optional(tp)
+    if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null", "")):
+        if optional:
+            return None
+        raise InvalidInputError(f"{name} cannot be empty")
+    try:
+        if base is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
+                return value.lower() in ("true", "yes", "1", "on")
+            if isinstance(value, int) and value in (0, 1):
+                return bool(value)
+            raise ValueError(f"{value!r} is not a boolean")
+        if base is int:
+            if isinstance(value, bool):
+                raise ValueError(f"{value!r} is not an integer")
+            as_float = float(value)
+            if as_float != int(as_float):
+                raise ValueError(f"{value!r} is not an integer")
+            return int(as_float)
+        if base is float:
+            if isinstance(value, bool):
+                raise ValueError(f"{value!r} is not a number")
+            return float(value)
+        if base is str:
+            if isinstance(value, list | dict):
+                raise ValueError(f"{value!r} is not a string")
+            return str(value)
+        if base is Path:
+            return Path(str(value))
+        if typing.get_origin(base) in (list, tuple):
+            (item,) = typing.get_args(base)[:1]
+            items = value.split(",") if isinstance(value, str) else list(value)
+            items = [i.strip() if isinstance(i, str) else i for i in items]
+            return [coerce(f"{name}[{i}]", v, item) for i, v in enumerate(items) if v != ""]
+        if typing.get_origin(base) is dict:
+            if not isinstance(value, dict):
+                raise ValueError(f"{value!r} is not a mapping")
+            return dict(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"bad value for {name}: {exc}") from exc
+    return value
+
+
+def read_yaml_config(path: Path, section: str) -> dict[str, Any]:
+    """The stage fields of a config file (flat mapping, or the ``section`` key of a pipeline file)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"no config file {path}", hint="see pipelines/sft.yaml and pipelines/grpo.yaml")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise InvalidInputError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{path} must hold a mapping of config fields")
+    if section in data and isinstance(data[section], dict):
+        return dict(data[section])
+    if "steps" in data:
+        raise InvalidInputError(f"pipeline file {path} has no '{section}:' section of config fields")
+    return {k: v for k, v in data.items() if k not in PIPELINE_KEYS}
+
+
+def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dict[str, Any] | None = None,
+                 source: str = "config file"):
+    """``cls`` built from its defaults, overridden by ``yaml_values``, overridden by non-None ``cli_values``.
+
+    Returns ``(config, sources)`` where ``sources[field]`` is ``default``, ``yaml`` or ``cli``.
+    """
+    types_ = field_types(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    yaml_values = dict(yaml_values or {})
+    unknown = sorted(k for k in yaml_values if k.replace("-", "_") not in names)
+    if unknown:
+        raise InvalidInputError(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {source}",
+                                hint=f"known keys: {', '.join(names)}")
+    values: dict[str, Any] = {}
+    sources = dict.fromkeys(names, "default")
+    for key, value in yaml_values.items():
+        key = key.replace("-", "_")
+        values[key] = coerce(key, value, types_[key])
+        sources[key] = "yaml"
+    for key, value in (cli_values or {}).items():
+        if value is None:
+            continue
+        if key not in names:
+            raise InvalidInputError(f"unknown option {key}")
+        values[key] = coerce(key, value, types_[key])
+        sources[key] = "cli"
+    return cls(**values), sources
+
+
+def build_config(cls, section: str, config_file: Path | None, cli_values: dict[str, Any]):
+    """The stage config from an optional YAML file and the command-line values (see :func:`merge_config`)."""
+    yaml_values = read_yaml_config(config_file, section) if config_file is not None else {}
+    return merge_config(cls, yaml_values, cli_values, source=str(config_file))
+
+
+def config_to_dict(config) -> dict[str, Any]:
+    """A JSON-able dict of a config dataclass (paths as strings)."""
+    out = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        out[f.name] = str(value) if isinstance(value, Path) else value
+    return out

@@ -1,0 +1,43 @@
+"""``rlft train grpo`` settings (TRL style: one dataclass, each field documented by its ``help``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlft.train.configs import StageConfig
+
+
+@dataclass
+class GRPOStageConfig(StageConfig):
+    """GRPO with the codec-driven control rewards of :mod:`rlft.train.rewards`."""
+
+    rewards: list[str] = field(
+        default_factory=lambda: ["format"],
+        metadata={"help": "Reward names: format, bc, q-advantage, env (see rlft.train.rewards)."},
+    )
+    reward_weights: list[float] | None = field(default=None, metadata={"help": "One weight per reward (default 1)."})
+    learning_rate: float = field(default=1e-5, metadata={"help": "Peak learning rate."})
+    num_generations: int = field(default=4, metadata={"help": "Completions sampled per prompt (>= 2)."})
+    max_completion_length: int = field(default=32, metadata={"help": "Longest generated completion, in tokens."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
+    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling."})
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient against the reference model (0: none)."})
+    epsilon: float = field(default=0.2, metadata={"help": "Clipping range of the policy ratio."})
+    num_iterations: int = field(default=1, metadata={"help": "Optimisation passes per generated batch."})
+    scale_rewards: str = field(default="group", metadata={"help": "Advantage scaling: group, batch or none."})
+    loss_type: str = field(default="dapo", metadata={"help": "grpo, dapo, dr_grpo, bnpo... (TRL loss types)."})
+    mask_truncated_completions: bool = field(
+        default=False, metadata={"help": "Exclude completions cut at max_completion_length from the loss."}
+    )
+    log_completions: bool = field(default=False, metadata={"help": "Print sampled completions at each log."})
+    use_vllm: bool = field(default=False, metadata={"help": "Generate with vLLM (GPU; needs the vllm package)."})
+    vllm_mode: str = field(default="colocate", metadata={"help": "vLLM mode: colocate or server."})
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "vLLM colocate GPU memory share."})
+    q_bonus: float = field(default=0.1, metadata={"help": "q-advantage: bonus of an optimal action."})
+    env_horizon: int = field(default=1, metadata={"help": "env reward: steps rolled out (1: the action only)."})
+    env_policy: str = field(default="repeat", metadata={"help": "env reward lookahead policy: repeat or random."})
+    env_gamma: float = field(default=1.0, metadata={"help": "env reward: discount of the lookahead steps."})
+    env_samples: int = field(default=1, metadata={"help": "env reward: seeded rollouts averaged per completion."})
+    env_bounds: list[float] | None = field(
+        default=None, metadata={"help": "env reward: per-step reward bounds low,high (default per env)."}
+    )

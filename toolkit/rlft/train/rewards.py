@@ -1,0 +1,326 @@
+"""Control rewards for GRPO, all driven by the dataset's codec (never by re-parsing text by hand).
+
+TRL calls each reward as ``f(prompts=..., completions=..., completion_ids=..., **columns)`` where every other
+dataset column arrives as a list with one entry per completion. Each reward here is a callable object with a
+``__name__`` (TRL logs ``rewards/<name>/mean``), the dataset ``columns`` it needs, and documented bounds
+``[low, high]``. Every value is finite and inside its bounds: a completion the codec cannot decode gets
+``low``, never an exception, NaN or an unbounded number.
+
+=============  ====================================================================  ==========  ===========
+name           value                                                                 bounds      columns
+=============  ====================================================================  ==========  ===========
+format         1 if the completion decodes to a valid action with the codec, else 0  [0, 1]      (none)
+bc             closeness to the dataset action. Discrete: 1 for the dataset action   [0, 1]      action
+               (or any action in ``optimal_actions`` when the row has that column),
+               else 0. Box: mean over dimensions of ``1 - |a - a*| / (high - low)``
+               clipped to [0, 1] (dimensions with an infinite bound use
+               ``exp(-|a - a*|)``)
+q-advantage    ``(1 - b) * (Q(a) - Qmin) / (Qmax - Qmin) + b * [a optimal]`` with   [0, 1]      q_values
+               bonus ``b`` (default 0.1); an action is optimal when it is in the
+               row's ``optimal_actions`` (ties: every tied action is optimal) or,
+               without that column, within 1e-9 of Qmax. All Q equal: 1
+env            the true environment reward of the action: the recorded state is      per env     observation
+               restored into a real gymnasium env (``rlft.envs.state``) and the      (see        or state
+               action taken; with ``horizon`` k > 1 the rollout continues k-1 steps  below)
+               with a lookahead policy (``repeat`` the action, ``random``, or a
+               callable), summing ``gamma**t r_t``. The sum is clipped to the env's
+               bounds: per-step bounds ``[lo, hi]`` (FrozenLake and CartPole [0, 1],
+               HalfCheetah [-20, 20], others [-100, 100], or ``bounds=``) give
+               ``[min(lo, k*lo), max(hi, k*hi)]``; ``samples`` > 1 averages several
+               seeded rollouts (slippery FrozenLake is stochastic)
+=============  ====================================================================  ==========  ===========
+
+Besides their own means, rewards report two rates through TRL's ``log_metric``: ``parse_rate`` (fraction of
+completions that decode) and, when the dataset has ``optimal_actions``, ``optimal_action_rate`` (fraction whose
+action is optimal, ties included). Several rewards log the same rate for the same completions, so TRL's mean
+over them is that rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rlft.codecs.base import Codec
+from rlft.core.errors import InvalidInputError
+
+# kwargs TRL passes to reward functions that are not dataset columns
+_TRL_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
+OPTIMAL_ATOL = 1e-9
+
+
+class Reward:
+    """A bounded reward on codec-decoded actions. Subclasses define :meth:`score` for one decoded action."""
+
+    name: ClassVar[str]
+    columns: ClassVar[tuple[tuple[str, ...], ...]] = ()  # each inner tuple: one of these columns is needed
+    low: float = 0.0
+    high: float = 1.0
+
+    def __init__(self, codec: Codec):
+        self.codec = codec
+        self.__name__ = self.name
+
+    # -- what subclasses define -------------------------------------------------------------------------
+    def score(self, action, row: dict[str, Any], index: int) -> float:
+        """The reward of a decoded ``action`` for the dataset ``row`` of this completion."""
+        raise NotImplementedError
+
+    # -- shared behaviour -------------------------------------------------------------------------------
+    def decode(self, completion) -> Any | None:
+        """The codec's action for ``completion`` (string or chat messages), or None when it does not decode."""
+        try:
+            return self.codec.decode_action(completion)
+        except Exception:  # noqa: BLE001 - any failure to decode is an invalid answer, never a crash
+            return None
+
+    def __call__(self, prompts=None, completions=None, completion_ids=None, **kwargs) -> list[float]:
+        log_metric = kwargs.get("log_metric")
+        columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
+        completions = list(completions or [])
+        actions = [self.decode(c) for c in completions]
+        values = []
+        for i, action in enumerate(actions):
+            row = {k: v[i] for k, v in columns.items() if isinstance(v, Sequence | np.ndarray) and len(v) > i}
+            value = self.low
+            if action is not None:
+                try:
+                    value = float(self.score(action, row, i))
+                except Exception:  # noqa: BLE001 - a row the reward cannot score gets the lowest value
+                    value = self.low
+            values.append(self.clip(value))
+        if log_metric is not None and completions:
+            log_metric("parse_rate", sum(a is not None for a in actions) / len(actions))
+            if "optimal_actions" in columns and self.codec.is_discrete_action:
+                hits = [a is not None and _is_in(a, columns["optimal_actions"][i]) for i, a in enumerate(actions)]
+                log_metric("optimal_action_rate", sum(hits) / len(hits))
+        return values
+
+    def clip(self, value: float) -> float:
+        if not math.isfinite(value):
+            return self.low
+        return float(min(self.high, max(self.low, value)))
+
+    @classmethod
+    def missing_columns(cls, available: Sequence[str]) -> list[str]:
+        """Columns this reward needs that ``available`` lacks (alternatives written ``a or b``)."""
+        return [" or ".join(group) for group in cls.columns if not any(c in available for c in group)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, bounds=[{self.low:g}, {self.high:g}])"
+
+
+def _is_in(action, choices) -> bool:
+    try:
+        return int(action) in {int(c) for c in choices}
+    except (TypeError, ValueError):
+        return False
+
+
+class FormatReward(Reward):
+    """1 if the completion decodes to a valid action with the codec's answer template, else 0."""
+
+    name = "format"
+
+    def score(self, action, row, index) -> float:
+        return 1.0
+
+
+class BCReward(Reward):
+    """Closeness of the decoded action to the dataset ``action`` (behaviour cloning as a reward)."""
+
+    name = "bc"
+    columns = (("action",),)
+
+    def __init__(self, codec: Codec):
+        super().__init__(codec)
+        space = codec.action_space
+        if space["type"] == "box":
+            low, high = np.asarray(space["low"], np.float64), np.asarray(space["high"], np.float64)
+            self.width = np.where(np.isfinite(low) & np.isfinite(high) & (high > low), high - low, np.inf)
+
+    def score(self, action, row, index) -> float:
+        target = row["action"]
+        if self.codec.is_discrete_action:
+            if int(action) == int(target):
+                return 1.0
+            return 1.0 if row.get("optimal_actions") is not None and _is_in(action, row["optimal_actions"]) else 0.0
+        a = np.asarray(action, dtype=np.float64).ravel()
+        t = np.asarray(target, dtype=np.float64).ravel()
+        if a.shape != t.shape or not np.all(np.isfinite(t)):
+            return self.low
+        d = np.abs(a - t)
+        finite = np.isfinite(self.width)
+        close = np.where(finite, 1.0 - d / np.where(finite, self.width, 1.0), np.exp(-d))
+        return float(np.clip(close, 0.0, 1.0).mean())
+
+
+class QAdvantageReward(Reward):
+    """Normalized Q-advantage of the decoded action, with a bonus for an optimal action (ties included)."""
+
+    name = "q-advantage"
+    columns = (("q_values",),)
+
+    def __init__(self, codec: Codec, bonus: float = 0.1):
+        super().__init__(codec)
+        if not 0.0 <= bonus <= 1.0:
+            raise InvalidInputError(f"q-advantage bonus must be in [0, 1], got {bonus}")
+        if not codec.is_discrete_action:
+            raise InvalidInputError("the q-advantage reward needs a discrete action space")
+        self.bonus = bonus
+
+    def score(self, action, row, index) -> float:
+        q = np.asarray(row["q_values"], dtype=np.float64).ravel()
+        a = int(action)
+        if not 0 <= a < len(q) or not np.all(np.isfinite(q)):
+            return self.low
+        q_min, q_max = q.min(), q.max()
+        if q_max - q_min <= OPTIMAL_ATOL:
+            return 1.0  # every action is equally good
+        if row.get("optimal_actions") is not None:
+            optimal = _is_in(a, row["optimal_actions"])
+        else:
+            optimal = q[a] >= q_max - OPTIMAL_ATOL
+        norm = (q[a] - q_min) / (q_max - q_min)
+        return min(1.0, (1.0 - self.bonus) * norm + self.bonus * float(optimal))
+
+
+# Per-step reward bounds by env id prefix (the env reward clips its sums to these; see the module docstring).
+ENV_STEP_BOUNDS: dict[str, tuple[float, float]] = {
+    "FrozenLake": (0.0, 1.0),
+    "CartPole": (0.0, 1.0),
+    "HalfCheetah": (-20.0, 20.0),
+}
+DEFAULT_STEP_BOUNDS = (-100.0, 100.0)
+
+
+def step_bounds(env_id: str | None) -> tuple[float, float]:
+    for prefix, bounds in ENV_STEP_BOUNDS.items():
+        if env_id and env_id.startswith(prefix):
+            return bounds
+    return DEFAULT_STEP_BOUNDS
+
+
+class EnvReward(Reward):
+    """The real environment's reward for the decoded action from the recorded state (optionally k steps)."""
+
+    name = "env"
+    columns = (("observation", "state"),)
+
+    def __init__(
+        self,
+        codec: Codec,
+        horizon: int = 1,
+        policy: str | Callable[[Any], Any] = "repeat",
+        gamma: float = 1.0,
+        samples: int = 1,
+        seed: int = 0,
+        bounds: tuple[float, float] | None = None,
+    ):
+        super().__init__(codec)
+        from rlft.envs.state import LOOKAHEAD_POLICIES
+
+        if not codec.env_id:
+            raise InvalidInputError("the env reward needs a codec that records its env id (codec.env_id)")
+        if horizon < 1 or samples < 1:
+            raise InvalidInputError(f"env reward: horizon and samples must be >= 1, got {horizon}, {samples}")
+        if isinstance(policy, str) and policy not in LOOKAHEAD_POLICIES:
+            raise InvalidInputError(f"env reward policy must be one of {LOOKAHEAD_POLICIES}, got {policy!r}")
+        if not 0.0 < gamma <= 1.0:
+            raise InvalidInputError(f"env reward gamma must be in (0, 1], got {gamma}")
+        lo, hi = bounds if bounds is not None else step_bounds(codec.env_id)
+        if not lo < hi:
+            raise InvalidInputError(f"env reward bounds need low < high, got {bounds}")
+        self.step_low, self.step_high = float(lo), float(hi)
+        self.low, self.high = min(lo, horizon * lo), max(hi, horizon * hi)
+        self.horizon, self.policy, self.gamma, self.samples, self.seed = horizon, policy, gamma, samples, seed
+        self._env = None
+        self._calls = 0
+
+    @property
+    def env(self):
+        if self._env is None:
+            self._env = self.codec.make_env()
+        return self._env
+
+    def __call__(self, *args, **kwargs) -> list[float]:
+        self._calls += 1
+        return super().__call__(*args, **kwargs)
+
+    def seed_for(self, index: int, sample: int) -> int:
+        """The reset seed of one rollout: distinct per call, completion and sample, reproducible from ``seed``."""
+        return (self.seed + 1_000_003 * self._calls + 1_009 * index + sample) % 2**31
+
+    def score(self, action, row, index) -> float:
+        from rlft.envs.state import step_from_state
+
+        state = row["observation"] if "observation" in row else row["state"]
+        total = 0.0
+        for sample in range(self.samples):
+            result = step_from_state(
+                self.env, state, action, horizon=self.horizon, policy=self.policy, gamma=self.gamma,
+                seed=self.seed_for(index, sample),
+            )
+            total += result.reward
+        return total / self.samples
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+
+
+REWARDS: dict[str, type[Reward]] = {
+    cls.name: cls for cls in (FormatReward, BCReward, QAdvantageReward, EnvReward)
+}
+
+
+def parse_reward_names(text: str | Sequence[str]) -> list[str]:
+    """``"format,q-advantage"`` (or a list) -> checked names, in order, without repeats."""
+    items = text.split(",") if isinstance(text, str) else [n for part in text for n in str(part).split(",")]
+    names = [n.strip().lower().replace("_", "-") for n in items if n.strip()]
+    if not names:
+        raise InvalidInputError("no reward given", hint=f"use one or more of {', '.join(REWARDS)}")
+    unknown = [n for n in names if n not in REWARDS]
+    if unknown:
+        raise InvalidInputError(f"unknown reward {', '.join(map(repr, unknown))}", hint=f"known: {', '.join(REWARDS)}")
+    if len(set(names)) != len(names):
+        raise InvalidInputError(f"reward listed twice in {','.join(names)}")
+    return names
+
+
+def build_rewards(
+    names: str | Sequence[str],
+    codec: Codec,
+    columns: Sequence[str],
+    options: dict[str, dict[str, Any]] | None = None,
+) -> list[Reward]:
+    """The rewards named in ``names`` for a dataset with ``columns``; ``options`` holds per-reward kwargs.
+
+    Raises :class:`InvalidInputError` naming every reward whose columns the dataset lacks.
+    """
+    names = parse_reward_names(names)
+    options = options or {}
+    unknown_opts = sorted(set(options) - set(names))
+    if unknown_opts:
+        raise InvalidInputError(f"reward options given for rewards not in use: {unknown_opts}")
+    problems = [
+        f"reward {n!r} needs column {', '.join(REWARDS[n].missing_columns(columns))}"
+        for n in names
+        if REWARDS[n].missing_columns(columns)
+    ]
+    if problems:
+        raise InvalidInputError(
+            "; ".join(problems) + " which the dataset lacks",
+            hint=f"dataset columns: {', '.join(columns)}",
+        )
+    rewards = []
+    for n in names:
+        try:
+            rewards.append(REWARDS[n](codec, **options.get(n, {})))
+        except TypeError as exc:
+            raise InvalidInputError(f"bad options for reward {n!r}: {exc}") from exc
+    return rewards

@@ -1,0 +1,195 @@
+"""The RUN folder a training stage writes, and how evaluation loads a policy from it.
+
+RUN/ holds::
+
+    rlft_run.json        {"stage", "status", "base_model", "base_model_arg", "dataset", "lora", "config",
+                          "metrics", "rlft_version", ...}; status is "running" until the run completes
+    rlft_codec.json      copy of the dataset's codec (prompts and answer parsing for evaluation)
+    adapter_config.json  + adapter_model.safetensors (LoRA), or config.json + model.safetensors (--no-lora)
+    tokenizer files      tokenizer.json, tokenizer_config.json, chat template
+    logs/                TensorBoard event files
+    checkpoints/         trainer checkpoints (resume with --resume)
+    summary.json         the final summary table as JSON
+
+``base_model`` is the local folder the weights were loaded from (a Hub id stays a Hub id). It may itself be a
+RUN folder (GRPO on top of an SFT run): :func:`load_policy_model` then loads that run first, recursively.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from rlft import __version__
+from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
+from rlft.core.errors import InvalidInputError, OutputExistsError
+from rlft.core.io import atomic_write_text
+from rlft.train.models import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
+
+RUN_FILENAME = "rlft_run.json"
+SUMMARY_FILENAME = "summary.json"
+LOGS_DIR = "logs"
+CHECKPOINTS_DIR = "checkpoints"
+ADAPTER_CONFIG = "adapter_config.json"
+_MAX_DEPTH = 8
+
+
+def read_run_info(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The ``rlft_run.json`` of a RUN folder, or None when ``path`` is not one."""
+    file = Path(path) / RUN_FILENAME
+    if not file.is_file():
+        return None
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{file} is not valid JSON: {exc}") from exc
+
+
+def write_run_info(run_dir: Path, info: dict[str, Any]) -> Path:
+    return atomic_write_text(Path(run_dir) / RUN_FILENAME, json.dumps(info, indent=2, default=str) + "\n")
+
+
+def run_identity(stage: str, base_model: str, dataset: str) -> dict[str, Any]:
+    return {"stage": stage, "base_model": base_model, "dataset": dataset}
+
+
+def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: bool) -> str | None:
+    """Check ``out`` (reading only) and return the checkpoint to resume from, or None for a new run.
+
+    * empty or missing: a new run;
+    * ``resume``: ``out`` must hold a run of the same stage, base model and dataset, with a checkpoint;
+    * ``overwrite``: a new run replacing the old content (removed by :func:`make_run_dir`);
+    * otherwise a non-empty ``out`` is refused, saying what it holds.
+
+    Every process of a distributed run calls this before any of them writes, so all agree.
+    """
+    from transformers.trainer_utils import get_last_checkpoint
+
+    out = Path(out)
+    if overwrite and resume:
+        raise InvalidInputError("--overwrite and --resume exclude each other")
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"--out {out} exists and is not a folder")
+    empty = not out.exists() or not any(out.iterdir())
+    if resume:
+        info = read_run_info(out) if not empty else None
+        if info is None:
+            raise InvalidInputError(f"--resume: {out} holds no run to resume ({RUN_FILENAME} missing)")
+        diff = {k: (info.get(k), v) for k, v in identity.items() if info.get(k) != v}
+        if diff:
+            what = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
+            raise InvalidInputError(f"--resume: {out} holds a different run ({what})",
+                                    hint="pass the same stage, --model and --dataset, or --overwrite")
+        ckpt_dir = out / CHECKPOINTS_DIR
+        checkpoint = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+        if checkpoint is None:
+            raise InvalidInputError(f"--resume: {out} has no checkpoint under {CHECKPOINTS_DIR}/",
+                                    hint="the run stopped before its first save; pass --overwrite to restart")
+        return checkpoint
+    if not empty and not overwrite:
+        info = read_run_info(out)
+        if info is not None:
+            raise OutputExistsError(
+                f"--out {out} already holds a run (stage {info.get('stage')}, model {info.get('base_model')}, "
+                f"dataset {info.get('dataset')}, status {info.get('status')})",
+                hint="pass --overwrite to replace it, --resume to continue it, or choose another --out",
+            )
+        raise OutputExistsError(f"--out {out} exists and is not empty",
+                                hint="pass --overwrite to replace it, or choose another --out")
+    return None
+
+
+def make_run_dir(out: Path, overwrite: bool, resume: bool) -> None:
+    """Create ``out`` (main process only, after :func:`check_run_dir`); with ``overwrite``, empty it first."""
+    out = Path(out)
+    if overwrite and not resume and out.exists() and any(out.iterdir()):
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def is_adapter_folder(path: str | os.PathLike) -> bool:
+    return (Path(path) / ADAPTER_CONFIG).is_file()
+
+
+def base_model_of(path: str | os.PathLike) -> str:
+    """The base model of an adapter folder: ``rlft_run.json`` first, then PEFT's adapter_config."""
+    info = read_run_info(path)
+    if info and info.get("base_model"):
+        return str(info["base_model"])
+    config = json.loads((Path(path) / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    base = config.get("base_model_name_or_path")
+    if not base:
+        raise InvalidInputError(f"{path}: the adapter names no base model")
+    return str(base)
+
+
+def _load(path: str, merge: bool, dtype, depth: int):
+    if depth > _MAX_DEPTH:
+        raise InvalidInputError(f"{path}: chain of runs deeper than {_MAX_DEPTH} (a run based on itself?)")
+    local = resolve_model(path)
+    if not is_adapter_folder(local):
+        return load_model(local, dtype=dtype)
+    from peft import PeftModel
+
+    base_path = base_model_of(local)
+    base_resolved = resolve_model(base_path)
+    if Path(base_resolved).resolve() == Path(local).resolve():
+        raise InvalidInputError(f"{local}: the adapter names itself as its base model")
+    base = _load(base_resolved, True, dtype, depth + 1)
+    try:
+        model = PeftModel.from_pretrained(base, local)
+    except Exception as exc:  # noqa: BLE001 - adapter/base mismatch: say which
+        raise InvalidInputError(f"cannot load the adapter in {local} onto {base_path}: {exc}") from exc
+    return model.merge_and_unload() if merge else model
+
+
+def load_policy_model(path: str | os.PathLike, *, merge: bool = True, dtype=None):
+    """``(model, tokenizer, codec_or_None)`` from a RUN folder (base + LoRA adapter, or a full model) or any
+    model folder / Hub id.
+
+    ``merge=True`` folds LoRA weights into the base (faster generation; a plain ``PreTrainedModel``);
+    ``merge=False`` returns the ``PeftModel``. The tokenizer comes from ``path`` (runs save theirs); the codec
+    is ``path/rlft_codec.json`` when present. The model is in eval mode.
+    """
+    path = str(path)
+    model = _load(path, merge, dtype, 0)
+    local = resolve_model(path)
+    tokenizer_dir = local
+    if is_adapter_folder(local) and not (Path(local) / "tokenizer_config.json").is_file():
+        tokenizer_dir = resolve_model(base_model_of(local))
+    tokenizer = load_tokenizer(tokenizer_dir)
+    codec_file = Path(local) / CODEC_FILENAME
+    codec: Codec | None = load_codec(codec_file) if codec_file.is_file() else None
+    model.eval()
+    return model, tokenizer, codec
+
+
+def merge_run(run: str | os.PathLike, out: Path, overwrite: bool = False) -> dict[str, Any]:
+    """``rlft model merge``: base + adapter of ``run`` merged into a plain model folder at ``out``."""
+    from rlft.core.console import console, kv_table
+    from rlft.core.io import atomic_output_dir, check_output_dir
+
+    check_output_dir(out, overwrite)
+    local = resolve_model(run)
+    if not is_adapter_folder(local):
+        raise InvalidInputError(f"{run} holds no LoRA adapter ({ADAPTER_CONFIG})",
+                                hint="a --no-lora run is already a full model folder")
+    model, tokenizer, codec = load_policy_model(local, merge=True)
+    info = {
+        "kind": "merged",
+        "run": str(Path(local).resolve()),
+        "base_model": base_model_of(local),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "rlft_version": __version__,
+    }
+    with atomic_output_dir(out, overwrite) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if codec is not None:
+            codec.save(tmp)
+        (tmp / MODEL_INFO_FILENAME).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    console.print(kv_table(f"merged {run} -> {out}", info))
+    return info

@@ -1,0 +1,123 @@
+"""``rlft train sft``: TRL SFTTrainer on an rlft dataset's prompt/completion columns (string or chat).
+
+The loss is on the completion only (TRL's default for prompt/completion data); EOS (the end-of-turn token)
+ends each completion, so the model learns to stop. LoRA by default; ``lora=False`` trains every weight.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rlft.core.console import console
+from rlft.core.errors import InvalidInputError
+from rlft.core.seeding import limit_threads, seed_everything
+from rlft.train.sft_config import SFTStageConfig
+from rlft.train.stage import (
+    checkpointing_field,
+    finish_run,
+    first_logged,
+    last_logged,
+    load_inputs,
+    load_model_for_training,
+    lora_config,
+    parameter_metrics,
+    pick_eval_split,
+    start_run,
+    tensorboard_callback,
+    training_args,
+)
+
+SFT_COLUMNS = ("prompt", "completion")
+
+
+def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, Any]:
+    """Train, evaluate and save one SFT run; returns the run info (``rlft_run.json``).
+
+    ``callbacks`` are extra ``transformers.TrainerCallback`` objects (e.g. to inspect weights during training).
+    """
+    limit_threads()
+    inputs = load_inputs(config, "sft", SFT_COLUMNS)
+    if config.max_length < 8:
+        raise InvalidInputError(f"--max-length must be at least 8, got {config.max_length}")
+    if config.early_stopping_patience is not None and config.early_stopping_patience < 1:
+        raise InvalidInputError("--early-stopping-patience must be at least 1")
+    if config.eval_steps < 1:
+        raise InvalidInputError("--eval-steps must be at least 1")
+    from rlft.train.models import load_dataset_dict
+
+    splits = load_dataset_dict(inputs.dataset_dir)
+    train, evaluation, eval_name = pick_eval_split(
+        splits, inputs.train, config.eval_split, config.val_fraction, config.seed, config.max_eval_samples
+    )
+    if config.early_stopping_patience and evaluation is None:
+        raise InvalidInputError("--early-stopping-patience needs an evaluation split",
+                                hint="the dataset has no validation/test split: pass --val-fraction 0.1")
+    train = train.select_columns(list(SFT_COLUMNS))
+    evaluation = evaluation.select_columns(list(SFT_COLUMNS)) if evaluation is not None else None
+
+    seed_everything(config.seed)
+    model, tokenizer = load_model_for_training(inputs)
+    run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
+
+    from transformers import EarlyStoppingCallback
+    from trl import SFTConfig, SFTTrainer
+
+    n_params = sum(p.numel() for p in model.parameters())
+    args = training_args(config, run_dir, n_params)
+    if evaluation is not None:
+        args.update(eval_strategy="steps", eval_steps=config.eval_steps,
+                    per_device_eval_batch_size=config.per_device_eval_batch_size)
+    if config.early_stopping_patience:
+        args.update(load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
+                    save_steps=config.eval_steps)
+    try:
+        sft_args = SFTConfig(
+            **args,
+            max_length=config.max_length,
+            completion_only_loss=config.completion_only_loss,
+            packing=False,
+            dataset_num_proc=None,
+        )
+    except ValueError as exc:
+        raise InvalidInputError(f"invalid SFT settings: {exc}") from exc
+    if args[checkpointing_field()] and config.lora:
+        model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
+    callbacks = [tensorboard_callback(run_dir), *(callbacks or [])]
+    if config.early_stopping_patience:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=config.early_stopping_patience))
+    trainer = SFTTrainer(
+        model=model,
+        args=sft_args,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        processing_class=tokenizer,
+        peft_config=lora_config(config) if config.lora else None,
+        callbacks=callbacks,
+    )
+    metrics: dict[str, Any] = {"train_rows": len(train), "eval_split": eval_name,
+                               "eval_rows": len(evaluation) if evaluation is not None else 0}
+    if evaluation is not None and config.eval_at_start and checkpoint is None:
+        metrics["eval_loss_start"] = trainer.evaluate()["eval_loss"]
+    console.print(f"[bold]SFT[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}"
+                  f" ({'LoRA r=' + str(config.lora_r) if config.lora else 'full fine-tuning'})")
+    result = trainer.train(resume_from_checkpoint=checkpoint)
+    history = trainer.state.log_history
+    metrics.update(
+        global_step=trainer.state.global_step,
+        train_loss=result.metrics.get("train_loss"),
+        train_loss_first=first_logged(history, "loss"),
+        train_loss_last=last_logged(history, "loss"),
+        train_runtime_s=result.metrics.get("train_runtime"),
+        train_steps_per_second=result.metrics.get("train_steps_per_second"),
+        train_samples_per_second=result.metrics.get("train_samples_per_second"),
+        **parameter_metrics(trainer.model),
+    )
+    if evaluation is not None:
+        final = trainer.evaluate()
+        metrics["eval_loss_end"] = final["eval_loss"]
+        metrics["eval_perplexity_end"] = math.exp(min(final["eval_loss"], 50.0))
+        if config.early_stopping_patience:
+            metrics["best_eval_loss"] = trainer.state.best_metric
+            metrics["best_checkpoint"] = trainer.state.best_model_checkpoint
+    return finish_run(trainer, run_dir, info, metrics, f"SFT run -> {run_dir}")

@@ -1,0 +1,31 @@
+"""``rlft train sft`` settings (TRL style: one dataclass, each field documented by its ``help``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlft.train.configs import StageConfig
+
+
+@dataclass
+class SFTStageConfig(StageConfig):
+    """Supervised fine-tuning on the dataset's prompt/completion columns, loss on the completion only."""
+
+    max_length: int = field(default=1024, metadata={"help": "Longest tokenized prompt + completion (truncated)."})
+    eval_split: str = field(
+        default="auto",
+        metadata={"help": "Split evaluated for the validation loss: a name, 'auto' (validation, else test, else "
+                          "a held-out val_fraction of train, else none) or 'none'."},
+    )
+    val_fraction: float = field(
+        default=0.0, metadata={"help": "With eval_split auto and no validation/test split: rows held out of train."}
+    )
+    max_eval_samples: int | None = field(default=512, metadata={"help": "Evaluate on at most N rows."})
+    per_device_eval_batch_size: int = field(default=16, metadata={"help": "Evaluation batch size per device."})
+    eval_steps: int = field(default=50, metadata={"help": "Evaluate every N steps."})
+    eval_at_start: bool = field(default=True, metadata={"help": "Also evaluate before training (loss at step 0)."})
+    early_stopping_patience: int | None = field(
+        default=None,
+        metadata={"help": "Stop after N evaluations without a lower eval loss (keeps the best checkpoint)."},
+    )
+    completion_only_loss: bool = field(default=True, metadata={"help": "Loss on completion tokens only."})

@@ -1,0 +1,283 @@
+"""What the SFT and GRPO stages share: inputs (dataset, codec, model), device settings, LoRA, the RUN folder's
+bookkeeping, TensorBoard logging and the final summary."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlft import __version__
+from rlft.codecs.base import Codec, load_codec
+from rlft.core.console import console, kv_table
+from rlft.core.errors import InvalidInputError
+from rlft.core.io import atomic_write_text
+from rlft.train.configs import StageConfig, config_to_dict
+from rlft.train.models import count_parameters, load_dataset_dict, resolve_dataset, resolve_model
+from rlft.train.run import (
+    CHECKPOINTS_DIR,
+    LOGS_DIR,
+    SUMMARY_FILENAME,
+    check_run_dir,
+    load_policy_model,
+    make_run_dir,
+    run_identity,
+    write_run_info,
+)
+
+GRADIENT_CHECKPOINTING_MIN_PARAMS = 50_000_000  # below this, recomputing activations costs more than it saves
+
+
+@functools.lru_cache(maxsize=1)
+def checkpointing_field() -> str:
+    """transformers 5 renamed ``gradient_checkpointing`` to ``activation_checkpointing`` (the old name warns)."""
+    try:
+        from transformers import TrainingArguments
+    except ImportError:  # pragma: no cover
+        return "gradient_checkpointing"
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
+@dataclass
+class StageInputs:
+    dataset_dir: Path
+    dataset: str  # recorded: absolute folder, or the Hub id
+    codec: Codec
+    train: Any  # datasets.Dataset
+    model_path: str  # resolved local folder
+    base_model: str  # recorded: absolute folder, or the Hub id
+    conversational: bool
+
+
+def _recorded(given: str) -> str:
+    """A local folder is recorded by its absolute path; anything resolved through the Hub by its id."""
+    path = Path(given).expanduser()
+    return str(path.resolve()) if path.exists() else str(given)
+
+
+def main_process() -> bool:
+    from accelerate import PartialState
+
+    return PartialState().is_main_process
+
+
+def wait_for_everyone() -> None:
+    from accelerate import PartialState
+
+    PartialState().wait_for_everyone()
+
+
+def load_inputs(config: StageConfig, stage: str, needed_columns: tuple[str, ...]) -> StageInputs:
+    """Resolve and check the dataset, its codec and splits, and the model, before anything is written."""
+    config.require("dataset", "model", "out")
+    for name in ("lora_r", "lora_alpha", "per_device_train_batch_size", "gradient_accumulation_steps",
+                 "logging_steps", "save_steps"):
+        if getattr(config, name) < 1:
+            raise InvalidInputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(config, name)}")
+    if config.max_steps == 0 or config.max_steps < -1:
+        raise InvalidInputError(f"--max-steps must be positive (or -1 for epochs), got {config.max_steps}")
+    if config.learning_rate <= 0:
+        raise InvalidInputError(f"--learning-rate must be positive, got {config.learning_rate}")
+    local = resolve_dataset(config.dataset)
+    codec = load_codec(local)
+    data = load_dataset_dict(local)
+    if config.train_split not in data:
+        raise InvalidInputError(f"dataset {config.dataset} has no split {config.train_split!r}",
+                                hint=f"its splits: {', '.join(data)}")
+    train = data[config.train_split]
+    missing = [c for c in needed_columns if c not in train.column_names]
+    if missing:
+        raise InvalidInputError(
+            f"dataset {config.dataset} lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"needed by {stage}",
+            hint=f"its columns: {', '.join(train.column_names)}",
+        )
+    if len(train) == 0:
+        raise InvalidInputError(f"split {config.train_split!r} of {config.dataset} is empty")
+    if config.max_train_samples is not None:
+        if config.max_train_samples < 1:
+            raise InvalidInputError("--max-train-samples must be at least 1")
+        train = train.select(range(min(config.max_train_samples, len(train))))
+    model_path = resolve_model(config.model)
+    conversational = isinstance(train[0]["prompt"], list)
+    return StageInputs(
+        dataset_dir=local,
+        dataset=_recorded(config.dataset),
+        codec=codec,
+        train=train,
+        model_path=model_path,
+        base_model=_recorded(config.model),
+        conversational=conversational,
+    )
+
+
+def pick_eval_split(data_splits: dict, train, eval_split: str, val_fraction: float, seed: int,
+                    max_eval: int | None):
+    """(train, eval dataset or None, eval name) following ``eval_split`` (see SFTStageConfig.eval_split)."""
+    if not 0.0 <= val_fraction < 1.0:
+        raise InvalidInputError(f"--val-fraction must be in [0, 1), got {val_fraction}")
+    name = eval_split
+    if eval_split == "none":
+        return train, None, None
+    if eval_split == "auto":
+        name = next((s for s in ("validation", "test") if s in data_splits and len(data_splits[s])), None)
+        if name is None:
+            if val_fraction <= 0 or len(train) < 2:
+                return train, None, None
+            parts = train.train_test_split(test_size=val_fraction, seed=seed)
+            train, evaluation, name = parts["train"], parts["test"], f"{int(val_fraction * 100)}% of train"
+            return train, _cap(evaluation, max_eval), name
+    elif eval_split not in data_splits:
+        raise InvalidInputError(f"--eval-split {eval_split!r} is not a split of the dataset",
+                                hint=f"its splits: {', '.join(data_splits)}; or auto / none")
+    return train, _cap(data_splits[name], max_eval), name
+
+
+def _cap(ds, n: int | None):
+    return ds.select(range(min(n, len(ds)))) if n is not None and n > 0 else ds
+
+
+def load_model_for_training(inputs: StageInputs):
+    """(model, tokenizer) from ``inputs.model_path`` (a RUN folder is merged first), with checks."""
+    model, tokenizer, _ = load_policy_model(inputs.model_path, merge=True)
+    model.train()
+    if inputs.conversational and not tokenizer.chat_template:
+        raise InvalidInputError(
+            f"the dataset's prompts are chat messages but model {inputs.base_model} has no chat template",
+            hint="use a chat model (rlft model init makes one), or a dataset made with --prompt-style plain",
+        )
+    if tokenizer.eos_token is None:
+        raise InvalidInputError(f"the tokenizer of {inputs.base_model} has no EOS token")
+    return model, tokenizer
+
+
+def device_args(config: StageConfig, n_params: int) -> dict[str, Any]:
+    """CPU: ``use_cpu=True, bf16=False``; GPU: bf16 when supported. Gradient checkpointing on for big models."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    bf16 = config.bf16 if config.bf16 is not None else bool(cuda and torch.cuda.is_bf16_supported())
+    checkpointing = (
+        config.gradient_checkpointing if config.gradient_checkpointing is not None
+        else n_params > GRADIENT_CHECKPOINTING_MIN_PARAMS
+    )
+    return {"use_cpu": not cuda, "bf16": bf16, "fp16": False, checkpointing_field(): checkpointing}
+
+
+def training_args(config: StageConfig, run_dir: Path, n_params: int) -> dict[str, Any]:
+    """TrainingArguments fields shared by both stages."""
+    # TRL 1.16 still reads the deprecated transformers 5 names; the warnings say nothing the user can act on.
+    warnings.filterwarnings("ignore", message=".*gradient_checkpointing.* is deprecated", category=FutureWarning)
+    return {
+        "output_dir": str(run_dir / CHECKPOINTS_DIR),
+        "learning_rate": config.learning_rate,
+        "lr_scheduler_type": config.lr_scheduler_type,
+        "warmup_steps": config.warmup_steps,
+        "num_train_epochs": config.num_train_epochs,
+        "max_steps": config.max_steps,
+        "per_device_train_batch_size": config.per_device_train_batch_size,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps,
+        "logging_steps": config.logging_steps,
+        "logging_first_step": True,
+        "save_strategy": "steps",
+        "save_steps": config.save_steps,
+        "save_total_limit": config.save_total_limit,
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "report_to": "none",  # TensorBoard is added by tensorboard_callback, writing to RUN/logs
+        "dataloader_num_workers": 0,
+        **device_args(config, n_params),
+    }
+
+
+def lora_config(config: StageConfig):
+    from peft import LoraConfig
+
+    targets = config.lora_target_modules
+    target = "all-linear" if targets in (["all-linear"], ["all_linear"]) else list(targets)
+    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                      target_modules=target, task_type="CAUSAL_LM", bias="none")
+
+
+def tensorboard_callback(run_dir: Path):
+    from transformers.integrations import TensorBoardCallback
+
+    callback = TensorBoardCallback()
+    callback.logging_dir = str(run_dir / LOGS_DIR)
+    return callback
+
+
+def start_run(config: StageConfig, stage: str, inputs: StageInputs, extra: dict[str, Any] | None = None):
+    """Check ``--out`` and write ``rlft_run.json`` (status running). Returns (run_dir, checkpoint, info)."""
+    run_dir = Path(config.out)
+    identity = run_identity(stage, inputs.base_model, inputs.dataset)
+    is_main = main_process()
+    checkpoint = check_run_dir(run_dir, identity, config.overwrite, config.resume)
+    wait_for_everyone()  # every process has checked before the main one changes anything
+    info = {
+        **identity,
+        "status": "running",
+        "base_model_arg": config.model,
+        "dataset_arg": config.dataset,
+        "lora": bool(config.lora),
+        "codec_kind": inputs.codec.kind,
+        "config": config_to_dict(config),
+        "metrics": {},
+        "rlft_version": __version__,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "resumed_from": checkpoint,
+        **(extra or {}),
+    }
+    if is_main:
+        make_run_dir(run_dir, config.overwrite, config.resume)
+        write_run_info(run_dir, info)
+        inputs.codec.save(run_dir)
+    wait_for_everyone()
+    return run_dir, checkpoint, info
+
+
+def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, Any], title: str) -> dict:
+    """Save the adapter (or full model) and tokenizer at RUN, complete ``rlft_run.json``, write the summary."""
+    trainer.save_model(str(run_dir))  # PEFT: adapter_config + adapter_model.safetensors; else the full model
+    if not trainer.is_world_process_zero():
+        return info
+    model = trainer.model
+    if hasattr(model, "peft_config"):  # the recorded base is authoritative (it may be a RUN folder)
+        adapter_file = run_dir / "adapter_config.json"
+        if adapter_file.is_file():
+            adapter = json.loads(adapter_file.read_text(encoding="utf-8"))
+            adapter["base_model_name_or_path"] = info["base_model"]
+            atomic_write_text(adapter_file, json.dumps(adapter, indent=2) + "\n")
+    info = {**info, "status": "complete", "metrics": metrics, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    write_run_info(run_dir, info)
+    summary = {"stage": info["stage"], "base_model": info["base_model"], "dataset": info["dataset"],
+               "lora": info["lora"], **metrics, "run": str(run_dir)}
+    atomic_write_text(run_dir / SUMMARY_FILENAME, json.dumps(summary, indent=2, default=str) + "\n")
+    console.print(kv_table(title, summary))
+    return info
+
+
+def parameter_metrics(model) -> dict[str, int]:
+    trainable, total = count_parameters(model)
+    return {"trainable_parameters": trainable, "total_parameters": total}
+
+
+def last_logged(log_history: list[dict], key: str):
+    for entry in reversed(log_history):
+        if key in entry:
+            return entry[key]
+    return None
+
+
+def first_logged(log_history: list[dict], key: str):
+    for entry in log_history:
+        if key in entry:
+            return entry[key]
+    return None
+
