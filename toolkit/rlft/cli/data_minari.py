@@ -2,4 +2,77 @@
 
 from __future__ import annotations
 
-from rlft.cli.data import app  # noqa: F401
+import json
+
+import typer
+
+from rlft.cli.common import command
+from rlft.cli.data import app
+
+
+@command(app, "collect")
+def collect(
+    env: str = typer.Option(..., "--env", help="Gymnasium env id, e.g. CartPole-v1, HalfCheetah-v5."),
+    policy: str = typer.Option("random", "--policy", help="An SB3 checkpoint FILE.zip, or 'random'."),
+    episodes: int = typer.Option(..., "--episodes", help="Episodes to record."),
+    dataset_id: str = typer.Option(..., "--dataset-id", help="Minari id NAMESPACE/NAME-vK (the version is required)."),
+    num_envs: int = typer.Option(1, "--num-envs", help="Envs stepped together with batched policy inference."),
+    seed: int = typer.Option(0, "--seed", help="Episode i is reset with seed + i (stored in the dataset)."),
+    noise: float = typer.Option(
+        0.0, "--noise", help="Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random."
+    ),
+    data_format: str = typer.Option("hdf5", "--data-format", help="Minari storage: hdf5 (default) or arrow."),
+    max_episode_steps: int | None = typer.Option(None, "--max-episode-steps", help="Override the env's limit."),
+    author: str = typer.Option("rlft", "--author", help="Author recorded in the dataset metadata."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing id (only after success)."),
+) -> None:
+    """Record policy rollouts as a Minari dataset (DataCollector), with seeds and reference scores."""
+    from rlft.core.console import console, kv_table, progress
+    from rlft.core.seeding import limit_threads
+    from rlft.sources.collect import CollectConfig, collect_to_minari
+
+    limit_threads()
+    config = CollectConfig(
+        env_id=env, dataset_id=dataset_id, episodes=episodes, policy=policy, num_envs=num_envs, seed=seed,
+        noise=noise, data_format=data_format.lower(), overwrite=overwrite, max_episode_steps=max_episode_steps,
+        author=author,
+    )
+    with progress() as bar:
+        task = bar.add_task(f"collect {dataset_id}", total=episodes)
+        result = collect_to_minari(config, on_episode=lambda _: bar.advance(task))
+
+    import numpy as np
+
+    from rlft.envs.registry import reference_scores
+
+    returns = np.array([s.episode_return for s in result.stats])
+    ref = reference_scores(env)
+    rows = {
+        "dataset id": result.dataset_id, "env": env, "policy": policy, "episodes": len(result.stats),
+        "steps": result.steps, "mean return": float(returns.mean()), "std return": float(returns.std()),
+        "min return": float(returns.min()), "max return": float(returns.max()),
+        "terminated / truncated": f"{sum(s.terminated for s in result.stats)} / "
+        f"{sum(not s.terminated for s in result.stats)}",
+        "normalized score (x100)": 100 * ref.normalize(float(returns.mean())) if ref else "n/a",
+        "seeds": f"{seed} .. {seed + episodes - 1}", "num envs": min(num_envs, episodes),
+        "seconds": round(result.seconds, 2), "steps/s": round(result.steps_per_second, 1),
+        "path": str(result.path),
+    }
+    console.print(kv_table(f"Collected {result.dataset_id}", rows))
+
+
+@command(app, "info")
+def info(
+    dataset: str = typer.Argument(..., help="A local Minari id (namespace/name-vN) or a dataset folder."),
+    download: bool = typer.Option(False, "--download", help="Fetch a missing id from the Minari remote."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Summarise a Minari dataset: episodes, steps, spaces, returns, normalized score, storage format."""
+    from rlft.core.console import console, kv_table
+    from rlft.sources.minari_source import dataset_summary, load_minari
+
+    summary = dataset_summary(load_minari(dataset, download=download))
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        console.print(kv_table(f"Minari dataset {summary['dataset_id']}", summary))

