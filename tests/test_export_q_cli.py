@@ -24,7 +24,7 @@ def test_export_writes_hub_layout_that_loads(cli, tmp_path):
     assert "0.542026" in result.output
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "data", "rlft_codec.json", "rlft_info.json"]
 
-    ds = datasets.load_dataset(str(out))
+    ds = datasets.load_dataset(str(out), cache_dir=str(out) + "-hf-cache")
     train = ds["train"]
     assert len(train) == 11  # 16 cells - 4 holes - 1 goal
     row = train.filter(lambda r: r["state"] == 0)[0]
@@ -56,14 +56,14 @@ def test_8x8_and_custom_map_and_plain_prompts(cli, tmp_path):
 
     out8 = tmp_path / "fl8"
     assert cli("data", "export-q", "frozenlake", "--map", "8x8", "--out", out8, "--episodes", "50").exit_code == 0
-    assert len(datasets.load_dataset(str(out8))["train"]) == 64 - 10 - 1
+    assert len(datasets.load_dataset(str(out8), cache_dir=str(out8) + "-hf-cache")["train"]) == 64 - 10 - 1
 
     custom = tmp_path / "custom"
     map_file = write_map(tmp_path, SMALL_5x3)
     result = cli("data", "export-q", "frozenlake", "--map", map_file, "--no-slippery", "--gamma", "0.9",
                  "--prompt-style", "plain", "--out", custom, "--episodes", "20")
     assert result.exit_code == 0, result.output
-    train = datasets.load_dataset(str(custom))["train"]
+    train = datasets.load_dataset(str(custom), cache_dir=str(custom) + "-hf-cache")["train"]
     assert len(train) == 15 - 2 - 1
     assert isinstance(train[0]["prompt"], str) and train[0]["completion"].startswith("<answer>")
     assert "measured" in result.output and "1" in result.output  # deterministic map: always succeeds

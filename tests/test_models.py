@@ -47,7 +47,7 @@ def test_tiny_model_reloads_with_auto_classes_and_chat_template(tiny, lake_datas
     assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (1, 32, 2)
     assert tok.eos_token == "<|im_end|>" and tok.pad_token not in (None, tok.eos_token) and tok.bos_token
     assert model.config.eos_token_id == tok.eos_token_id == model.generation_config.eos_token_id
-    row = datasets.load_dataset(str(lake_dataset))["train"][0]
+    row = datasets.load_dataset(str(lake_dataset), cache_dir=str(lake_dataset) + "-hf-cache")["train"][0]
     prompt = tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
     full = tok.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
     assert full.startswith(prompt) and full[len(prompt):] == "<answer>LEFT</answer><|im_end|>\n"

@@ -12,7 +12,7 @@ from rlft.codecs import load_codec
 def _load(out):
     import datasets
 
-    return datasets.load_dataset(str(out))
+    return datasets.load_dataset(str(out), cache_dir=str(out) + "-hf-cache")
 
 
 @pytest.fixture
@@ -137,3 +137,16 @@ def test_split_episodes_is_seeded_and_disjoint():
     small = split_episodes(np.arange(3), (0.8, 0.1, 0.1), 0)
     assert [len(v) for v in small.values()] == [1, 1, 1]
     assert list(split_episodes(np.arange(5), (1.0, 0.0, 0.0), 0)) == ["train"]
+
+
+def test_local_folder_loader_never_serves_stale_rows(tmp_path, cartpole):
+    from rlft.hub import serialize as mod
+    from rlft.hub.folder import load_dataset_folder
+
+    out = tmp_path / "o"
+    mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, splits=(1.0, 0.0, 0.0)))
+    assert list(load_dataset_folder(out)) == ["train"] and len(load_dataset_folder(out)["train"]) == 238
+    mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, max_episodes=3, overwrite=True,
+                                      splits=(1.0, 0.0, 0.0)))
+    ds = load_dataset_folder(out)["train"]
+    assert len(ds) == sum(len(e.rewards) for e in list(cartpole.iterate_episodes())[:3])

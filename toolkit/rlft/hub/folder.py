@@ -102,3 +102,26 @@ class write_dataset_folder:  # noqa: N801 - used like ``open``
 
     def __exit__(self, *exc) -> bool | None:
         return self._ctx.__exit__(*exc)
+
+
+def load_dataset_folder(root: str | os.PathLike):
+    """A local rlft dataset folder as a ``datasets.DatasetDict``, read straight from its Parquet shards.
+
+    No cache is involved: ``datasets.load_dataset(folder)`` caches by the files' modification times, not
+    their folder, and a regenerated folder must never be served stale rows.
+    """
+    import datasets
+
+    from rlft.hub.layout import SPLITS
+
+    data = Path(root) / DATA_DIR
+    found = sorted({p.name.split("-")[0] for p in data.glob("*.parquet")}, key=lambda s: (s not in SPLITS, s))
+    if not found:
+        from rlft.core.errors import InvalidInputError
+
+        raise InvalidInputError(f"no Parquet data under {data}", hint="pass an rlft dataset folder")
+    splits = {}
+    for split in found:
+        tables = [pq.read_table(p, memory_map=True) for p in sorted(data.glob(f"{split}-*.parquet"))]
+        splits[split] = datasets.Dataset(pa.concat_tables(tables))
+    return datasets.DatasetDict(splits)

@@ -304,11 +304,13 @@ def resolve_model(name: str | os.PathLike) -> str:
 
 
 def load_dataset_dict(local: Path):
-    """``datasets.load_dataset`` of a local rlft dataset folder, as a DatasetDict."""
-    import datasets
+    """A local rlft dataset folder as a DatasetDict (read from its Parquet shards, no stale cache)."""
+    from rlft.hub.folder import load_dataset_folder
 
     try:
-        return datasets.load_dataset(str(local))
+        return load_dataset_folder(local)
+    except InvalidInputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - unreadable folder: say which
         raise InvalidInputError(f"cannot load the dataset at {local}: {exc}") from exc
 

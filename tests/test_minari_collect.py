@@ -1,0 +1,212 @@
+"""``rlft data collect`` / ``rlft data info`` and the Minari loading API, on tiny real Minari datasets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import gymnasium as gym
+import minari
+import numpy as np
+import pytest
+
+from rlft.core.errors import InvalidInputError, OfflineError, OutputExistsError
+from rlft.sources import collect as collect_mod
+from rlft.sources import minari_source
+from rlft.sources.collect import CollectConfig, add_noise, collect_to_minari, episode_blocks
+from rlft.sources.minari_source import dataset_summary, load_minari
+
+
+def _collect(cli, *args):
+    result = cli("data", "collect", *args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.mark.parametrize("fmt", ["hdf5", "arrow"])
+def test_collect_random_cartpole_both_storages(cli, fmt):
+    result = _collect(cli, "--env", "CartPole-v1", "--episodes", "5", "--dataset-id", f"cartpole/random-{fmt}-v0",
+                      "--num-envs", "2", "--seed", "3", "--data-format", fmt)
+    assert "mean return" in result.output and "steps/s" in result.output
+    ds = minari.load_dataset(f"cartpole/random-{fmt}-v0")
+    assert ds.total_episodes == 5 and ds.storage.metadata["data_format"] == fmt
+    meta = ds.storage.metadata
+    assert meta["ref_min_score"] == 22.1 and meta["ref_max_score"] == 500.0
+    assert meta["rlft"]["seed"] == 3 and meta["rlft"]["num_envs"] == 2 and meta["author"] == {"rlft"}
+    seeds = [m["seed"] for m in ds.storage.get_episode_metadata(range(5))]
+    assert seeds == [3, 4, 5, 6, 7]
+    for ep in ds.iterate_episodes():
+        assert len(ep.observations) == len(ep.actions) + 1
+        assert ep.terminations[-1] and not ep.truncations.any()  # random CartPole falls before step 500
+
+    info = cli("data", "info", f"cartpole/random-{fmt}-v0", "--json")
+    summary = json.loads(info.output)
+    assert summary["episodes"] == 5 and summary["storage_format"] == fmt and summary["env_id"] == "CartPole-v1"
+    assert summary["episodes_terminated"] == 5 and summary["seed"] == 3
+    table = cli("data", "info", f"cartpole/random-{fmt}-v0")
+    assert table.exit_code == 0 and "return_mean" in table.output
+
+
+def test_truncation_kept_apart_from_termination(cli):
+    _collect(cli, "--env", "CartPole-v1", "--episodes", "3", "--dataset-id", "cartpole/short-v0",
+             "--max-episode-steps", "5")
+    ds = minari.load_dataset("cartpole/short-v0")
+    assert ds.env_spec.max_episode_steps == 5
+    for ep in ds.iterate_episodes():
+        assert len(ep.rewards) == 5 and ep.truncations[-1] and not ep.terminations.any()
+
+
+def test_seeds_reproduce_the_same_episodes(cli):
+    for name, num_envs in (("a", "1"), ("b", "1"), ("c", "3")):
+        _collect(cli, "--env", "CartPole-v1", "--episodes", "6", "--dataset-id", f"cartpole/{name}-v0",
+                 "--seed", "11", "--num-envs", num_envs, "--noise", "0.3")
+    a, b, c = (minari.load_dataset(f"cartpole/{n}-v0") for n in "abc")
+    for ea, eb, ec in zip(a.iterate_episodes(), b.iterate_episodes(), c.iterate_episodes(), strict=True):
+        assert np.array_equal(ea.observations, eb.observations) and np.array_equal(ea.actions, ec.actions)
+        assert np.array_equal(ea.observations, ec.observations)
+    # The recorded seed is the reset seed: the first observation is reproduced by a fresh env.
+    first = list(a.storage.get_episode_metadata([4]))[0]
+    obs, _ = gym.make("CartPole-v1").reset(seed=first["seed"])
+    assert first["seed"] == 15 and np.allclose(obs, a[4].observations[0])
+
+
+def test_halfcheetah_normalized_score_metadata(cli):
+    _collect(cli, "--env", "HalfCheetah-v5", "--episodes", "2", "--dataset-id", "mujoco/halfcheetah/tiny-v0",
+             "--max-episode-steps", "20", "--num-envs", "2", "--noise", "0.1")
+    ds = load_minari("mujoco/halfcheetah/tiny-v0")
+    meta = ds.storage.metadata
+    assert meta["ref_min_score"] == -280.178953 and meta["ref_max_score"] == 12135.0
+    assert minari.get_normalized_score(ds, np.array([12135.0]))[0] == pytest.approx(1.0)
+    summary = dataset_summary(ds)
+    expected = 100 * (summary["return_mean"] + 280.178953) / (12135.0 + 280.178953)
+    assert summary["normalized_score_x100"] == pytest.approx(expected)
+    assert summary["episodes_truncated"] == 2 and summary["steps"] == 40
+    assert any("mujoco==" in r for r in meta["requirements"])
+    for ep in ds.iterate_episodes():  # Gaussian noise stays within the action bounds
+        assert np.all(np.abs(ep.actions) <= 1.0)
+
+
+def test_collect_with_expert_policy(cli, tmp_path):
+    from rlft.sources.experts import ExpertConfig, train_expert
+
+    out = tmp_path / "ppo.zip"
+    train_expert(ExpertConfig(env_id="CartPole-v1", out=out, timesteps=512, eval_episodes=1, eval_freq=0))
+    _collect(cli, "--env", "CartPole-v1", "--policy", out, "--episodes", "2", "--dataset-id", "cartpole/ppo-v0",
+             "--max-episode-steps", "50")
+    meta = minari.load_dataset("cartpole/ppo-v0").storage.metadata
+    assert meta["rlft"]["policy"] == str(out) and meta["rlft"]["policy_metadata"]["algo"] == "ppo"
+    assert meta["algorithm_name"].startswith("PPO expert")
+    result = cli("data", "collect", "--env", "Acrobot-v1", "--policy", out, "--episodes", "1",
+                 "--dataset-id", "acrobot/ppo-v0")
+    assert result.exit_code == 2 and "trained on CartPole-v1" in result.output
+
+
+def test_collect_errors(cli):
+    result = cli("data", "collect", "--env", "CartPole-v9", "--episodes", "1", "--dataset-id", "cartpole/x-v0")
+    assert result.exit_code == 2 and "unknown environment id" in result.output and "CartPole-v1" in result.output
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "1", "--dataset-id", "cartpole/random")
+    assert result.exit_code == 2 and "cartpole/random-v0" in result.output
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "1", "--dataset-id", "cp/x-v0",
+                 "--data-format", "csv")
+    assert result.exit_code == 2 and "--data-format" in result.output
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "1", "--dataset-id", "cp/x-v0",
+                 "--policy", "nope.zip")
+    assert result.exit_code == 2 and "nope.zip" in result.output
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "1", "--dataset-id", "cp/x-v0",
+                 "--noise", "2")
+    assert result.exit_code == 2 and "probability" in result.output
+
+
+def test_existing_id_refused_and_replaced_only_on_success(cli, monkeypatch):
+    _collect(cli, "--env", "CartPole-v1", "--episodes", "2", "--dataset-id", "cartpole/keep-v0")
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "4", "--dataset-id", "cartpole/keep-v0")
+    assert result.exit_code == 2 and "already exists" in result.output
+    assert minari.load_dataset("cartpole/keep-v0").total_episodes == 2
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated crash mid-collection")
+
+    config = CollectConfig(env_id="CartPole-v1", dataset_id="cartpole/keep-v0", episodes=4, overwrite=True)
+    monkeypatch.setattr(collect_mod, "run_episodes", broken)
+    with pytest.raises(RuntimeError, match="simulated"):
+        collect_to_minari(config)
+    assert minari.load_dataset("cartpole/keep-v0").total_episodes == 2
+    assert list(minari.list_local_datasets()) == ["cartpole/keep-v0"]  # no temporary leftovers listed
+    monkeypatch.undo()
+
+    _collect(cli, "--env", "CartPole-v1", "--episodes", "4", "--dataset-id", "cartpole/keep-v0", "--overwrite")
+    assert minari.load_dataset("cartpole/keep-v0").total_episodes == 4
+    with pytest.raises(OutputExistsError):
+        collect_to_minari(CollectConfig(env_id="CartPole-v1", dataset_id="cartpole/keep-v0", episodes=1))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # Minari nags about optional metadata left out
+def test_load_minari_by_path_and_foreign_dataset(tmp_path):
+    # A dataset written with Minari directly (not rlft), in Arrow storage, without reference scores.
+    env = minari.DataCollector(gym.make("CartPole-v1"), data_format="arrow")
+    for seed in range(3):
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, term, trunc, _ = env.step(env.action_space.sample())
+            done = term or trunc
+    env.create_dataset("other/tool-v1", algorithm_name="random", author="someone", description="made elsewhere")
+    env.close()
+
+    by_id = load_minari("other/tool-v1")
+    folder = by_id.storage.data_path.parent
+    for target in (folder, folder / "data", str(folder)):
+        assert load_minari(target).total_episodes == 3
+    summary = dataset_summary(by_id)
+    assert summary["storage_format"] == "arrow" and summary["normalized_score_x100"] is None
+    assert summary["episodes"] == 3 and summary["return_min"] <= summary["return_mean"] <= summary["return_max"]
+    with pytest.raises(InvalidInputError, match="not a Minari dataset folder"):
+        load_minari(tmp_path)
+    with pytest.raises(InvalidInputError, match="not in"):
+        load_minari("other/missing-v0")
+    with pytest.raises(InvalidInputError, match="-v0"):
+        load_minari("other/noversion")
+
+
+def _closed_local_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_offline_download_fails_fast(cli, monkeypatch):
+    # Only loopback: the probe is pointed at a closed local port, so nothing leaves the machine.
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(minari_source, "remote_endpoint", lambda: ("127.0.0.1", _closed_local_port()))
+    start = time.perf_counter()
+    with pytest.raises(OfflineError, match="cannot reach the Minari remote"):
+        load_minari("mujoco/halfcheetah/medium-v0", download=True)
+    assert time.perf_counter() - start < 3.5
+
+    result = cli("data", "info", "mujoco/halfcheetah/medium-v0", "--download")
+    assert result.exit_code == 2 and "cannot reach" in result.output
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OfflineError, match="HF_HUB_OFFLINE"):
+        load_minari("mujoco/halfcheetah/medium-v0", download=True)
+
+
+def test_remote_endpoint_follows_minari_remote(monkeypatch):
+    monkeypatch.delenv("MINARI_REMOTE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    assert minari_source.remote_endpoint() == ("huggingface.co", 443)
+    monkeypatch.setenv("MINARI_REMOTE", "gcp://minari-datasets")
+    assert minari_source.remote_endpoint() == ("storage.googleapis.com", 443)
+
+
+def test_blocks_and_noise_helpers():
+    assert [list(b) for b in episode_blocks(5, 3)] == [[0, 1], [2, 3], [4]]
+    assert sum(len(b) for b in episode_blocks(7, 7)) == 7
+    box = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    rngs = [np.random.default_rng(i) for i in range(4)]
+    noisy = add_noise(box, np.full((4, 3), 0.99, np.float32), 0.5, rngs)
+    assert noisy.dtype == np.float32 and np.all(np.abs(noisy) <= 1.0) and not np.allclose(noisy, 0.99)
+    flipped = add_noise(gym.spaces.Discrete(2), np.zeros(4, np.int64), 1.0, rngs)
+    assert set(flipped.tolist()) <= {0, 1}
+    assert np.array_equal(add_noise(gym.spaces.Discrete(2), np.zeros(4, np.int64), 0.0, rngs), np.zeros(4))

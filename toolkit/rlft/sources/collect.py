@@ -1,0 +1,406 @@
+"""Batched rollouts over K environments, and recording them as a Minari dataset with DataCollector.
+
+Episode ``i`` is reset with seed ``seed + i`` and draws its random actions and action noise from its own
+generator seeded with ``(seed, i)``, so a random-policy episode is the same whatever ``num_envs`` is. With a
+policy network the same ``seed`` and ``num_envs`` reproduce a dataset exactly; another ``num_envs`` changes the
+float rounding of batched inference (about 1e-7), which chaotic envs such as HalfCheetah amplify. Episodes are
+assigned to environments in contiguous blocks (env 0 runs episodes 0..b-1, env 1 the next block, ...), so
+appending each env's recordings in env order writes the dataset in episode order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlft.core.errors import InvalidInputError, OutputExistsError
+from rlft.sources.minari_source import check_dataset_id, datasets_root
+
+# act(obs_batch, episode_indices) -> action batch, one row per active environment.
+ActFn = Callable[[np.ndarray, list[int]], np.ndarray]
+
+
+@dataclass
+class EpisodeStats:
+    """What one finished episode scored; ``terminated`` False means it ended by truncation."""
+
+    index: int
+    seed: int
+    episode_return: float
+    length: int
+    terminated: bool
+
+
+def episode_blocks(n_episodes: int, num_envs: int) -> list[range]:
+    """Split episodes 0..n-1 into ``num_envs`` contiguous blocks whose sizes differ by at most one."""
+    base, extra = divmod(n_episodes, num_envs)
+    blocks, start = [], 0
+    for k in range(num_envs):
+        size = base + (1 if k < extra else 0)
+        blocks.append(range(start, start + size))
+        start += size
+    return blocks
+
+
+def run_episodes(
+    envs: Sequence[Any],
+    act: ActFn,
+    n_episodes: int,
+    seed: int,
+    on_episode: Callable[[EpisodeStats], None] | None = None,
+) -> list[EpisodeStats]:
+    """Run ``n_episodes`` over ``envs`` with one batched ``act`` call per step; stats ordered by episode."""
+    if n_episodes < 1:
+        raise InvalidInputError(f"number of episodes must be at least 1, got {n_episodes}")
+    blocks = [iter(b) for b in episode_blocks(n_episodes, len(envs))]
+    current: dict[int, list] = {}  # env index -> [episode index, obs, return, length]
+
+    def start(k: int) -> None:
+        ep = next(blocks[k], None)
+        if ep is None:
+            current.pop(k, None)
+            return
+        obs, _ = envs[k].reset(seed=seed + ep)
+        current[k] = [ep, obs, 0.0, 0]
+
+    for k in range(len(envs)):
+        start(k)
+    stats: list[EpisodeStats] = []
+    while current:
+        active = sorted(current)
+        obs = np.stack([np.asarray(current[k][1]) for k in active])
+        actions = act(obs, [current[k][0] for k in active])
+        for j, k in enumerate(active):
+            obs_k, reward, terminated, truncated, _ = envs[k].step(actions[j])
+            state = current[k]
+            state[1], state[2], state[3] = obs_k, state[2] + float(reward), state[3] + 1
+            if terminated or truncated:
+                done = EpisodeStats(state[0], seed + state[0], state[2], state[3], bool(terminated))
+                stats.append(done)
+                if on_episode is not None:
+                    on_episode(done)
+                start(k)
+    return sorted(stats, key=lambda s: s.index)
+
+
+def random_actions(space, rngs: list[np.random.Generator]) -> np.ndarray:
+    """A uniformly random action per generator, for Discrete, Box, MultiDiscrete and MultiBinary spaces."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Discrete):
+        return np.array([space.start + r.integers(space.n) for r in rngs], dtype=space.dtype)
+    if isinstance(space, spaces.Box):
+        low = np.where(np.isfinite(space.low), space.low, -1.0)
+        high = np.where(np.isfinite(space.high), space.high, 1.0)
+        return np.stack([r.uniform(low, high) for r in rngs]).astype(space.dtype)
+    if isinstance(space, spaces.MultiDiscrete):
+        return np.stack([r.integers(space.nvec) for r in rngs]).astype(space.dtype)
+    if isinstance(space, spaces.MultiBinary):
+        return np.stack([r.integers(2, size=space.shape) for r in rngs]).astype(space.dtype)
+    raise InvalidInputError(f"random actions are not supported for action space {space}")
+
+
+def add_noise(space, actions: np.ndarray, noise: float, rngs: list[np.random.Generator]) -> np.ndarray:
+    """Exploration noise: Gaussian for Box (std in half-ranges, clipped to bounds), epsilon-random otherwise.
+
+    For a Box the standard deviation is ``noise * (high - low) / 2``, i.e. ``noise`` itself for the usual
+    [-1, 1] MuJoCo actions. For discrete spaces ``noise`` is the probability of replacing the action with a
+    uniformly random one.
+    """
+    from gymnasium import spaces
+
+    if noise <= 0:
+        return actions
+    if isinstance(space, spaces.Box):
+        scale = noise * (space.high - space.low) / 2.0
+        noisy = np.stack([a + r.normal(0.0, 1.0, size=a.shape) * scale for a, r in zip(actions, rngs, strict=True)])
+        return np.clip(noisy, space.low, space.high).astype(space.dtype)
+    if noise > 1:
+        raise InvalidInputError(f"--noise for a discrete action space is a probability in [0, 1], got {noise}")
+    flips = np.array([r.random() < noise for r in rngs])
+    if not flips.any():
+        return actions
+    random = random_actions(space, rngs)
+    return np.where(flips.reshape((-1,) + (1,) * (actions.ndim - 1)), random, actions).astype(actions.dtype)
+
+
+def policy_act(policy, space, seed: int, noise: float = 0.0, deterministic: bool = True) -> ActFn:
+    """An :data:`ActFn` from a policy with SB3's ``predict`` (None = uniformly random) and optional noise."""
+    rngs: dict[int, np.random.Generator] = {}
+
+    def generators(indices: list[int]) -> list[np.random.Generator]:
+        # One generator per episode, seeded (seed, episode): draws do not depend on batching or num_envs.
+        if len(rngs) > len(indices):  # an env only moves on to higher episode indices: drop finished ones
+            for i in set(rngs) - set(indices):
+                del rngs[i]
+        return [rngs[i] if i in rngs else rngs.setdefault(i, np.random.default_rng([seed, i])) for i in indices]
+
+    def act(obs: np.ndarray, indices: list[int]) -> np.ndarray:
+        if policy is None:
+            return random_actions(space, generators(indices))
+        actions = np.asarray(policy.predict(obs, deterministic=deterministic)[0])
+        return add_noise(space, actions, noise, generators(indices)) if noise > 0 else actions
+
+    return act
+
+
+# --- Recording into Minari -------------------------------------------------------------------------------
+
+DATA_FORMATS = ("hdf5", "arrow")
+
+
+@dataclass
+class CollectConfig:
+    """What ``rlft data collect`` needs. ``policy`` is an SB3 checkpoint path or ``"random"``."""
+
+    env_id: str
+    dataset_id: str
+    episodes: int
+    policy: str = "random"
+    num_envs: int = 1
+    seed: int = 0
+    noise: float = 0.0
+    data_format: str = "hdf5"
+    overwrite: bool = False
+    max_episode_steps: int | None = None
+    author: str = "rlft"
+    description: str | None = None
+
+
+@dataclass
+class CollectResult:
+    """The written dataset's id and folder, per-episode stats and throughput."""
+
+    dataset_id: str
+    path: Path
+    stats: list[EpisodeStats]
+    seconds: float
+
+    @property
+    def steps(self) -> int:
+        """Environment steps recorded."""
+        return sum(s.length for s in self.stats)
+
+    @property
+    def steps_per_second(self) -> float:
+        """Recorded steps per second of rollout (policy + env + DataCollector; not the final write)."""
+        return self.steps / self.seconds if self.seconds > 0 else float("nan")
+
+
+def _check(config: CollectConfig) -> None:
+    from rlft.envs.registry import check_env_id
+
+    check_env_id(config.env_id)
+    check_dataset_id(config.dataset_id)
+    if config.episodes < 1 or config.num_envs < 1:
+        raise InvalidInputError("--episodes and --num-envs must be at least 1")
+    if config.seed < 0 or config.noise < 0:
+        raise InvalidInputError("--seed and --noise must not be negative")
+    if config.data_format not in DATA_FORMATS:
+        raise InvalidInputError(f"--data-format must be one of {', '.join(DATA_FORMATS)}, got {config.data_format!r}")
+    if config.noise > 1 and not _is_box(config.env_id):
+        raise InvalidInputError(f"--noise for a discrete action space is a probability in [0, 1], got {config.noise}")
+    if config.policy != "random" and not Path(config.policy).is_file():
+        raise InvalidInputError(f"--policy {config.policy} is neither 'random' nor an existing checkpoint")
+    if (datasets_root() / config.dataset_id).exists() and not config.overwrite:
+        raise OutputExistsError(
+            f"Minari dataset {config.dataset_id} already exists in {datasets_root()}",
+            hint="pass --overwrite to replace it, or bump the version (-vN)",
+        )
+
+
+@contextlib.contextmanager
+def _minari_root(path: Path) -> Iterator[None]:
+    """Point Minari (which reads the variable on every call) at ``path`` for the duration."""
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = old
+
+
+def _load_policy(config: CollectConfig):
+    if config.policy == "random":
+        return None, {}
+    from rlft.sources.experts import load_expert
+
+    model, meta = load_expert(config.policy)
+    if meta.get("env_id") not in (None, config.env_id):
+        raise InvalidInputError(f"--policy {config.policy} was trained on {meta['env_id']}, not {config.env_id}")
+    return model, meta
+
+
+def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats], None] | None = None):
+    """Roll out ``config.policy`` and write a Minari dataset; an existing one is replaced only on success.
+
+    Collection happens under a hidden temporary Minari root inside the real one (Minari skips hidden
+    folders), and the finished dataset folder is moved into place with renames.
+    """
+    _check(config)
+    from rlft.core.errors import require
+    from rlft.core.seeding import seed_everything
+
+    require("minari", package='"minari[create,hdf5]"')
+
+    seed_everything(config.seed)
+    model, policy_meta = _load_policy(config)
+    root = datasets_root()
+    root.mkdir(parents=True, exist_ok=True)
+    tmp_root = Path(tempfile.mkdtemp(prefix=".rlft-collect-", dir=root))
+    try:
+        with _minari_root(tmp_root):
+            stats, seconds = _record(config, model, policy_meta, on_episode)
+        final = _move_into_place(tmp_root, root, config.dataset_id)
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    return CollectResult(config.dataset_id, final, stats, seconds)
+
+
+def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
+    import warnings
+
+    import minari
+    from minari.data_collector.callbacks import EpisodeMetadataCallback
+
+    from rlft.envs.registry import make_env
+
+    env_kwargs = {"max_episode_steps": config.max_episode_steps} if config.max_episode_steps else {}
+    n_envs = min(config.num_envs, config.episodes)
+    collectors = [
+        minari.DataCollector(make_env(config.env_id, **env_kwargs), data_format=config.data_format)
+        for _ in range(n_envs)
+    ]
+    try:
+        act = policy_act(model, collectors[0].action_space, config.seed, config.noise)
+        start = time.perf_counter()
+        stats = run_episodes(collectors, act, config.episodes, config.seed, on_episode)
+        seconds = time.perf_counter() - start
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # Minari warns about every optional field left out
+            dataset = collectors[0].create_dataset(**_dataset_kwargs(config, policy_meta))
+        # Blocks are contiguous, so appending env 1, 2, ... keeps episode order. Minari's copy drops the
+        # per-episode seed and reward statistics, so they are written again.
+        blocks = episode_blocks(config.episodes, n_envs)
+        for collector, block in zip(collectors[1:], blocks[1:], strict=True):
+            collector.add_to_dataset(dataset)
+            ids = list(block)
+            extra = list(dataset.storage.apply(EpisodeMetadataCallback(), episode_indices=ids))
+            dataset.storage.update_episode_metadata(
+                [{**e, "seed": config.seed + i} for e, i in zip(extra, ids, strict=True)], episode_indices=ids
+            )
+        dataset.storage.update_metadata({"rlft": _rlft_metadata(config, policy_meta, n_envs, stats, seconds)})
+    finally:
+        for collector in collectors:
+            collector.close()
+    return stats, seconds
+
+
+def _dataset_kwargs(config: CollectConfig, policy_meta: dict) -> dict:
+    import gymnasium
+
+    from rlft.envs.registry import reference_scores
+
+    ref = reference_scores(config.env_id)
+    policy = "uniformly random actions" if config.policy == "random" else (
+        f"{policy_meta.get('algo', 'SB3').upper()} expert {Path(config.policy).name}"
+    )
+    noise = f", action noise {config.noise} ({_noise_kind(config)})" if config.noise > 0 else ""
+    description = config.description or (
+        f"{config.episodes} episodes of {policy} on {config.env_id}{noise}. Episode i was reset with seed "
+        f"{config.seed} + i. Collected with rlft (Minari DataCollector)."
+    )
+    requirements = [f"gymnasium=={gymnasium.__version__}"]
+    try:
+        import mujoco
+
+        if "mujoco" in str(gymnasium.spec(config.env_id).entry_point):
+            requirements.append(f"mujoco=={mujoco.__version__}")
+    except ImportError:  # pragma: no cover - mujoco is a dependency, but only MuJoCo envs need it
+        pass
+    kwargs = {
+        "dataset_id": config.dataset_id,
+        "algorithm_name": policy + noise,
+        "author": config.author,
+        "description": description,
+        "requirements": requirements,
+    }
+    if ref is not None:
+        kwargs.update(ref_min_score=ref.random, ref_max_score=ref.expert)
+    return kwargs
+
+
+def _is_box(env_id: str) -> bool:
+    import gymnasium
+
+    from rlft.envs.registry import make_env
+
+    env = make_env(env_id)
+    try:
+        return isinstance(env.action_space, gymnasium.spaces.Box)
+    finally:
+        env.close()
+
+
+def _noise_kind(config: CollectConfig) -> str:
+    if _is_box(config.env_id):
+        return "gaussian std in half action ranges, clipped"
+    return "epsilon-random probability"
+
+
+def _rlft_metadata(config: CollectConfig, policy_meta: dict, n_envs: int, stats, seconds: float) -> dict:
+    import rlft
+
+    returns = np.array([s.episode_return for s in stats])
+    keep = ("env_id", "algo", "timesteps", "seed", "eval", "normalized_score", "hyperparams_source")
+    return {
+        "rlft_version": rlft.__version__,
+        "policy": config.policy,
+        "policy_metadata": {k: policy_meta[k] for k in keep if k in policy_meta},
+        "deterministic_policy": config.policy != "random",
+        "noise": config.noise,
+        "noise_kind": _noise_kind(config) if config.noise > 0 else None,
+        "seed": config.seed,
+        "episode_seeds": f"episode i is reset with seed {config.seed} + i",
+        "num_envs": n_envs,
+        "max_episode_steps": config.max_episode_steps,
+        "return_mean": float(returns.mean()),
+        "return_std": float(returns.std()),
+        "collect_seconds": round(seconds, 3),
+        "steps_per_second": round(sum(s.length for s in stats) / seconds, 1) if seconds > 0 else None,
+    }
+
+
+def _move_into_place(tmp_root: Path, root: Path, dataset_id: str) -> Path:
+    """Swap the new dataset folder in; the old one (if any) is deleted only after the new one is in place."""
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.namespace import create_namespace, list_local_namespaces
+
+    namespace = parse_dataset_id(dataset_id)[0]
+    if namespace is not None and namespace not in list_local_namespaces():
+        create_namespace(namespace)
+    new, final = tmp_root / dataset_id, root / dataset_id
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        trash = tmp_root / ".old"
+        os.replace(final, trash)
+        try:
+            os.replace(new, final)
+        except BaseException:
+            os.replace(trash, final)
+            raise
+    else:
+        os.replace(new, final)
+    return final

@@ -1,0 +1,290 @@
+"""Stable-Baselines3 experts: train with tuned hyperparameters, stop at a target return, evaluate, load.
+
+A checkpoint ``FILE.zip`` (SB3 format) always has ``FILE.json`` beside it: env id, algorithm, timesteps
+trained, hyperparameters, seed, evaluation, normalized score, versions and wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlft.core.errors import InvalidInputError, OutputExistsError
+from rlft.envs.registry import check_env_id, make_env, reference_scores
+from rlft.sources.collect import policy_act, run_episodes
+from rlft.sources.hyperparams import load_hyperparams
+
+ALGOS = ("ppo", "sac", "tqc", "dqn")
+# Evaluation episodes use seeds far from the training seeds so the score is measured on unseen starts.
+EVAL_SEED_OFFSET = 1_000_000
+
+
+@dataclass
+class ExpertConfig:
+    """What ``rlft expert train`` needs; None means "from the hyperparameter file"."""
+
+    env_id: str
+    out: Path
+    algo: str = "ppo"
+    timesteps: int | None = None
+    seed: int = 0
+    num_envs: int | None = None
+    stop_at_return: float | None = None
+    eval_episodes: int = 10
+    eval_freq: int = 10_000
+    eval_freq_episodes: int = 5
+    hyperparams: Path | None = None
+    overwrite: bool = False
+
+
+@dataclass
+class Evaluation:
+    """Mean/std return of deterministic episodes with seeds ``seed .. seed+episodes-1``."""
+
+    mean: float
+    std: float
+    episodes: int
+    seed: int
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ExpertResult:
+    """The trained model, the metadata written to ``<out>.json`` and the checkpoint path."""
+
+    model: Any
+    metadata: dict
+    path: Path
+
+
+def algo_class(algo: str):
+    """The SB3 / sb3-contrib class of ``algo`` (ppo, sac, tqc, dqn)."""
+    from rlft.core.errors import require
+
+    algo = algo.lower()
+    if algo not in ALGOS:
+        raise InvalidInputError(f"--algo must be one of {', '.join(ALGOS)}, got {algo!r}")
+    if algo == "tqc":
+        return require("sb3_contrib", package="sb3-contrib").TQC
+    sb3 = require("stable_baselines3", package="stable-baselines3")
+    return {"ppo": sb3.PPO, "sac": sb3.SAC, "dqn": sb3.DQN}[algo]
+
+
+def metadata_path(model_path: str | Path) -> Path:
+    """``FILE.json`` next to ``FILE.zip``."""
+    return Path(model_path).with_suffix(".json")
+
+
+def evaluate(model, env_id: str, episodes: int, seed: int, num_envs: int = 8, env_kwargs: dict | None = None):
+    """Deterministic mean/std return over ``episodes`` (seeds ``seed + i``), batched over up to ``num_envs``."""
+    envs = [make_env(env_id, **(env_kwargs or {})) for _ in range(max(1, min(num_envs, episodes)))]
+    try:
+        act = policy_act(model, envs[0].action_space, seed)
+        stats = run_episodes(envs, act, episodes, seed)
+    finally:
+        for env in envs:
+            env.close()
+    returns, lengths = [s.episode_return for s in stats], [s.length for s in stats]
+    return Evaluation(float(np.mean(returns)), float(np.std(returns)), episodes, seed, returns, lengths)
+
+
+def normalized_score(env_id: str, mean_return: float) -> float | None:
+    """D4RL-style normalized score x100 (0 = random, 100 = expert), or None without reference scores."""
+    ref = reference_scores(env_id)
+    return None if ref is None else 100.0 * ref.normalize(mean_return)
+
+
+def _callbacks(config: ExpertConfig, bar, task, history: list[dict]):
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class ProgressCallback(BaseCallback):
+        """Advances the rich bar by the env steps of each vector step."""
+
+        def _on_step(self) -> bool:
+            bar.update(task, completed=self.num_timesteps)
+            return True
+
+    class EvalStopCallback(BaseCallback):
+        """Evaluates every ``eval_freq`` env steps; stops training once the mean reaches the target."""
+
+        def __init__(self):
+            super().__init__()
+            self.next_eval = config.eval_freq
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps < self.next_eval:
+                return True
+            self.next_eval += config.eval_freq
+            ev = evaluate(self.model, config.env_id, config.eval_freq_episodes, config.seed + EVAL_SEED_OFFSET // 2)
+            history.append({"timesteps": self.num_timesteps, "mean_return": ev.mean, "std_return": ev.std})
+            bar.update(task, description=f"{config.algo} {config.env_id} (eval {ev.mean:.1f})")
+            # One plain line per evaluation, so a log file of a background run shows the learning curve.
+            bar.console.print(f"step {self.num_timesteps}: eval mean return {ev.mean:.1f} +- {ev.std:.1f}")
+            return config.stop_at_return is None or ev.mean < config.stop_at_return
+
+    callbacks = [ProgressCallback()]
+    if config.eval_freq > 0:
+        callbacks.append(EvalStopCallback())
+    return callbacks
+
+
+def _check(config: ExpertConfig) -> None:
+    check_env_id(config.env_id)
+    algo_class(config.algo)
+    out = Path(config.out)
+    if out.suffix != ".zip":
+        raise InvalidInputError(f"--out must end in .zip (SB3 checkpoint), got {out}")
+    if (out.exists() or metadata_path(out).exists()) and not config.overwrite:
+        raise OutputExistsError(f"{out} already exists", hint="pass --overwrite to replace it")
+    if config.stop_at_return is not None and config.eval_freq <= 0:
+        raise InvalidInputError("--stop-at-return needs periodic evaluation: set --eval-freq above 0")
+    for name in ("eval_episodes", "eval_freq_episodes"):
+        if getattr(config, name) < 1:
+            raise InvalidInputError(f"{name} must be at least 1")
+
+
+def train_expert(config: ExpertConfig) -> ExpertResult:
+    """Train ``config.algo`` on ``config.env_id``, evaluate it, save ``out`` and ``out.json``; return both."""
+    _check(config)
+    import stable_baselines3
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import rlft
+    from rlft.core.console import progress
+    from rlft.core.io import atomic_write_text
+    from rlft.core.seeding import limit_threads, seed_everything
+
+    limit_threads()
+    seed_everything(config.seed)
+    hp = load_hyperparams(config.algo, config.env_id, config.hyperparams)
+    timesteps = config.timesteps or hp.n_timesteps
+    if not timesteps or timesteps < 1:
+        raise InvalidInputError("--timesteps is required (the hyperparameter file gives no n_timesteps)")
+    n_envs = config.num_envs or hp.n_envs
+    cls = algo_class(config.algo)
+    venv = make_vec_env(config.env_id, n_envs=n_envs, seed=config.seed)
+    model = cls(hp.policy, venv, seed=config.seed, verbose=0, device="cpu", **hp.algo_kwargs())
+
+    history: list[dict] = []
+    start = time.perf_counter()
+    with progress() as bar:
+        task = bar.add_task(f"{config.algo} {config.env_id}", total=timesteps)
+        model.learn(total_timesteps=timesteps, callback=_callbacks(config, bar, task, history))
+    train_s = time.perf_counter() - start
+    venv.close()
+
+    ev = evaluate(model, config.env_id, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
+    out = Path(config.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.stem}.tmp.zip")  # save then rename: an existing checkpoint is never half-written
+    model.save(tmp)
+    os.replace(tmp, out)
+    metadata = {
+        "env_id": config.env_id,
+        "algo": config.algo,
+        "timesteps": int(model.num_timesteps),
+        "timesteps_requested": int(timesteps),
+        "stopped_early": int(model.num_timesteps) < int(timesteps),
+        "stop_at_return": config.stop_at_return,
+        "num_envs": n_envs,
+        "seed": config.seed,
+        "policy": hp.policy,
+        "hyperparams": hp.raw,
+        "hyperparams_source": hp.source,
+        "eval": {"mean_return": ev.mean, "std_return": ev.std, "episodes": ev.episodes, "seed": ev.seed,
+                 "deterministic": True, "returns": ev.returns},
+        "eval_history": history,
+        "normalized_score": normalized_score(config.env_id, ev.mean),
+        "reference_scores": _refs(config.env_id),
+        "train_seconds": round(train_s, 2),
+        "steps_per_second": round(model.num_timesteps / train_s, 1),
+        "versions": _versions(rlft, stable_baselines3),
+    }
+    atomic_write_text(metadata_path(out), json.dumps(metadata, indent=2, default=str) + "\n")
+    return ExpertResult(model, metadata, out)
+
+
+def _refs(env_id: str) -> dict | None:
+    ref = reference_scores(env_id)
+    return None if ref is None else {"random": ref.random, "expert": ref.expert, "source": ref.source}
+
+
+def _versions(rlft, stable_baselines3) -> dict:
+    import gymnasium
+    import torch
+
+    versions = {"rlft": rlft.__version__, "stable_baselines3": stable_baselines3.__version__,
+                "gymnasium": gymnasium.__version__, "torch": torch.__version__}
+    try:
+        import sb3_contrib
+
+        versions["sb3_contrib"] = sb3_contrib.__version__
+    except ImportError:  # pragma: no cover - sb3-contrib is a dependency, but only TQC needs it
+        pass
+    return versions
+
+
+def read_metadata(path: str | Path) -> dict:
+    """The ``.json`` beside a checkpoint, or {} when there is none (a checkpoint made elsewhere)."""
+    meta = metadata_path(path)
+    return json.loads(meta.read_text(encoding="utf-8")) if meta.is_file() else {}
+
+
+def load_expert(path: str | Path) -> tuple[Any, dict]:
+    """Load an SB3 checkpoint and its metadata: ``model.predict(obs_batch, deterministic=True)`` works on batches.
+
+    The algorithm comes from the metadata; without it each known algorithm is tried in turn. Schedules are
+    replaced by constants on load (they are only needed to keep training, and may not unpickle elsewhere).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"expert checkpoint {path} does not exist")
+    metadata = read_metadata(path)
+    custom = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
+    known = metadata.get("algo") or _algo_from_zip(path)
+    algos = [known] if known in ALGOS else list(ALGOS)
+    errors = []
+    for algo in algos:
+        try:
+            model = algo_class(algo).load(path, device="cpu", custom_objects=custom)
+        except Exception as exc:  # noqa: BLE001 - any failure means "not this algorithm"
+            errors.append(f"{algo}: {type(exc).__name__}")
+            continue
+        metadata.setdefault("algo", algo)
+        return model, metadata
+    raise InvalidInputError(f"{path} is not a loadable SB3 checkpoint ({'; '.join(errors)})")
+
+
+def _algo_from_zip(path: Path) -> str | None:
+    """Guess the algorithm of a checkpoint made elsewhere from the module of its policy class."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            data = json.loads(zf.read("data"))
+    except (zipfile.BadZipFile, KeyError, ValueError):
+        return None
+    module = str(data.get("policy_class", {}).get("__module__", ""))
+    for algo in ("sac", "tqc", "dqn"):
+        if f".{algo}." in module:
+            return algo
+    return "ppo" if module.endswith("common.policies") and "clip_range" in data else None
+
+
+def evaluate_expert(path: str | Path, episodes: int = 10, seed: int | None = None, num_envs: int = 8):
+    """Load ``path`` and evaluate it on the env id from its metadata; returns (Evaluation, metadata)."""
+    model, metadata = load_expert(path)
+    env_id = metadata.get("env_id")
+    if not env_id:
+        raise InvalidInputError(f"{metadata_path(path)} is missing, so the env id is unknown")
+    if episodes < 1:
+        raise InvalidInputError(f"--episodes must be at least 1, got {episodes}")
+    seed = metadata.get("seed", 0) + EVAL_SEED_OFFSET if seed is None else seed
+    return evaluate(model, env_id, episodes, seed, num_envs), metadata

@@ -1,0 +1,116 @@
+"""RL-Zoo-style hyperparameter files: ``pipelines/hyperparams/<algo>.yaml`` keyed by env id.
+
+An entry holds keyword arguments of the SB3 algorithm plus three RL-Zoo keys that are not arguments:
+``n_envs``, ``n_timesteps`` and ``policy``. Values written as ``lin_<x>`` become a schedule that decays
+linearly from x to 0 over training (RL-Zoo's notation); ``policy_kwargs.activation_fn`` is a name (tanh, relu).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlft.core.errors import InvalidInputError
+
+# pipelines/ sits at the repository root, three levels above this package folder (toolkit/rlft/sources).
+HYPERPARAMS_DIR = Path(__file__).resolve().parents[3] / "pipelines" / "hyperparams"
+NON_ALGO_KEYS = ("n_envs", "n_timesteps", "policy")
+UNSUPPORTED_KEYS = ("normalize", "frame_stack", "env_wrapper", "callback", "vec_env_wrapper")
+
+
+@dataclass
+class Hyperparams:
+    """One resolved entry: where it came from, the raw values (for metadata) and what SB3 is given."""
+
+    source: str
+    raw: dict[str, Any] = field(default_factory=dict)
+    n_envs: int = 1
+    n_timesteps: int | None = None
+    policy: str = "MlpPolicy"
+
+    def algo_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for the SB3 algorithm class, with schedules and activation names resolved."""
+        kwargs = {k: _resolve(k, v) for k, v in self.raw.items() if k not in NON_ALGO_KEYS}
+        if "policy_kwargs" in kwargs:
+            kwargs["policy_kwargs"] = _policy_kwargs(kwargs["policy_kwargs"])
+        return kwargs
+
+
+def default_file(algo: str) -> Path:
+    """The tuned hyperparameter file of ``algo`` shipped in ``pipelines/hyperparams``."""
+    return HYPERPARAMS_DIR / f"{algo}.yaml"
+
+
+def load_hyperparams(algo: str, env_id: str, path: str | Path | None = None) -> Hyperparams:
+    """The entry for ``env_id`` in ``path`` (default: the shipped ``<algo>.yaml``).
+
+    A given file must hold the env id; with the shipped file a missing env falls back to SB3 defaults,
+    which is recorded as the source so the expert's metadata says it was not tuned.
+    """
+    import yaml
+
+    explicit = path is not None
+    file = Path(path) if explicit else default_file(algo)
+    if not file.is_file():
+        if explicit:
+            raise InvalidInputError(f"--hyperparams {file} does not exist")
+        return Hyperparams(source="stable-baselines3 defaults (no tuned file)")
+    try:
+        table = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise InvalidInputError(f"{file} is not valid YAML: {exc}") from exc
+    if not isinstance(table, dict):
+        raise InvalidInputError(f"{file} must map env ids to hyperparameters")
+    if env_id not in table:
+        if explicit:
+            raise InvalidInputError(f"{file} has no entry for {env_id!r}", hint=f"it has: {', '.join(map(str, table))}")
+        return Hyperparams(source=f"stable-baselines3 defaults ({env_id} not in {file.name})")
+    raw = dict(table[env_id] or {})
+    bad = [k for k in UNSUPPORTED_KEYS if k in raw]
+    if bad:
+        raise InvalidInputError(f"{file}: {env_id}: unsupported keys {bad}", hint="rlft trains without env wrappers")
+    return Hyperparams(
+        source=_display_path(file),
+        raw=raw,
+        n_envs=int(raw.get("n_envs", 1)),
+        n_timesteps=int(float(raw["n_timesteps"])) if "n_timesteps" in raw else None,
+        policy=str(raw.get("policy", "MlpPolicy")),
+    )
+
+
+def _display_path(file: Path) -> str:
+    """The file relative to the repository when it is inside it, so metadata does not leak local paths."""
+    try:
+        return str(file.resolve().relative_to(HYPERPARAMS_DIR.parents[1]))
+    except ValueError:
+        return str(file)
+
+
+def _resolve(key: str, value: Any) -> Any:
+    if isinstance(value, str) and value.startswith("lin_"):
+        from stable_baselines3.common.utils import LinearSchedule
+
+        try:
+            start = float(value[4:])
+        except ValueError as exc:
+            raise InvalidInputError(f"{key}: {value!r} is not lin_<number>") from exc
+        # SB3 calls schedules with progress_remaining (1 -> 0): end value 0 reached at the end of training.
+        return LinearSchedule(start, 0.0, 1.0)
+    return value
+
+
+def _policy_kwargs(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"policy_kwargs must be a mapping, got {value!r}")
+    kwargs = dict(value)
+    name = kwargs.get("activation_fn")
+    if isinstance(name, str):
+        import torch.nn as nn
+
+        classes = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU,
+                   "gelu": nn.GELU, "silu": nn.SiLU}
+        if name not in classes:
+            raise InvalidInputError(f"activation_fn {name!r} is not one of {', '.join(classes)}")
+        kwargs["activation_fn"] = classes[name]
+    return kwargs

@@ -1,0 +1,163 @@
+"""Minari datasets in: load any local dataset (by id or folder, any storage format) and summarise it.
+
+Offline, Minari's own download retries for about 23 s before a ConnectError; :func:`load_minari` first probes
+the remote host with a short timeout and fails at once with :class:`OfflineError` instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from rlft.core.errors import InvalidInputError, OfflineError, require
+
+CONNECT_TIMEOUT_S = 3.0
+
+
+def check_dataset_id(dataset_id: str) -> str:
+    """Require Minari's ``(namespace/)name-vN``: Minari itself raises an unhelpful TypeError without a version."""
+    from minari.dataset.minari_dataset import DATASET_ID_RE
+
+    match = DATASET_ID_RE.fullmatch(dataset_id)
+    if match is None or match.group("version") is None:
+        hint = (
+            f"add a version, e.g. {dataset_id}-v0" if not re.search(r"-v\d+$", dataset_id)
+            else "names use letters, digits, - and _; a namespace has at least 2 characters"
+        )
+        raise InvalidInputError(f"dataset id {dataset_id!r} must look like namespace/name-vN", hint=hint)
+    return dataset_id
+
+
+def datasets_root() -> Path:
+    """Minari's local dataset folder: ``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``."""
+    root = os.environ.get("MINARI_DATASETS_PATH")
+    return Path(root) if root else Path.home() / ".minari" / "datasets"
+
+
+def remote_endpoint() -> tuple[str, int]:
+    """(host, port) of the remote Minari downloads from: ``$MINARI_REMOTE`` (default ``hf://farama-minari``)."""
+    remote = os.environ.get("MINARI_REMOTE", "hf://farama-minari")
+    if remote.startswith("gcp://"):
+        return "storage.googleapis.com", 443
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    return endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+
+
+def check_online(timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise :class:`OfflineError` unless a TCP connection to the remote opens within ``timeout`` seconds.
+
+    Name resolution is not covered by socket timeouts, so the probe runs in a daemon thread that is given up
+    on after ``timeout``.
+    """
+    hf_remote = os.environ.get("MINARI_REMOTE", "hf://farama-minari").startswith("hf://")
+    if hf_remote and os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+        raise OfflineError("cannot download a Minari dataset: HF_HUB_OFFLINE is set", hint="unset it or use local ids")
+    host, port = remote_endpoint()
+    outcome: list[BaseException | None] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome or outcome[0] is not None:
+        reason = "timed out" if not outcome else str(outcome[0])
+        raise OfflineError(
+            f"cannot reach the Minari remote {host}:{port} ({reason})",
+            hint="check the network, or load a local dataset (rlft data collect makes one)",
+        )
+
+
+def _data_folder(path: Path) -> Path | None:
+    """The ``data`` folder of a dataset given as its folder or as the ``data`` folder itself."""
+    for candidate in (path / "data", path):
+        if (candidate / "metadata.json").is_file():
+            return candidate
+    return None
+
+
+def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False):
+    """Open a Minari dataset from a local id (``namespace/name-vN``) or a dataset folder; returns MinariDataset.
+
+    Works for HDF5, Arrow and Parquet storage, whatever tool wrote it. With ``download=True`` a missing id
+    is fetched from the Minari remote, after a connectivity check that fails within a few seconds.
+    """
+    require("minari", package='"minari[hdf5]"')
+    import minari
+    from minari.dataset.minari_dataset import MinariDataset
+
+    text = os.fspath(dataset_id_or_path)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        data = _data_folder(path)
+        if data is None:
+            raise InvalidInputError(f"{path} is not a Minari dataset folder (no metadata.json in it or in data/)")
+        return MinariDataset(data)
+    check_dataset_id(text)
+    if (datasets_root() / text / "data").is_dir():
+        return minari.load_dataset(text)
+    if not download:
+        raise InvalidInputError(
+            f"Minari dataset {text} is not in {datasets_root()}",
+            hint="pass --download to fetch a remote dataset, or create it with `rlft data collect`",
+        )
+    check_online()
+    return minari.load_dataset(text, download=True)
+
+
+def dataset_summary(ds) -> dict[str, Any]:
+    """Episodes, steps, spaces, return statistics, normalized score (x100), storage format and env id."""
+    meta = ds.storage.metadata
+    returns, lengths, terminated, truncated = [], [], 0, 0
+    for episode in ds.iterate_episodes():
+        returns.append(float(np.sum(episode.rewards)))
+        lengths.append(len(episode.rewards))
+        terminated += bool(len(episode.terminations) and episode.terminations[-1])
+        truncated += bool(len(episode.truncations) and episode.truncations[-1])
+    rets = np.asarray(returns) if returns else np.zeros(1)
+    summary: dict[str, Any] = {
+        "dataset_id": meta.get("dataset_id"),
+        "env_id": ds.env_spec.id if ds.env_spec is not None else None,
+        "max_episode_steps": ds.env_spec.max_episode_steps if ds.env_spec is not None else None,
+        "episodes": int(ds.total_episodes),
+        "steps": int(ds.total_steps),
+        "observation_space": str(ds.observation_space),
+        "action_space": str(ds.action_space),
+        "return_mean": float(rets.mean()),
+        "return_std": float(rets.std()),
+        "return_min": float(rets.min()),
+        "return_max": float(rets.max()),
+        "length_mean": float(np.mean(lengths)) if lengths else 0.0,
+        "episodes_terminated": terminated,
+        "episodes_truncated": truncated,
+        "ref_min_score": meta.get("ref_min_score"),
+        "ref_max_score": meta.get("ref_max_score"),
+        "normalized_score_x100": None,
+        "storage_format": meta.get("data_format", "hdf5"),
+        "algorithm_name": meta.get("algorithm_name"),
+        "author": sorted(meta.get("author", [])) or None,
+        "minari_version": meta.get("minari_version"),
+        "size_mb": meta.get("dataset_size"),
+        "path": str(ds.storage.data_path),
+    }
+    if summary["ref_min_score"] is not None and summary["ref_max_score"] is not None:
+        import minari
+
+        summary["normalized_score_x100"] = float(100.0 * minari.get_normalized_score(ds, rets).mean())
+    rlft_meta = meta.get("rlft")
+    if isinstance(rlft_meta, dict):
+        summary["seed"] = rlft_meta.get("seed")
+        summary["policy"] = rlft_meta.get("policy")
+    return summary
