@@ -58,3 +58,10 @@ def test_missing_codec_file_is_a_clear_error(tmp_path):
 
     with pytest.raises(InvalidInputError, match="no codec file"):
         load_codec(tmp_path)
+
+
+def test_observation_states_the_position_unless_disabled(codec):
+    text = codec.encode_observation(6)
+    assert text.endswith("\nYou are at row 1, column 2.") and "F H S H" in text
+    plain = type(codec).from_dict({**codec.to_dict(), "params": {**codec.params(), "show_position": False}})
+    assert plain.encode_observation(6) == "F F F F\nF H S H\nF F F H\nH F F G"

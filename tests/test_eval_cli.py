@@ -86,7 +86,7 @@ def test_report_files_schema_and_compare(cli, tmp_path, tmp_path_factory):
     assert "success rate" in result.output and "Evaluation" in result.output
     report = json.loads(q.read_text())
     check_schema(report)
-    assert report["success_rate"] is not None and report["codec"] == "frozenlake-grid" and report["seed"] == 5
+    assert report["success_rate"] is not None and report["codec"] == "frozenlake-grid (4x4)" and report["seed"] == 5
     assert q.with_suffix(".png").stat().st_size > 1000
     tb = q.with_name("q_tb")
     assert any(p.name.startswith("events.out.tfevents") for p in tb.iterdir())

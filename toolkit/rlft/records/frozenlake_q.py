@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from rlft.codecs.grid import FrozenLakeGridCodec
-from rlft.envs.frozenlake import ACTION_NAMES, LakeMap
+from rlft.envs.frozenlake import ACTION_NAMES, LakeMap, render_grid
 from rlft.sources.frozenlake_q import QSolution
 
 Q_COLUMNS = [f"q_value_{name.lower()}" for name in ACTION_NAMES]  # names match the Gemma experiment's CSV
@@ -15,7 +15,8 @@ GLOSSARY = {
     "state": "state index s = row * ncol + col",
     "row": "grid row of the agent (0 = top)",
     "col": "grid column of the agent (0 = left)",
-    "state_str": "the grid as text, cells separated by spaces, S marks the agent (same rendering as the prompt)",
+    "state_str": "the grid as text, cells separated by spaces, S marks the agent (the prompt shows this grid, then "
+    "the agent's row and column)",
     "action": "an optimal action (0=LEFT 1=DOWN 2=RIGHT 3=UP); the first one in that order when tied",
     "action_name": "the name of `action`",
     "optimal_actions": "every action whose Q is within 1e-9 of the maximum (ties are real: all are optimal)",
@@ -38,7 +39,7 @@ def build_q_records(lake: LakeMap, solution: QSolution, codec: FrozenLakeGridCod
             "state": states,
             "row": states // lake.ncol,
             "col": states % lake.ncol,
-            "state_str": [codec.encode_observation(s) for s in states],
+            "state_str": [render_grid(lake, s) for s in states],
             "action": action,
             "action_name": [ACTION_NAMES[a] for a in action],
             "optimal_actions": [np.flatnonzero(m).tolist() for m in optimal],
