@@ -35,9 +35,9 @@ test-fast: setup
 lint: setup
 	$(BIN)/ruff check toolkit tests benchmarks
 
-## demo: the FrozenLake pipeline on small defaults, with its result table
+## demo: the whole loop on FrozenLake (exact-Q data, tiny LM, SFT, evaluation vs baselines), ~3 min on CPU
 demo: setup
-	$(BIN)/rlft pipeline run pipelines/frozenlake-q.yaml --out datasets/frozenlake-q --overwrite
+	$(BIN)/rlft pipeline run pipelines/demo.yaml --out demo --overwrite $(SET)
 
 ## dataset: run pipelines/$(ENV).yaml into datasets/$(ENV)/ (SET="--set episodes=10" overrides variables)
 dataset: setup
