@@ -35,6 +35,9 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
     out = check_output_dir(out, overwrite).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the finished folder gets the usual permissions
     try:
         yield tmp
         if out.exists():
