@@ -18,6 +18,25 @@ from rlft.cli.common import command
 app = typer.Typer(no_args_is_help=True)
 
 _CONFIG = typer.Option(None, "--config", help="YAML config (pipelines/sft.yaml, pipelines/grpo.yaml); flags win.")
+# Options both stages share (one declaration each, so their flags and help never drift apart).
+_LORA = typer.Option(None, "--lora/--no-lora", help="LoRA adapter (default) or full fine-tuning.")
+_LORA_R = typer.Option(None, help="LoRA rank [16].")
+_LORA_ALPHA = typer.Option(None, help="LoRA alpha [32].")
+_LORA_TARGET_MODULES = typer.Option(None, help="'all-linear' or names like q_proj,v_proj.")
+_NUM_TRAIN_EPOCHS = typer.Option(None, help="Epochs [1].")
+_MAX_STEPS = typer.Option(None, help="Optimizer steps (overrides epochs) [-1].")
+_GRADIENT_ACCUMULATION_STEPS = typer.Option(None, help="Gradient accumulation [1].")
+_TRAIN_SPLIT = typer.Option(None, help="Training split [train].")
+_MAX_TRAIN_SAMPLES = typer.Option(None, help="Use only the first N training rows.")
+_LOGGING_STEPS = typer.Option(None, help="Log every N steps [10].")
+_SAVE_STEPS = typer.Option(None, help="Checkpoint every N steps [500].")
+_BF16 = typer.Option(None, "--bf16/--no-bf16", help="[auto: on a GPU with bf16]")
+_SEED = typer.Option(None, help="Seed [0].")
+_OVERWRITE = typer.Option(None, "--overwrite/--no-overwrite", help="Replace an existing RUN folder.")
+_GRADIENT_CHECKPOINTING = typer.Option(
+    None, "--gradient-checkpointing/--no-gradient-checkpointing", help="[auto: on above 50M parameters]"
+)
+_RESUME = typer.Option(None, "--resume/--no-resume", help="Continue the run in --out from its last checkpoint.")
 
 
 @command(app, "sft")
@@ -26,34 +45,32 @@ def sft(
     model: str | None = typer.Option(None, "--model", help="Model folder, RUN folder or Hub id."),
     out: Path | None = typer.Option(None, "--out", help="RUN folder to write."),
     config: Path | None = _CONFIG,
-    lora: bool | None = typer.Option(None, "--lora/--no-lora", help="LoRA adapter (default) or full fine-tuning."),
-    lora_r: int | None = typer.Option(None, help="LoRA rank [16]."),
-    lora_alpha: int | None = typer.Option(None, help="LoRA alpha [32]."),
+    lora: bool | None = _LORA,
+    lora_r: int | None = _LORA_R,
+    lora_alpha: int | None = _LORA_ALPHA,
     lora_dropout: float | None = typer.Option(None, help="LoRA dropout [0]."),
-    lora_target_modules: str | None = typer.Option(None, help="'all-linear' or names like q_proj,v_proj."),
+    lora_target_modules: str | None = _LORA_TARGET_MODULES,
     learning_rate: float | None = typer.Option(None, help="Peak learning rate [2e-4]."),
-    num_train_epochs: float | None = typer.Option(None, help="Epochs [1]."),
-    max_steps: int | None = typer.Option(None, help="Optimizer steps (overrides epochs) [-1]."),
+    num_train_epochs: float | None = _NUM_TRAIN_EPOCHS,
+    max_steps: int | None = _MAX_STEPS,
     batch_size: int | None = typer.Option(None, "--batch-size", help="Batch size per device [8]."),
-    gradient_accumulation_steps: int | None = typer.Option(None, help="Gradient accumulation [1]."),
+    gradient_accumulation_steps: int | None = _GRADIENT_ACCUMULATION_STEPS,
     max_length: int | None = typer.Option(None, help="Longest prompt + completion in tokens [1024]."),
-    train_split: str | None = typer.Option(None, help="Training split [train]."),
-    max_train_samples: int | None = typer.Option(None, help="Use only the first N training rows."),
+    train_split: str | None = _TRAIN_SPLIT,
+    max_train_samples: int | None = _MAX_TRAIN_SAMPLES,
     eval_split: str | None = typer.Option(None, help="Validation split: NAME, auto or none [auto]."),
     val_fraction: float | None = typer.Option(None, help="Hold out this fraction of train when there is no "
                                                          "validation split [0]."),
     max_eval_samples: int | None = typer.Option(None, help="Evaluate on at most N rows [512]."),
     eval_steps: int | None = typer.Option(None, help="Evaluate every N steps [50]."),
     early_stopping_patience: int | None = typer.Option(None, help="Stop after N evaluations without improvement."),
-    logging_steps: int | None = typer.Option(None, help="Log every N steps [10]."),
-    save_steps: int | None = typer.Option(None, help="Checkpoint every N steps [500]."),
-    gradient_checkpointing: bool | None = typer.Option(
-        None, "--gradient-checkpointing/--no-gradient-checkpointing", help="[auto: on above 50M parameters]"),
-    bf16: bool | None = typer.Option(None, "--bf16/--no-bf16", help="[auto: on a GPU with bf16]"),
-    seed: int | None = typer.Option(None, help="Seed [0]."),
-    overwrite: bool | None = typer.Option(None, "--overwrite/--no-overwrite", help="Replace an existing RUN folder."),
-    resume: bool | None = typer.Option(None, "--resume/--no-resume", help="Continue the run in --out from its last "
-                                                                          "checkpoint."),
+    logging_steps: int | None = _LOGGING_STEPS,
+    save_steps: int | None = _SAVE_STEPS,
+    gradient_checkpointing: bool | None = _GRADIENT_CHECKPOINTING,
+    bf16: bool | None = _BF16,
+    seed: int | None = _SEED,
+    overwrite: bool | None = _OVERWRITE,
+    resume: bool | None = _RESUME,
 ) -> None:
     """Supervised fine-tuning (TRL SFTTrainer) on the prompt/completion columns, loss on the completion."""
     from rlft.train.configs import build_config
@@ -82,23 +99,23 @@ def grpo(
     reward: str | None = typer.Option(None, "--reward", help="Rewards: format, bc, q-advantage, env (comma list)."),
     reward_weights: str | None = typer.Option(None, "--reward-weights", help="One weight per reward, e.g. 1,0.5."),
     config: Path | None = _CONFIG,
-    lora: bool | None = typer.Option(None, "--lora/--no-lora", help="LoRA adapter (default) or full fine-tuning."),
-    lora_r: int | None = typer.Option(None, help="LoRA rank [16]."),
-    lora_alpha: int | None = typer.Option(None, help="LoRA alpha [32]."),
-    lora_target_modules: str | None = typer.Option(None, help="'all-linear' or names like q_proj,v_proj."),
+    lora: bool | None = _LORA,
+    lora_r: int | None = _LORA_R,
+    lora_alpha: int | None = _LORA_ALPHA,
+    lora_target_modules: str | None = _LORA_TARGET_MODULES,
     learning_rate: float | None = typer.Option(None, help="Peak learning rate [1e-5]."),
-    num_train_epochs: float | None = typer.Option(None, help="Epochs [1]."),
-    max_steps: int | None = typer.Option(None, help="Optimizer steps (overrides epochs) [-1]."),
+    num_train_epochs: float | None = _NUM_TRAIN_EPOCHS,
+    max_steps: int | None = _MAX_STEPS,
     batch_size: int | None = typer.Option(None, "--batch-size", help="Completions per device batch [8]."),
-    gradient_accumulation_steps: int | None = typer.Option(None, help="Gradient accumulation [1]."),
+    gradient_accumulation_steps: int | None = _GRADIENT_ACCUMULATION_STEPS,
     num_generations: int | None = typer.Option(None, help="Completions per prompt [4]."),
     max_completion_length: int | None = typer.Option(None, help="Longest completion in tokens [32]."),
     temperature: float | None = typer.Option(None, help="Sampling temperature [1.0]."),
     beta: float | None = typer.Option(None, help="KL coefficient [0.0]."),
     scale_rewards: str | None = typer.Option(None, help="group, batch or none [group]."),
     loss_type: str | None = typer.Option(None, help="TRL loss type [dapo]."),
-    train_split: str | None = typer.Option(None, help="Training split [train]."),
-    max_train_samples: int | None = typer.Option(None, help="Use only the first N training rows."),
+    train_split: str | None = _TRAIN_SPLIT,
+    max_train_samples: int | None = _MAX_TRAIN_SAMPLES,
     q_bonus: float | None = typer.Option(None, help="q-advantage: bonus of an optimal action [0.1]."),
     env_horizon: int | None = typer.Option(None, help="env reward: steps rolled out [1]."),
     env_policy: str | None = typer.Option(None, help="env reward lookahead: repeat or random [repeat]."),
@@ -109,15 +126,13 @@ def grpo(
     vllm_mode: str | None = typer.Option(None, help="colocate or server [colocate]."),
     log_completions: bool | None = typer.Option(None, "--log-completions/--no-log-completions",
                                                 help="Print sampled completions."),
-    logging_steps: int | None = typer.Option(None, help="Log every N steps [10]."),
-    save_steps: int | None = typer.Option(None, help="Checkpoint every N steps [500]."),
-    gradient_checkpointing: bool | None = typer.Option(
-        None, "--gradient-checkpointing/--no-gradient-checkpointing", help="[auto: on above 50M parameters]"),
-    bf16: bool | None = typer.Option(None, "--bf16/--no-bf16", help="[auto: on a GPU with bf16]"),
-    seed: int | None = typer.Option(None, help="Seed [0]."),
-    overwrite: bool | None = typer.Option(None, "--overwrite/--no-overwrite", help="Replace an existing RUN folder."),
-    resume: bool | None = typer.Option(None, "--resume/--no-resume", help="Continue the run in --out from its last "
-                                                                          "checkpoint."),
+    logging_steps: int | None = _LOGGING_STEPS,
+    save_steps: int | None = _SAVE_STEPS,
+    gradient_checkpointing: bool | None = _GRADIENT_CHECKPOINTING,
+    bf16: bool | None = _BF16,
+    seed: int | None = _SEED,
+    overwrite: bool | None = _OVERWRITE,
+    resume: bool | None = _RESUME,
 ) -> None:
     """GRPO (TRL GRPOTrainer) with codec-driven control rewards; LoRA by default."""
     from rlft.train.configs import build_config
