@@ -3,12 +3,12 @@ datasets, tiny models, a short SFT run, a small PPO expert, and a local OpenAI-c
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from rlft.sources.collect import minari_root
 
 _CACHE: dict[str, Path] = {}
 
@@ -19,19 +19,6 @@ def _cached(tmp_path_factory, name: str, build) -> Path:
         out = tmp_path_factory.mktemp("eval-" + name.replace("/", "-"))
         _CACHE[key] = build(out)
     return _CACHE[key]
-
-
-@contextlib.contextmanager
-def _minari_root(path: Path):
-    old = os.environ.get("MINARI_DATASETS_PATH")
-    os.environ["MINARI_DATASETS_PATH"] = str(path)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("MINARI_DATASETS_PATH", None)
-        else:
-            os.environ["MINARI_DATASETS_PATH"] = old
 
 
 def frozenlake_dataset(tmp_path_factory) -> Path:
@@ -60,7 +47,7 @@ def minari_dataset_folder(tmp_path_factory, env_id: str, fmt: str = "raw", episo
         from rlft.hub.serialize import SerializeConfig, serialize
 
         dataset_id = f"{env_id.split('-')[0].lower()}/random-v0"
-        with _minari_root(out / "minari"), console.capture():
+        with minari_root(out / "minari"), console.capture():
             make_minari_dataset(dataset_id, env_id=env_id, episodes=episodes, max_steps=max_steps)
             serialize(SerializeConfig(source=dataset_id, out=out / "data", format=fmt, **options))
         return out / "data"

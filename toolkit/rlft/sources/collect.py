@@ -219,7 +219,7 @@ def _check(config: CollectConfig) -> None:
 
 
 @contextlib.contextmanager
-def _minari_root(path: Path) -> Iterator[None]:
+def minari_root(path: Path) -> Iterator[None]:
     """Point Minari (which reads the variable on every call) at ``path`` for the duration."""
     old = os.environ.get("MINARI_DATASETS_PATH")
     os.environ["MINARI_DATASETS_PATH"] = str(path)
@@ -261,7 +261,7 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
     root.mkdir(parents=True, exist_ok=True)
     tmp_root = Path(tempfile.mkdtemp(prefix=".rlft-collect-", dir=root))
     try:
-        with _minari_root(tmp_root):
+        with minari_root(tmp_root):
             stats, seconds = _record(config, model, policy_meta, on_episode)
         final = _move_into_place(tmp_root, root, config.dataset_id)
     finally:
