@@ -150,3 +150,15 @@ def test_local_folder_loader_never_serves_stale_rows(tmp_path, cartpole):
                                       splits=(1.0, 0.0, 0.0)))
     ds = load_dataset_folder(out)["train"]
     assert len(ds) == sum(len(e.rewards) for e in list(cartpole.iterate_episodes())[:3])
+
+
+def test_arrow_storage_source(cli, tmp_path):
+    """Minari's Arrow storage serializes exactly like HDF5 (same seeds, same rows)."""
+    make_minari_dataset("cartpole/h5-v0", episodes=4, seed=7)
+    make_minari_dataset("cartpole/arrow-v0", episodes=4, seed=7, data_format="arrow")
+    rows = {}
+    for source in ("cartpole/h5-v0", "cartpole/arrow-v0"):
+        out = tmp_path / source.split("/")[1]
+        assert cli("data", "serialize", source, "--out", out, "--splits", "1,0,0").exit_code == 0
+        rows[source] = _load(out)["train"].to_pandas()[["prompt", "completion", "episode_id", "step"]]
+    assert rows["cartpole/h5-v0"].equals(rows["cartpole/arrow-v0"])
