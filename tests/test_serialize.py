@@ -162,3 +162,19 @@ def test_arrow_storage_source(cli, tmp_path):
         assert cli("data", "serialize", source, "--out", out, "--splits", "1,0,0").exit_code == 0
         rows[source] = _load(out)["train"].to_pandas()[["prompt", "completion", "episode_id", "step"]]
     assert rows["cartpole/h5-v0"].equals(rows["cartpole/arrow-v0"])
+
+
+def test_card_states_the_behaviour_policys_own_evaluation():
+    from rlft.hub.card import CardSpec, render_card
+
+    policy = {"algo": "sac", "timesteps": 130000, "normalized_score": 39.4,
+              "eval": {"mean_return": 4607.3, "std_return": 69.3, "episodes": 10}}
+    summary = {"source_info": {"rlft": {"policy": "experts/hc.zip", "policy_metadata": policy}}, "episodes": 2,
+               "steps": 20, "return_mean": 1.0, "return_std": 0.0, "return_min": 1.0, "return_max": 1.0,
+               "prompt_style": "plain", "history": 0, "return_to_go": False, "dropped_episodes": [], "seed": 0}
+    context = {"summary": summary, "source": "ns/x-v0", "env_id": "HalfCheetah-v5", "observation_space": "Box(17,)",
+               "action_space": "Box(6,)", "codec": "raw", "glossary": {}, "example_prompt": "",
+               "example_completion": "", "split_stats": {}}
+    card = render_card(CardSpec(pretty_name="x", template="offline_rl.md", splits={"train": 20}, context=context))
+    assert "| behaviour policy | `experts/hc.zip`: sac trained 130000 steps; its own evaluation 4607.3 +- 69.3" in card
+    assert "(normalized 39.4) |\n| environment |" in card

@@ -26,7 +26,10 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             err_console.print(f"[bold red]Error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from exc
         except KeyboardInterrupt as exc:
-            err_console.print("[bold red]Interrupted:[/] no partial output was left at the output path.")
+            err_console.print(
+                "[bold red]Interrupted:[/] dataset folders and reports are written atomically, so none was left "
+                "half-written; a training run keeps its checkpoints for --resume."
+            )
             raise typer.Exit(130) from exc
 
     return wrapper
