@@ -7,7 +7,8 @@ import pytest
 
 from eval_factories import frozenlake_dataset, minari_dataset_folder, small_ppo
 from rlft.core.errors import InvalidInputError
-from rlft.evaluate.runner import EvalConfig, run_evaluation
+from rlft.evaluate.config import EvalConfig
+from rlft.evaluate.runner import run_evaluation
 
 
 def _run(**kwargs):

@@ -7,7 +7,9 @@ import pytest
 
 from eval_factories import frozenlake_dataset, minari_dataset_folder, sft_run, tiny_model
 from rlft.core.errors import InvalidInputError
-from rlft.evaluate.runner import EvalConfig, build_setup, run_evaluation
+from rlft.evaluate.config import EvalConfig
+from rlft.evaluate.runner import run_evaluation
+from rlft.evaluate.setup import build_setup
 
 
 def _run(**kwargs):
@@ -67,7 +69,7 @@ def test_sft_run_folder_batched_equals_sequential(cartpole):
     assert one["normalized_score"] is not None
     from pathlib import Path
 
-    from rlft.evaluate.runner import _run_dataset
+    from rlft.evaluate.setup import _run_dataset
 
     assert _run_dataset(str(run)) == str(Path(data).resolve())  # its Q-values / best return are found through it
 

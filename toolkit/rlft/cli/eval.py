@@ -64,7 +64,8 @@ def evaluate(
     if policy is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(0 if len(ctx.args) == 0 else 2)
-    from rlft.evaluate.runner import EvalConfig, run_evaluation
+    from rlft.evaluate.config import EvalConfig
+    from rlft.evaluate.runner import run_evaluation
 
     run_evaluation(EvalConfig(
         policy=policy, env_id=env, episodes=episodes, num_envs=num_envs, seed=seed, out=out, codec=codec,

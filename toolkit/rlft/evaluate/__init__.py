@@ -1,5 +1,6 @@
 """Evaluation: LLM policies and baselines in real (vector) environments, reports and comparisons.
 
-``rlft.evaluate.runner.run_evaluation(EvalConfig(...))`` is what ``rlft eval`` runs; heavy libraries are
-imported inside the functions, so importing this package is cheap.
+``rlft eval`` runs ``runner.run_evaluation(config.EvalConfig(...))``: ``setup`` builds the policy, env and codec,
+``rollout`` runs the episodes over ``vector_envs``, ``report`` writes the results. Heavy libraries are imported
+inside the functions, so importing this package is cheap.
 """

@@ -1,0 +1,274 @@
+"""Build what an evaluation needs from its config: the policy (LLM or baseline), env, codec, Q-table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlft.codecs.base import Codec
+from rlft.core.errors import InvalidInputError
+from rlft.evaluate.config import BACKENDS, EvalConfig, parse_policy_spec
+from rlft.evaluate.policies import Policy
+from rlft.evaluate.vector_envs import check_spaces
+
+
+@dataclass
+class Setup:
+    policy: Policy
+    env_id: str
+    env_kwargs: dict
+    codec: Codec | None
+    codec_source: str | None
+    qtable: Any = None
+    notes: list[str] = field(default_factory=list)
+    precompute: dict[str, Any] | None = None
+    observation_space: Any = None
+    action_space: Any = None
+
+
+def _load_codec_from(path: str) -> Codec:
+    from rlft.evaluate.data import load_dataset_codec
+
+    return load_dataset_codec(path)
+
+
+def _resolve_env(config: EvalConfig, codec: Codec | None, fallback_env: str | None,
+                 fallback_kwargs: dict | None) -> tuple[str, dict]:
+    from rlft.envs.registry import check_env_id
+
+    env_id = config.env_id or (codec.env_id if codec is not None else None) or fallback_env
+    if not env_id:
+        raise InvalidInputError("no environment: pass --env ID", hint="or --codec DATASET_DIR, whose codec names it")
+    check_env_id(env_id)
+    if codec is not None and codec.env_id == env_id:
+        return env_id, dict(codec.env_kwargs)
+    if codec is None and fallback_env == env_id and fallback_kwargs:
+        return env_id, dict(fallback_kwargs)
+    return env_id, {}
+
+
+def _env_spaces(env_id: str, env_kwargs: dict):
+    import gymnasium as gym
+
+    try:
+        env = gym.make(env_id, **env_kwargs)
+    except Exception as exc:  # noqa: BLE001 - bad kwargs from a codec, missing dependency of the env...
+        raise InvalidInputError(f"cannot create {env_id} with {env_kwargs}: {type(exc).__name__}: {exc}") from exc
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def build_setup(config: EvalConfig) -> Setup:
+    """Load the policy, its codec and the environment description; check that they fit together."""
+    kind, arg = parse_policy_spec(config.policy)
+    if config.backend not in BACKENDS:
+        raise InvalidInputError(f"--backend must be one of {', '.join(BACKENDS)}, got {config.backend!r}")
+    if config.backend == "openai" and kind != "llm":
+        raise InvalidInputError("--backend openai is for llm policies")
+    if config.n_examples < 0:
+        raise InvalidInputError("--n-examples must be >= 0")
+    codec = _load_codec_from(config.codec) if config.codec else None
+    codec_source = str(config.codec) if config.codec else None
+    notes: list[str] = []
+
+    if kind == "llm":
+        return _llm_setup(config, arg, codec, codec_source, notes)
+
+    fallback_env, fallback_kwargs = None, None
+    bc_policy = expert_policy = None
+    if kind == "bc":
+        from rlft.evaluate.bc import BCPolicy
+
+        bc_policy = BCPolicy(arg)
+        fallback_env, fallback_kwargs = bc_policy.info.get("env_id"), bc_policy.info.get("env_kwargs")
+    elif kind == "expert":
+        from rlft.sources.experts import load_expert
+
+        path = Path(arg)
+        model, metadata = load_expert(path)
+        fallback_env = metadata.get("env_id")
+        expert_policy = (path, model, metadata)
+    if kind == "q-greedy" and codec is None:
+        raise InvalidInputError("--policy q-greedy needs --codec DATASET_DIR (a FrozenLake Q dataset: "
+                                "rlft data export-q frozenlake)")
+    env_id, env_kwargs = _resolve_env(config, codec, fallback_env, fallback_kwargs)
+    obs_space, act_space = _env_spaces(env_id, env_kwargs)
+    if codec is not None:
+        check_spaces(f"the codec of {codec_source}", codec.observation_space, codec.action_space, env_id, obs_space,
+                     act_space)
+    qtable = _qtable(config.codec, codec, obs_space)
+
+    if kind == "random":
+        from rlft.evaluate.policies import RandomPolicy
+
+        policy: Policy = RandomPolicy(act_space, config.seed)
+    elif kind == "constant":
+        from rlft.evaluate.policies import ConstantPolicy, parse_action_value
+
+        policy = ConstantPolicy(act_space, parse_action_value(arg, act_space, codec) if arg else None)
+    elif kind == "expert":
+        from rlft.evaluate.policies import ExpertPolicy
+
+        path, model, metadata = expert_policy
+        policy = ExpertPolicy(model, metadata, str(path))
+        check_sb3_spaces(model, env_id, obs_space, act_space, str(path))
+    elif kind == "bc":
+        check_spaces(f"the behaviour-cloning policy {arg}", bc_policy.observation_space, bc_policy.action_space,
+                     env_id, obs_space, act_space)
+        policy = bc_policy
+    else:  # q-greedy
+        if qtable is None:
+            raise InvalidInputError(f"--policy q-greedy: {codec_source} holds no Q-values (state, q_values, "
+                                    "optimal_actions columns)", hint="make one with rlft data export-q frozenlake")
+        from rlft.evaluate.policies import TablePolicy
+
+        policy = TablePolicy(qtable.greedy, qtable.source)
+    return Setup(policy, env_id, env_kwargs, codec, codec_source, qtable, notes, None, obs_space, act_space)
+
+
+def check_sb3_spaces(model, env_id, obs_space, act_space, what) -> None:
+    from rlft.codecs.spaces import space_to_dict
+
+    try:
+        check_spaces(f"the expert {what}", space_to_dict(model.observation_space), space_to_dict(model.action_space),
+                     env_id, obs_space, act_space)
+    except InvalidInputError as exc:
+        if "does not match" in exc.message:
+            raise
+        # spaces rlft cannot describe: compare shapes only
+        if model.observation_space.shape != obs_space.shape or model.action_space.shape != act_space.shape:
+            raise InvalidInputError(f"the expert {what} does not match {env_id}") from exc
+
+
+def _qtable(dataset: str | None, codec: Codec | None, obs_space):
+    """Exact Q-values of ``dataset`` (a FrozenLake Q dataset folder) for agreement and q-greedy, or None."""
+    from gymnasium import spaces
+
+    if codec is None or not dataset or not isinstance(obs_space, spaces.Discrete):
+        return None
+    from rlft.evaluate.data import QTable, dataset_dir, has_q_values
+
+    root = dataset_dir(dataset)
+    return QTable(root, int(obs_space.n)) if has_q_values(root) else None
+
+
+def _run_dataset(run: str) -> str | None:
+    """The local dataset folder recorded in a RUN folder's rlft_run.json, when it still exists."""
+    from rlft.train.run import read_run_info
+
+    try:
+        info = read_run_info(run) if Path(run).is_dir() else None
+    except InvalidInputError:
+        return None
+    dataset = (info or {}).get("dataset")
+    return str(dataset) if dataset and Path(str(dataset)).is_dir() else None
+
+
+def _default_target_return(config: EvalConfig, dataset: str | None) -> float | None:
+    if config.target_return is not None:
+        return float(config.target_return)
+    if dataset:
+        from rlft.evaluate.data import dataset_dir, dataset_info
+
+        try:
+            info = dataset_info(dataset_dir(dataset))
+        except InvalidInputError:
+            return None
+        if info.get("return_max") is not None:
+            return float(info["return_max"])
+    return None
+
+
+def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_source: str | None,
+               notes: list[str]) -> Setup:
+    from rlft.evaluate.constrained import answer_grammar, build_token_table
+    from rlft.evaluate.llm_policy import LLMPolicy, load_few_shot
+    from rlft.evaluate.policies import default_action, parse_action_value
+
+    model = tokenizer = None
+    run_dataset = None  # the dataset a RUN folder was trained on (its Q-values grade the actions)
+    if config.backend == "transformers":
+        from transformers.utils import logging as hf_logging
+
+        from rlft.train.run import load_policy_model
+
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # a "Loading weights" bar per evaluation is noise
+        try:
+            model, tokenizer, run_codec = load_policy_model(model_arg)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
+        if codec is None and run_codec is not None:
+            codec, codec_source = run_codec, f"{model_arg} (rlft_codec.json)"
+            run_dataset = _run_dataset(model_arg)
+        elif codec is not None and run_codec is not None and codec.to_dict() != run_codec.to_dict():
+            notes.append(f"--codec {config.codec} differs from the codec the run was trained with; using --codec")
+    else:
+        local = Path(model_arg)
+        if codec is None and (local / "rlft_codec.json").is_file():
+            codec, codec_source = _load_codec_from(str(local)), f"{model_arg} (rlft_codec.json)"
+        if config.constrained:
+            raise InvalidInputError("--constrained needs --backend transformers (the logits are not reachable "
+                                    "through the OpenAI API)")
+    if codec is None:
+        raise InvalidInputError(f"no codec for {model_arg}: pass --codec DATASET_DIR (the dataset the model was "
+                                "trained on)", hint="a RUN folder written by rlft train carries rlft_codec.json")
+    env_id, env_kwargs = _resolve_env(config, codec, None, None)
+    obs_space, act_space = _env_spaces(env_id, env_kwargs)
+    check_spaces(f"the codec of {codec_source}", codec.observation_space, codec.action_space, env_id, obs_space,
+                 act_space)
+    qtable = _qtable(config.codec or run_dataset, codec, obs_space)
+    fallback = (parse_action_value(config.fallback_action, act_space, codec) if config.fallback_action is not None
+                else default_action(act_space))
+    few_shot = None
+    if config.n_examples:
+        if not config.codec:
+            raise InvalidInputError("--n-examples needs --codec DATASET_DIR (the examples come from its rows)")
+        few_shot = load_few_shot(codec, config.codec, config.n_examples, config.seed)
+
+    precompute = None
+    table = None
+    if config.constrained:
+        table = build_token_table(codec, tokenizer, model)
+        precompute = table.describe()
+    if config.max_new_tokens is not None:
+        if config.max_new_tokens < 1:
+            raise InvalidInputError("--max-new-tokens must be at least 1")
+        max_new = int(config.max_new_tokens)
+        if table is not None and max_new < table.max_new_tokens:
+            notes.append(f"--max-new-tokens {max_new} is below the longest constrained answer "
+                         f"({table.max_new_tokens} tokens): some answers may be cut")
+    elif table is not None:
+        max_new = table.max_new_tokens
+    else:
+        try:
+            max_new = answer_grammar(codec).max_chars() + 8
+        except InvalidInputError:
+            max_new = 64
+    if config.backend == "transformers":
+        from rlft.evaluate.generation import TransformersBackend
+
+        backend = TransformersBackend(model, tokenizer, max_new, config.temperature, config.top_p, table)
+    else:
+        import os
+
+        from rlft.evaluate.generation import OpenAIBackend
+
+        if not config.api_url:
+            raise InvalidInputError("--backend openai needs --api-url URL (e.g. http://127.0.0.1:8000/v1)")
+        suffix = codec.template.answer_suffix
+        backend = OpenAIBackend(config.api_url, config.api_model or model_arg, max_new, config.temperature,
+                                config.top_p, config.concurrency, api_key=config.api_key or os.environ.get(
+                                    "OPENAI_API_KEY"), stop=[suffix] if suffix else None,
+                                answer_prefix=codec.template.answer_prefix, answer_suffix=suffix,
+                                seed=config.seed)
+    target_return = _default_target_return(config, config.codec or run_dataset)
+    policy = LLMPolicy(codec, backend, fallback, act_space, target_return, few_shot, model=model_arg,
+                       constrained=config.constrained)
+    if codec.template.return_to_go and config.target_return is None:
+        notes.append(f"--target-return not given: using the dataset's best episode return {policy.target_return:g}")
+    return Setup(policy, env_id, env_kwargs, codec, codec_source, qtable, notes, precompute, obs_space, act_space)

@@ -1,0 +1,140 @@
+"""The environments of an evaluation: K vector slots, space checks against the codec, video slots."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from rlft.core.errors import InvalidInputError, MissingDependencyError
+
+
+def spaces_mismatch(codec_space: dict, env_space) -> str | None:
+    """How a codec's space dict differs from an environment's space, or None when they match."""
+    from rlft.codecs.spaces import describe_space, space_to_dict
+
+    try:
+        env = space_to_dict(env_space)
+    except InvalidInputError:
+        return f"the environment's space {env_space} is not Discrete or Box"
+    if codec_space["type"] != env["type"]:
+        return f"{describe_space(codec_space)} vs {describe_space(env)}"
+    if env["type"] == "discrete":
+        if (codec_space["n"], codec_space.get("start", 0)) != (env["n"], env["start"]):
+            return f"{describe_space(codec_space)} (start {codec_space.get('start', 0)}) vs Discrete({env['n']}) " \
+                   f"(start {env['start']})"
+        return None
+    if list(codec_space["shape"]) != list(env["shape"]):
+        return f"shape {tuple(codec_space['shape'])} vs {tuple(env['shape'])}"
+    for bound in ("low", "high"):
+        a, b = np.asarray(codec_space[bound], np.float64), np.asarray(env[bound], np.float64)
+        same = (a == b) | np.isclose(a, b, rtol=1e-5, atol=1e-6)
+        if not same.all():
+            j = int(np.argmin(same))
+            return f"{bound} bound of dimension {j}: {a[j]:g} vs {b[j]:g}"
+    return None
+
+
+def check_spaces(what: str, obs_space: dict, act_space: dict, env_id: str, single_obs, single_act) -> None:
+    problems = []
+    diff = spaces_mismatch(obs_space, single_obs)
+    if diff:
+        problems.append(f"observation space {diff}")
+    diff = spaces_mismatch(act_space, single_act)
+    if diff:
+        problems.append(f"action space {diff}")
+    if problems:
+        raise InvalidInputError(f"{what} does not match {env_id}: " + "; ".join(problems) + f" ({what} vs env)",
+                                hint="evaluate on the environment the data came from")
+
+
+def _render_hint(env_id: str) -> str:
+    return ("MuJoCo renders headless only with MUJOCO_GL=egl (or osmesa): run `MUJOCO_GL=egl rlft eval ...`"
+            if any(k in env_id for k in ("Cheetah", "Hopper", "Walker", "Ant", "Humanoid", "Swimmer", "Reacher",
+                                         "Pusher", "InvertedPendulum", "InvertedDoublePendulum"))
+            else "the environment must render with render_mode='rgb_array'; classic-control and toy-text envs "
+                 'need pygame: pip install "gymnasium[classic-control,toy-text]"')
+
+
+class VideoSlots:
+    """RecordVideo on every slot; only the first ``episodes`` evaluated episodes are recorded and their files
+    renamed ``episode-IIII-seed-S.mp4``."""
+
+    def __init__(self, folder: Path, episodes: int, num_envs: int):
+        self.folder, self.episodes = Path(folder), episodes
+        self.flags = [False] * num_envs
+        self.resets = [-1] * num_envs  # RecordVideo's own episode counter, per slot
+        self.names: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def wrap(self, env, slot: int):
+        from gymnasium.wrappers import RecordVideo
+
+        return RecordVideo(env, video_folder=str(self.folder / f".slot{slot}"), name_prefix=f"slot{slot}",
+                           episode_trigger=lambda _ep, k=slot: self.flags[k], disable_logger=True)
+
+    def before_reset(self, slot: int, episode: int | None, seed: int | None) -> None:
+        self.resets[slot] += 1
+        record = episode is not None and episode < self.episodes
+        self.flags[slot] = record
+        if record:
+            self.names[(slot, self.resets[slot])] = (episode, seed)
+
+    def finish(self) -> list[str]:
+        import shutil
+
+        out = []
+        for (slot, wrapper_ep), (episode, seed) in sorted(self.names.items(), key=lambda kv: kv[1][0]):
+            src = self.folder / f".slot{slot}" / f"slot{slot}-episode-{wrapper_ep}.mp4"
+            if src.is_file():
+                dst = self.folder / f"episode-{episode:04d}-seed-{seed}.mp4"
+                src.replace(dst)
+                out.append(str(dst))
+        for slot in range(len(self.flags)):
+            shutil.rmtree(self.folder / f".slot{slot}", ignore_errors=True)
+        return out
+
+
+def make_env_fns(env_id: str, env_kwargs: dict, num_envs: int, max_episode_steps: int | None,
+                 video: VideoSlots | None) -> list[Callable]:
+    import gymnasium as gym
+
+    kwargs = dict(env_kwargs)
+    if max_episode_steps:
+        kwargs["max_episode_steps"] = int(max_episode_steps)
+    if video is not None:
+        kwargs["render_mode"] = "rgb_array"
+
+    def make(slot: int):
+        env = gym.make(env_id, **kwargs)
+        return video.wrap(env, slot) if video is not None else env
+
+    return [lambda k=k: make(k) for k in range(num_envs)]
+
+
+def check_video(env_id: str, env_kwargs: dict) -> None:
+    """Fail early and clearly when episodes cannot be recorded: moviepy missing, or rendering broken."""
+    try:
+        import moviepy  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "--video needs moviepy (gymnasium's RecordVideo writes MP4 files with it)",
+            hint='install it with: pip install "gymnasium[other]"  (or: pip install moviepy)',
+        ) from exc
+    import gymnasium as gym
+
+    try:
+        env = gym.make(env_id, render_mode="rgb_array", **env_kwargs)
+        try:
+            env.reset(seed=0)
+            frame = env.render()
+        finally:
+            env.close()
+    except Exception as exc:  # noqa: BLE001 - any rendering failure: say how to fix it
+        raise InvalidInputError(f"rendering {env_id} failed ({type(exc).__name__}: {exc})",
+                                hint=_render_hint(env_id)) from exc
+    if not isinstance(frame, np.ndarray):
+        raise InvalidInputError(f"rendering {env_id} gave no RGB frame", hint=_render_hint(env_id))
+
+
+# -- the rollout loop ---------------------------------------------------------------------------------------
