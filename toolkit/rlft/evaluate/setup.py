@@ -184,7 +184,8 @@ def _default_target_return(config: EvalConfig, dataset: str | None) -> float | N
 
 def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_source: str | None,
                notes: list[str]) -> Setup:
-    from rlft.evaluate.constrained import answer_grammar, build_token_table
+    from rlft.evaluate.constrained import build_token_table
+    from rlft.evaluate.grammar import answer_grammar
     from rlft.evaluate.llm_policy import LLMPolicy, load_few_shot
     from rlft.evaluate.policies import default_action, parse_action_value
 
