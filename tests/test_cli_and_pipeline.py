@@ -83,3 +83,14 @@ def test_pipeline_enabled_skip_and_force(tmp_path):
     assert [r[:2] for r in runs] == [["data", "collect"]]
     _, runs = load_pipeline(path, tmp_path / "o", False, ["retrain=true", "collect=false"])
     assert [r[:2] for r in runs] == [["expert", "train"]]
+
+
+def test_bad_yaml_files_are_one_line_errors(cli, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps: [unclosed\n")
+    result = cli("pipeline", "run", bad, "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "is not valid YAML" in result.output
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n- b\n")
+    result = cli("pipeline", "run", listed, "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "must hold a pipeline mapping" in result.output

@@ -24,6 +24,7 @@ import typer
 
 from rlft.cli.common import command
 from rlft.core.errors import InvalidInputError
+from rlft.core.io import read_yaml_mapping
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -73,7 +74,7 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str]) 
 
     if not path.is_file():
         raise InvalidInputError(f"no pipeline file {path}", hint="see the files under pipelines/")
-    spec = yaml.safe_load(path.read_text()) or {}
+    spec = read_yaml_mapping(path, "a pipeline mapping (name, vars, steps)")
     if not isinstance(spec.get("steps"), list) or not spec["steps"]:
         raise InvalidInputError(f"pipeline {path} has no steps")
     variables = dict(spec.get("vars") or {})

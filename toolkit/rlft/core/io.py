@@ -69,3 +69,19 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def read_yaml_mapping(path: str | os.PathLike, expected: str = "a mapping") -> dict:
+    """A YAML file that must hold a mapping, with one clear error for invalid YAML or another shape."""
+    import yaml
+
+    from rlft.core.errors import InvalidInputError
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise InvalidInputError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{path} must hold {expected}")
+    return data

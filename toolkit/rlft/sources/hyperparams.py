@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.io import read_yaml_mapping
 
 # pipelines/ sits at the repository root, three levels above this package folder (toolkit/rlft/sources).
 HYPERPARAMS_DIR = Path(__file__).resolve().parents[3] / "pipelines" / "hyperparams"
@@ -48,7 +49,6 @@ def load_hyperparams(algo: str, env_id: str, path: str | Path | None = None) -> 
     A given file must hold the env id; with the shipped file a missing env falls back to SB3 defaults,
     which is recorded as the source so the expert's metadata says it was not tuned.
     """
-    import yaml
 
     explicit = path is not None
     file = Path(path) if explicit else default_file(algo)
@@ -56,12 +56,7 @@ def load_hyperparams(algo: str, env_id: str, path: str | Path | None = None) -> 
         if explicit:
             raise InvalidInputError(f"--hyperparams {file} does not exist")
         return Hyperparams(source="stable-baselines3 defaults (no tuned file)")
-    try:
-        table = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise InvalidInputError(f"{file} is not valid YAML: {exc}") from exc
-    if not isinstance(table, dict):
-        raise InvalidInputError(f"{file} must map env ids to hyperparameters")
+    table = read_yaml_mapping(file, "a mapping of env ids to hyperparameters")
     if env_id not in table:
         if explicit:
             raise InvalidInputError(f"{file} has no entry for {env_id!r}", hint=f"it has: {', '.join(map(str, table))}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.io import read_yaml_mapping
 
 PIPELINE_KEYS = ("name", "vars", "steps", "description")
 
@@ -129,17 +130,11 @@ def coerce(name: str, value: Any, tp) -> Any:
 
 def read_yaml_config(path: Path, section: str) -> dict[str, Any]:
     """The stage fields of a config file (flat mapping, or the ``section`` key of a pipeline file)."""
-    import yaml
 
     path = Path(path)
     if not path.is_file():
         raise InvalidInputError(f"no config file {path}", hint="see pipelines/sft.yaml and pipelines/grpo.yaml")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise InvalidInputError(f"{path} is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise InvalidInputError(f"{path} must hold a mapping of config fields")
+    data = read_yaml_mapping(path, "a mapping of config fields")
     if section in data and isinstance(data[section], dict):
         return dict(data[section])
     if "steps" in data:
