@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from rlft.codecs.base import CODEC_FILENAME
 from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.core.net import check_reachable, hub_offline
 from rlft.hub.layout import CARD_FILENAME, DATA_DIR
 
 HUB_HOST = "huggingface.co"
@@ -33,15 +33,10 @@ def check_dataset_folder(folder: Path) -> None:
 
 def check_online(host: str = HUB_HOST, port: int = 443, timeout: float = 3.0) -> None:
     """Fail in seconds, with a clear message, when the Hub cannot be reached or offline mode is set."""
-    import socket
-
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+    if hub_offline():
         raise OfflineError("HF_HUB_OFFLINE is set", hint="unset it to push to the Hub")
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as exc:
-        raise OfflineError(f"cannot reach {host} ({exc.__class__.__name__}: {exc})",
-                           hint="check the network; the dataset folder is unchanged") from exc
+    check_reachable(host, port, timeout, "the Hugging Face Hub",
+                    hint="check the network; the dataset folder is unchanged")
 
 
 def resolve_token(token: str | None) -> str:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -17,6 +15,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from rlft.core.errors import InvalidInputError, OfflineError, require
+from rlft.core.net import check_reachable, hub_offline
 
 CONNECT_TIMEOUT_S = 3.0
 
@@ -51,33 +50,13 @@ def remote_endpoint() -> tuple[str, int]:
 
 
 def check_online(timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """Raise :class:`OfflineError` unless a TCP connection to the remote opens within ``timeout`` seconds.
-
-    Name resolution is not covered by socket timeouts, so the probe runs in a daemon thread that is given up
-    on after ``timeout``.
-    """
+    """Raise :class:`OfflineError` unless a TCP connection to the remote opens within ``timeout`` seconds."""
     hf_remote = os.environ.get("MINARI_REMOTE", "hf://farama-minari").startswith("hf://")
-    if hf_remote and os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+    if hf_remote and hub_offline():
         raise OfflineError("cannot download a Minari dataset: HF_HUB_OFFLINE is set", hint="unset it or use local ids")
     host, port = remote_endpoint()
-    outcome: list[BaseException | None] = []
-
-    def probe() -> None:
-        try:
-            socket.create_connection((host, port), timeout=timeout).close()
-            outcome.append(None)
-        except OSError as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=probe, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if not outcome or outcome[0] is not None:
-        reason = "timed out" if not outcome else str(outcome[0])
-        raise OfflineError(
-            f"cannot reach the Minari remote {host}:{port} ({reason})",
-            hint="check the network, or load a local dataset (rlft data collect makes one)",
-        )
+    check_reachable(host, port, timeout, "the Minari remote",
+                    hint="check the network, or load a local dataset (rlft data collect makes one)")
 
 
 def _data_folder(path: Path) -> Path | None:

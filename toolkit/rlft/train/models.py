@@ -25,6 +25,7 @@ from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OfflineError
 from rlft.core.io import atomic_output_dir
+from rlft.core.net import hub_offline
 
 PAD, BOS, UNK = "<|pad|>", "<|bos|>", "<|unk|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -232,10 +233,6 @@ def _unk_rate(tokenizer, texts: list[str]) -> float:
 # resolving datasets and models: local folders first, then the Hub (cached, or fail fast)
 # --------------------------------------------------------------------------------------------------------
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-
-
-def hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
 
 
 def _looks_like_hub_id(name: str) -> bool:
