@@ -63,3 +63,10 @@ def read_extra_markdown(path: str | Path | None) -> str:
     if not path:
         return ""
     return Path(path).read_text(encoding="utf-8")
+
+
+def message_text(value) -> str:
+    """A prompt or completion as card text: a string as is, chat messages as ``[role]`` blocks."""
+    if isinstance(value, list):
+        return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in value)
+    return str(value)

@@ -13,7 +13,7 @@ from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text, check_output_dir
 from rlft.envs.frozenlake import ENV_ID, LakeMap, load_map
-from rlft.hub.card import CardSpec, read_extra_markdown
+from rlft.hub.card import CardSpec, message_text, read_extra_markdown
 from rlft.hub.folder import write_dataset_folder
 from rlft.records.frozenlake_q import GLOSSARY, build_q_records, to_gemma_csv
 from rlft.sources.frozenlake_q import (
@@ -117,9 +117,7 @@ def _write(config, lake, solution, codec, frame, measured, exact_success, max_st
     import pyarrow as pa
 
     example = frame.iloc[0]
-    prompt_text = example["prompt"]
-    if isinstance(prompt_text, list):
-        prompt_text = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in prompt_text)
+    prompt_text = message_text(example["prompt"])
     completion_text = example["completion"]
     if isinstance(completion_text, list):
         completion_text = completion_text[-1]["content"]

@@ -19,7 +19,7 @@ from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.console import console, kv_table, progress, records_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
-from rlft.hub.card import CardSpec, read_extra_markdown
+from rlft.hub.card import CardSpec, message_text, read_extra_markdown
 from rlft.hub.folder import write_dataset_folder
 from rlft.hub.layout import SPLITS
 from rlft.records.offline import GLOSSARY, EpisodeChunk, build_records
@@ -345,7 +345,7 @@ def _card(config: SerializeConfig, summary: dict, codec: Codec, splits, scan: _S
     first = next(iter(_iter_source(dataset, splits["train"][:1]))) if not scan.keep else \
         scan.episodes[int(splits["train"][0])]
     row = build_records(_chunk([first]), codec).slice(0, 1).to_pylist()[0]
-    example_prompt, example_completion = _as_text(row["prompt"]), _as_text(row["completion"])
+    example_prompt, example_completion = message_text(row["prompt"]), message_text(row["completion"])
     env = (codec.env_id or "unknown").split("-")[0].lower()
     return CardSpec(
         pretty_name=f"{codec.env_id} {config.source} ({config.format})",
@@ -366,12 +366,6 @@ def _card(config: SerializeConfig, summary: dict, codec: Codec, splits, scan: _S
         },
         extra_markdown=read_extra_markdown(config.card_extra),
     )
-
-
-def _as_text(value) -> str:
-    if isinstance(value, list):
-        return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in value)
-    return str(value)
 
 
 def _print_summary(summary: dict) -> None:
