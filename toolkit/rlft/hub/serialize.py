@@ -141,6 +141,7 @@ class _Scan:
         self.lengths: dict[int, int] = {}
         self.dropped: list[str] = []
         self._obs, self._act, self._rows = [], [], 0
+        self.steps = 0  # steps of the usable episodes so far
         self._lo = self._hi = None
 
     def add(self, ep: Episode) -> None:
@@ -154,9 +155,10 @@ class _Scan:
             return
         self.returns[ep.id] = float(np.sum(ep.rewards))
         self.lengths[ep.id] = len(ep.rewards)
+        self.steps += len(ep.rewards)
         if self.keep:
             self.episodes[ep.id] = ep
-            if sum(self.lengths.values()) > self.in_memory_steps:  # too big to hold: pass 2 reads again
+            if self.steps > self.in_memory_steps:  # too big to hold: pass 2 reads again
                 self.keep = False
                 self.episodes.clear()
         obs, act = ep.observations[: len(ep.rewards)], ep.actions
@@ -246,7 +248,7 @@ def serialize(config: SerializeConfig) -> dict:
 
     summary = _summary(config, dataset, scan, splits, codec)
     with write_dataset_folder(config.out, config.overwrite) as folder, progress() as bar:
-        task = bar.add_task("serializing steps", total=sum(scan.lengths.values()))
+        task = bar.add_task("serializing steps", total=scan.steps)
         for name, split_ids in splits.items():
             folder.write_split(name, chunks_of(split_ids))
         folder.save_codec(codec)
@@ -294,7 +296,7 @@ def _summary(config, dataset, scan: _Scan, splits, codec: Codec) -> dict:
         "return_to_go": config.return_to_go,
         "seed": config.seed,
         "episodes": int(len(returns)),
-        "steps": int(sum(scan.lengths.values())),
+        "steps": scan.steps,
         "return_mean": float(returns.mean()),
         "return_std": float(returns.std()),
         "return_min": float(returns.min()),
