@@ -1,0 +1,37 @@
+"""The network boundary: Hugging Face offline mode and a connectivity probe that fails within seconds."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+from rlft.core.errors import OfflineError
+
+
+def hub_offline() -> bool:
+    """``HF_HUB_OFFLINE`` is set to a true value."""
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
+
+
+def check_reachable(host: str, port: int, timeout: float, what: str, hint: str) -> None:
+    """Raise :class:`OfflineError` unless a TCP connection to ``host:port`` opens within ``timeout`` seconds.
+
+    Name resolution is not covered by socket timeouts, so the probe runs in a daemon thread that is given up
+    on after ``timeout``.
+    """
+    outcome: list[BaseException | None] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome or outcome[0] is not None:
+        reason = "timed out" if not outcome else f"{outcome[0].__class__.__name__}: {outcome[0]}"
+        raise OfflineError(f"cannot reach {what} {host}:{port} ({reason})", hint=hint)
