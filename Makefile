@@ -2,27 +2,42 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The CPU build of torch that lies on this disk; a bare `torch` requirement would pull a multi-GB CUDA build.
-TORCH_SPEC ?= torch==2.13.0
+# `make setup` installs the exact versions of requirements/lock.txt (torch 2.13.0 CPU included); pyproject.toml
+# keeps the ranges for library users. `make lock` re-resolves the lock from those ranges.
+LOCK := requirements/lock.txt
+PIP_VERSION := 26.3
+PIP_TOOLS_VERSION := 7.6.2
+LOCK_ARGS ?=  # `make lock LOCK_ARGS=--upgrade` moves every pin to the newest release the ranges allow
 ENV ?= frozenlake-q
 SET ?=
 PYTEST_ARGS ?=
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: setup test test-fast lint demo dataset bench clean
+.PHONY: setup lock test test-fast lint demo dataset experiment results bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+$(VENV)/.installed: pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "pip==$(PIP_VERSION)"
+	# torch first, alone: the CPU wheel on this disk; then every locked version; then rlft itself, no resolving
+	$(BIN)/python -m pip install --quiet "$$(grep -E '^torch==' $(LOCK))"
+	$(BIN)/python -m pip install --quiet -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 
-## setup: create .venv (torch CPU first) and install rlft with its test extras
+## setup: create .venv and install the locked versions (requirements/lock.txt), then rlft (editable)
 setup: $(VENV)/.installed
+
+## lock: re-resolve requirements/lock.txt from pyproject.toml's ranges (pip-tools, in a throwaway venv)
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet "pip==$(PIP_VERSION)" "pip-tools==$(PIP_TOOLS_VERSION)"
+	CUSTOM_COMPILE_COMMAND="make lock" .lock-venv/bin/pip-compile --quiet --extra test --strip-extras \
+		--allow-unsafe --no-emit-index-url --no-emit-find-links --constraint requirements/constraints.in \
+		--output-file $(LOCK) $(LOCK_ARGS) pyproject.toml
+	rm -rf .lock-venv
 
 ## test: set up, lint, then run the whole test suite (slow end-to-end tests included)
 test: setup lint
