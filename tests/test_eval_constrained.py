@@ -8,8 +8,8 @@ import pytest
 
 from rlft.codecs import FrozenLakeGridCodec, make_codec
 from rlft.envs.frozenlake import load_map
-from rlft.evaluate.constrained import GrammarLogitsProcessor, build_token_table, token_texts
-from rlft.evaluate.grammar import AnswerGrammar, Choice, Literal, Number, answer_grammar
+from rlft.policy.constrained import GrammarLogitsProcessor, build_token_table, token_texts
+from rlft.policy.grammar import AnswerGrammar, Choice, Literal, Number, answer_grammar
 
 RNG = np.random.default_rng(0)
 OBS = RNG.uniform(-3, 3, (300, 3))

@@ -86,7 +86,7 @@ def test_raw_continuous_codec_constrained_with_history_and_return_to_go(pendulum
 
 
 def test_constrained_outputs_parse_for_every_slot(pendulum):
-    from rlft.evaluate.grammar import answer_grammar
+    from rlft.policy.grammar import answer_grammar
 
     data, model = pendulum
     setup = build_setup(EvalConfig(policy=f"llm:{model}", codec=str(data), constrained=True, target_return=0.0))

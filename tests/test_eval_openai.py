@@ -7,8 +7,8 @@ import pytest
 from eval_factories import FakeOpenAIServer, free_port, frozenlake_dataset, minari_dataset_folder
 from rlft.core.errors import InvalidInputError, OfflineError
 from rlft.evaluate.config import EvalConfig
-from rlft.evaluate.generation import OpenAIBackend, api_base
 from rlft.evaluate.runner import run_evaluation
+from rlft.policy.generation import OpenAIBackend, api_base
 
 
 def _run(**kwargs):

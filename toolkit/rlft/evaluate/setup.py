@@ -184,10 +184,10 @@ def _default_target_return(config: EvalConfig, dataset: str | None) -> float | N
 
 def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_source: str | None,
                notes: list[str]) -> Setup:
-    from rlft.evaluate.constrained import build_token_table
-    from rlft.evaluate.grammar import answer_grammar
     from rlft.evaluate.llm_policy import LLMPolicy, load_few_shot
     from rlft.evaluate.policies import default_action, parse_action_value
+    from rlft.policy.constrained import build_token_table
+    from rlft.policy.grammar import answer_grammar
 
     model = tokenizer = None
     run_dataset = None  # the dataset a RUN folder was trained on (its Q-values grade the actions)
@@ -251,13 +251,13 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
         except InvalidInputError:
             max_new = 64
     if config.backend == "transformers":
-        from rlft.evaluate.generation import TransformersBackend
+        from rlft.policy.generation import TransformersBackend
 
         backend = TransformersBackend(model, tokenizer, max_new, config.temperature, config.top_p, table)
     else:
         import os
 
-        from rlft.evaluate.generation import OpenAIBackend
+        from rlft.policy.generation import OpenAIBackend
 
         if not config.api_url:
             raise InvalidInputError("--backend openai needs --api-url URL (e.g. http://127.0.0.1:8000/v1)")

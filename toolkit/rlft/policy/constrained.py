@@ -1,6 +1,6 @@
 """Constrained decoding: the model can only write text that is a valid answer of the codec.
 
-The codec's answer grammar (``rlft.evaluate.grammar``: literal answer prefix, one value per action
+The codec's answer grammar (``rlft.policy.grammar``: literal answer prefix, one value per action
 dimension with separators, literal suffix) is a deterministic character automaton; its states
 reachable from the start are enumerated once, and for each state the tokens that keep the text a valid
 prefix are found by walking a trie of the vocabulary's token texts alongside the automaton. The resulting
@@ -20,7 +20,7 @@ import numpy as np
 
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
-from rlft.evaluate.grammar import AnswerGrammar, answer_grammar
+from rlft.policy.grammar import AnswerGrammar, answer_grammar
 
 # -- token table --------------------------------------------------------------------------------------------
 

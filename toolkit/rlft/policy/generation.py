@@ -67,7 +67,7 @@ class TransformersBackend(GenerationBackend):
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
-        from rlft.evaluate.constrained import eos_ids
+        from rlft.policy.constrained import eos_ids
 
         self.eos = eos_ids(tokenizer, model)
         self.device = next(model.parameters()).device
@@ -117,7 +117,7 @@ class TransformersBackend(GenerationBackend):
         if self.token_table is not None:
             from transformers import LogitsProcessorList
 
-            from rlft.evaluate.constrained import GrammarLogitsProcessor
+            from rlft.policy.constrained import GrammarLogitsProcessor
 
             kwargs["logits_processor"] = LogitsProcessorList(
                 [GrammarLogitsProcessor(self.token_table, len(prompts), prompt_len)]
