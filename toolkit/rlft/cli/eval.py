@@ -78,11 +78,16 @@ def evaluate(
 
 @command(app, "compare")
 def compare(reports: list[Path] = typer.Argument(..., help="REPORT.json files.")) -> None:
-    """Print evaluation reports side by side."""
+    """Print evaluation reports side by side; for FrozenLake LLM reports, say whether the LLM matched the
+    optimal policy (agreement 1.0 and success within noise of the exact optimal rate)."""
     from rlft.core.console import console
-    from rlft.evaluate.report import compare_table
+    from rlft.evaluate.report import compare_table, load_report
+    from rlft.evaluate.verdict import verdicts
 
-    table, notes = compare_table(reports)
+    loaded = [load_report(p) for p in reports]
+    table, notes = compare_table(reports, loaded)
     console.print(table)
     for note in notes:
         console.print(f"[yellow]note:[/] {note}")
+    for verdict in verdicts([(p.stem, r) for p, r in zip(reports, loaded, strict=True)]):
+        console.print(verdict.line())

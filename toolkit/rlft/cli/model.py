@@ -23,6 +23,7 @@ def init(
     max_positions: int | None = typer.Option(None, help="Context length (default: fitted to the data)."),
     max_rows: int = typer.Option(20_000, help="Dataset rows read to train the tokenizer."),
     seed: int = typer.Option(0, help="Seed of the weight initialisation."),
+    init_std: float | None = typer.Option(None, help="Std of the initial weights (default hidden ** -0.5)."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
     """A small causal LM (Llama architecture) with a word-level tokenizer trained on the dataset's text.
@@ -36,7 +37,8 @@ def init(
     limit_threads()
     init_model(ModelInitConfig(dataset=dataset, out=out, layers=layers, hidden=hidden, heads=heads,
                                kv_heads=kv_heads, intermediate=intermediate, max_positions=max_positions,
-                               max_rows=max_rows, seed=seed, overwrite=overwrite))
+                               max_rows=max_rows, seed=seed, init_std=init_std,
+                               overwrite=overwrite))
 
 
 @command(app, "fetch")

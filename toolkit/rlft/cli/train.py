@@ -37,6 +37,14 @@ _GRADIENT_CHECKPOINTING = typer.Option(
     None, "--gradient-checkpointing/--no-gradient-checkpointing", help="[auto: on above 50M parameters]"
 )
 _RESUME = typer.Option(None, "--resume/--no-resume", help="Continue the run in --out from its last checkpoint.")
+_CHECK_STEPS = typer.Option(None, help="Every N steps decode every decision state greedily (as rlft eval) and log "
+                                       "decision_accuracy [0: off].")
+_STOP_AT_ACCURACY = typer.Option(None, help="Stop once decision_accuracy reaches this (1.0: all optimal, ties "
+                                            "count); --max-steps stays the cap.")
+_CHECK_STATES = typer.Option(None, help="Decision states checked (a seeded sample beyond) [256].")
+_CHECK_CONSTRAINED = typer.Option(None, "--check-constrained/--no-check-constrained",
+                                  help="Check with constrained decoding [on].")
+_CHECK_TOLERANCE = typer.Option(None, help="Continuous actions: right within this fraction of the range [0.05].")
 
 
 @command(app, "sft")
@@ -64,6 +72,11 @@ def sft(
     max_eval_samples: int | None = typer.Option(None, help="Evaluate on at most N rows [512]."),
     eval_steps: int | None = typer.Option(None, help="Evaluate every N steps [50]."),
     early_stopping_patience: int | None = typer.Option(None, help="Stop after N evaluations without improvement."),
+    check_steps: int | None = _CHECK_STEPS,
+    stop_at_accuracy: float | None = _STOP_AT_ACCURACY,
+    check_states: int | None = _CHECK_STATES,
+    check_constrained: bool | None = _CHECK_CONSTRAINED,
+    check_tolerance: float | None = _CHECK_TOLERANCE,
     logging_steps: int | None = _LOGGING_STEPS,
     save_steps: int | None = _SAVE_STEPS,
     gradient_checkpointing: bool | None = _GRADIENT_CHECKPOINTING,
@@ -84,6 +97,8 @@ def sft(
         gradient_accumulation_steps=gradient_accumulation_steps, max_length=max_length, train_split=train_split,
         max_train_samples=max_train_samples, eval_split=eval_split, val_fraction=val_fraction,
         max_eval_samples=max_eval_samples, eval_steps=eval_steps, early_stopping_patience=early_stopping_patience,
+        check_steps=check_steps, stop_at_accuracy=stop_at_accuracy, check_states=check_states,
+        check_constrained=check_constrained, check_tolerance=check_tolerance,
         logging_steps=logging_steps, save_steps=save_steps, gradient_checkpointing=gradient_checkpointing,
         bf16=bf16, seed=seed, overwrite=overwrite, resume=resume,
     )
@@ -126,6 +141,11 @@ def grpo(
     vllm_mode: str | None = typer.Option(None, help="colocate or server [colocate]."),
     log_completions: bool | None = typer.Option(None, "--log-completions/--no-log-completions",
                                                 help="Print sampled completions."),
+    check_steps: int | None = _CHECK_STEPS,
+    stop_at_accuracy: float | None = _STOP_AT_ACCURACY,
+    check_states: int | None = _CHECK_STATES,
+    check_constrained: bool | None = _CHECK_CONSTRAINED,
+    check_tolerance: float | None = _CHECK_TOLERANCE,
     logging_steps: int | None = _LOGGING_STEPS,
     save_steps: int | None = _SAVE_STEPS,
     gradient_checkpointing: bool | None = _GRADIENT_CHECKPOINTING,
@@ -149,6 +169,8 @@ def grpo(
         max_train_samples=max_train_samples, q_bonus=q_bonus, env_horizon=env_horizon, env_policy=env_policy,
         env_gamma=env_gamma, env_samples=env_samples, env_bounds=env_bounds, use_vllm=use_vllm,
         vllm_mode=vllm_mode, log_completions=log_completions, logging_steps=logging_steps, save_steps=save_steps,
+        check_steps=check_steps, stop_at_accuracy=stop_at_accuracy, check_states=check_states,
+        check_constrained=check_constrained, check_tolerance=check_tolerance,
         gradient_checkpointing=gradient_checkpointing, bf16=bf16, seed=seed, overwrite=overwrite,
         resume=resume,
     )

@@ -99,6 +99,16 @@ class QTable:
         self.greedy = np.zeros(n_states, dtype=np.int64)  # terminal states (absent) never ask for an action
         self.greedy[states] = q.argmax(axis=1)
         self.optimal: dict[int, set[int]] = {int(s): set(map(int, o)) for s, o in zip(states, optimal, strict=True)}
+        info = dataset_info(path)
+        # The optimal policy's exact success probability within the dataset's step limit (rlft data export-q).
+        self.exact_success: float | None = info.get("exact_success")
+        self.horizon: int | None = info.get("max_episode_steps")
+
+    def exact_success_within(self, max_episode_steps: int | None) -> float | None:
+        """The exact optimal success rate when an evaluation's step limit is the one it was computed for."""
+        if self.exact_success is None or (max_episode_steps is not None and max_episode_steps != self.horizon):
+            return None
+        return float(self.exact_success)
 
     def agrees(self, state: int, action: int) -> bool | None:
         """Is ``action`` optimal in ``state``? None for a state the dataset has no row for."""

@@ -27,6 +27,7 @@ SUMMARY_ROWS = [
     ("return_max", "return max"),
     ("length_mean", "episode length mean"),
     ("success_rate", "success rate"),
+    ("optimal_success_exact", "optimal success (exact)"),
     ("normalized_score", "normalized score (x100)"),
     ("invalid_action_rate", "invalid-action rate"),
     ("expert_agreement", "agreement with expert"),
@@ -101,6 +102,8 @@ def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
         "length_min": int(lengths.min()),
         "length_max": int(lengths.max()),
         "success_rate": float(np.mean(returns > 0)) if frozenlake else None,
+        "optimal_success_exact": (setup.qtable.exact_success_within(config.max_episode_steps)
+                                  if frozenlake and setup.qtable is not None else None),
         "normalized_score": None if ref is None else 100.0 * ref.normalize(float(returns.mean())),
         "reference_scores": None if ref is None else {"random": ref.random, "expert": ref.expert,
                                                         "source": ref.source},
@@ -252,13 +255,13 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
-def compare_table(paths: list[str | os.PathLike]):
+def compare_table(paths: list[str | os.PathLike], reports: list[dict[str, Any]] | None = None):
     """A rich table: one column per report, one row per metric."""
     from rich.table import Table
 
     if len(paths) < 1:
         raise InvalidInputError("rlft eval compare needs at least one report")
-    reports = [load_report(p) for p in paths]
+    reports = reports if reports is not None else [load_report(p) for p in paths]
     table = Table(title="Evaluation reports", title_justify="left")
     table.add_column("metric", style="bold")
     for path in paths:

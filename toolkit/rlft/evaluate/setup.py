@@ -187,7 +187,7 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
     from rlft.evaluate.llm_policy import LLMPolicy, load_few_shot
     from rlft.evaluate.policies import default_action, parse_action_value
     from rlft.policy.constrained import build_token_table
-    from rlft.policy.grammar import answer_grammar
+    from rlft.policy.generation import default_max_new_tokens
 
     model = tokenizer = None
     run_dataset = None  # the dataset a RUN folder was trained on (its Q-values grade the actions)
@@ -243,13 +243,8 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
         if table is not None and max_new < table.max_new_tokens:
             notes.append(f"--max-new-tokens {max_new} is below the longest constrained answer "
                          f"({table.max_new_tokens} tokens): some answers may be cut")
-    elif table is not None:
-        max_new = table.max_new_tokens
     else:
-        try:
-            max_new = answer_grammar(codec).max_chars() + 8
-        except InvalidInputError:
-            max_new = 64
+        max_new = default_max_new_tokens(codec, table)
     if config.backend == "transformers":
         from rlft.policy.generation import TransformersBackend
 

@@ -25,6 +25,19 @@ from rlft.core.errors import InvalidInputError, OfflineError
 Prompt = str | list[dict[str, str]]
 
 
+def default_max_new_tokens(codec, table=None) -> int:
+    """New tokens enough for the codec's longest valid answer: the constrained token table's longest path, else
+    the answer grammar's longest text in characters plus slack (a token holds at least one), else 64."""
+    if table is not None:
+        return int(table.max_new_tokens)
+    from rlft.policy.grammar import answer_grammar
+
+    try:
+        return answer_grammar(codec).max_chars() + 8
+    except InvalidInputError:
+        return 64
+
+
 class GenerationBackend(ABC):
     """Turns a batch of prompts into a batch of completion texts."""
 

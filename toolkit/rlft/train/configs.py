@@ -58,6 +58,24 @@ class StageConfig:
     logging_steps: int = field(default=10, metadata={"help": "Log every N steps (TensorBoard under RUN/logs)."})
     save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N steps (RUN/checkpoints)."})
     save_total_limit: int = field(default=2, metadata={"help": "Checkpoints kept."})
+    check_steps: int = field(
+        default=0,
+        metadata={"help": "Every N steps (and before the first) decode every decision state of the train split "
+                          "greedily, as rlft eval does, and log decision_accuracy (0: off)."},
+    )
+    stop_at_accuracy: float | None = field(
+        default=None,
+        metadata={"help": "Stop once decision_accuracy reaches this (1.0: every decision state right, tied optimal "
+                          "actions counted); max_steps stays the cap. Checks every check_steps (10 if 0)."},
+    )
+    check_states: int = field(default=256, metadata={"help": "Decision states checked (a seeded sample beyond)."})
+    check_constrained: bool = field(
+        default=True, metadata={"help": "Check with constrained decoding (rlft eval --constrained)."}
+    )
+    check_tolerance: float = field(
+        default=0.05, metadata={"help": "Continuous actions: right when every dimension is within this fraction "
+                                        "of the action range of the recorded action."},
+    )
     seed: int = field(default=0, metadata={"help": "Seed of the model init, data order and sampling."})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing RUN folder."})
     resume: bool = field(default=False, metadata={"help": "Resume the run in RUN from its last checkpoint."})

@@ -17,6 +17,7 @@ from rlft.train.grpo_config import GRPOStageConfig
 from rlft.train.rewards import build_rewards, parse_reward_names
 from rlft.train.stage import (
     checkpointing_field,
+    criterion_callback,
     finish_run,
     first_logged,
     last_logged,
@@ -24,8 +25,8 @@ from rlft.train.stage import (
     load_model_for_training,
     lora_config,
     parameter_metrics,
+    stage_callbacks,
     start_run,
-    tensorboard_callback,
     training_args,
 )
 
@@ -89,6 +90,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
             hint="each prompt's completions are scored as one group",
         )
 
+    criterion = criterion_callback(config, inputs)
     seed_everything(config.seed)
     model, tokenizer = load_model_for_training(inputs)
     run_dir, checkpoint, info = start_run(
@@ -132,7 +134,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         train_dataset=inputs.train,
         processing_class=tokenizer,
         peft_config=lora_config(config) if config.lora else None,
-        callbacks=[tensorboard_callback(run_dir), *(callbacks or [])],
+        callbacks=stage_callbacks(criterion, run_dir, callbacks),
     )
     console.print(f"[bold]GRPO[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}; rewards "
                   + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
@@ -157,4 +159,4 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         if last is not None:
             metrics[f"{key}_first"] = first
             metrics[f"{key}_last"] = last
-    return finish_run(trainer, run_dir, info, metrics, f"GRPO run -> {run_dir}")
+    return finish_run(trainer, run_dir, info, metrics, f"GRPO run -> {run_dir}", criterion)

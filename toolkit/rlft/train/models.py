@@ -58,6 +58,7 @@ class ModelInitConfig:
     kv_heads: int | None = None
     intermediate: int | None = None  # default 4 * hidden
     max_positions: int | None = None  # default: fitted to the longest example (x2, at least 256)
+    init_std: float | None = None  # default hidden ** -0.5 (see build_tiny_model)
     max_rows: int = 20_000  # rows read to train the tokenizer
     seed: int = 0
     overwrite: bool = False
@@ -146,9 +147,23 @@ def _longest(tokenizer, texts: list[str]) -> int:
     return max(len(ids) for ids in tokenizer(texts, add_special_tokens=True)["input_ids"])
 
 
+def default_init_std(hidden: int) -> float:
+    """``hidden ** -0.5``: attention logits and the tied output logits start with unit variance.
+
+    transformers' default (``initializer_range`` 0.02) is sized for models hundreds of units wide. At hidden 64
+    it gives attention logits with a standard deviation of about 0.03: attention is uniform over the prompt, the
+    gradients of the query and key weights are each proportional to the other (a saddle at zero), and a tiny
+    model sits at the marginal action distribution until noise pushes it off. Measured on the FrozenLake demo
+    (steps until every state is optimal, seeds 0-4): 230-450 with 0.02, 50-70 with 0.125.
+    """
+    return float(hidden) ** -0.5
+
+
 def build_tiny_model(tokenizer, layers: int, hidden: int, heads: int, kv_heads: int | None = None,
-                     intermediate: int | None = None, max_positions: int = 512, seed: int = 0):
-    """A randomly initialised ``LlamaForCausalLM`` for ``tokenizer`` (tied embeddings, seeded)."""
+                     intermediate: int | None = None, max_positions: int = 512, seed: int = 0,
+                     init_std: float | None = None):
+    """A randomly initialised ``LlamaForCausalLM`` for ``tokenizer`` (tied embeddings, seeded, weights drawn
+    with standard deviation ``init_std``, default :func:`default_init_std`)."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
@@ -161,6 +176,9 @@ def build_tiny_model(tokenizer, layers: int, hidden: int, heads: int, kv_heads: 
         raise InvalidInputError(f"--heads {heads} must be a multiple of kv heads {kv_heads}")
     if (hidden // heads) % 2:
         raise InvalidInputError(f"head size hidden/heads = {hidden // heads} must be even (rotary embeddings)")
+    init_std = default_init_std(hidden) if init_std is None else float(init_std)
+    if not 0.0 < init_std < 10.0:
+        raise InvalidInputError(f"--init-std must be positive (and below 10), got {init_std}")
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
@@ -173,6 +191,7 @@ def build_tiny_model(tokenizer, layers: int, hidden: int, heads: int, kv_heads: 
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=True,
+        initializer_range=init_std,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
@@ -201,7 +220,7 @@ def init_model(config: ModelInitConfig) -> dict[str, Any]:
     longest = _longest(tokenizer, texts[:2000]) + 8  # chat markers and EOS
     max_positions = config.max_positions or max(256, 1 << (2 * longest - 1).bit_length())
     model = build_tiny_model(tokenizer, config.layers, config.hidden, config.heads, config.kv_heads,
-                             config.intermediate, max_positions, config.seed)
+                             config.intermediate, max_positions, config.seed, config.init_std)
     tokenizer.model_max_length = max_positions
     unk_rate = _unk_rate(tokenizer, texts[:2000])
     info = {
@@ -211,6 +230,7 @@ def init_model(config: ModelInitConfig) -> dict[str, Any]:
         "vocab_size": len(tokenizer),
         "parameters": sum(p.numel() for p in model.parameters()),
         "max_positions": max_positions,
+        "init_std": model.config.initializer_range,
         "longest_example_tokens": longest - 8,
         "unknown_token_rate": unk_rate,
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},

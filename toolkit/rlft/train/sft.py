@@ -15,6 +15,7 @@ from rlft.core.seeding import limit_threads, seed_everything
 from rlft.train.sft_config import SFTStageConfig
 from rlft.train.stage import (
     checkpointing_field,
+    criterion_callback,
     finish_run,
     first_logged,
     last_logged,
@@ -23,8 +24,8 @@ from rlft.train.stage import (
     lora_config,
     parameter_metrics,
     pick_eval_split,
+    stage_callbacks,
     start_run,
-    tensorboard_callback,
     training_args,
 )
 
@@ -56,6 +57,7 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
     train = train.select_columns(list(SFT_COLUMNS))
     evaluation = evaluation.select_columns(list(SFT_COLUMNS)) if evaluation is not None else None
 
+    criterion = criterion_callback(config, inputs)
     seed_everything(config.seed)
     model, tokenizer = load_model_for_training(inputs)
     run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
@@ -83,7 +85,7 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
         raise InvalidInputError(f"invalid SFT settings: {exc}") from exc
     if args[checkpointing_field()] and config.lora:
         model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
-    callbacks = [tensorboard_callback(run_dir), *(callbacks or [])]
+    callbacks = stage_callbacks(criterion, run_dir, callbacks)
     if config.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=config.early_stopping_patience))
     trainer = SFTTrainer(
@@ -120,4 +122,4 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
         if config.early_stopping_patience:
             metrics["best_eval_loss"] = trainer.state.best_metric
             metrics["best_checkpoint"] = trainer.state.best_model_checkpoint
-    return finish_run(trainer, run_dir, info, metrics, f"SFT run -> {run_dir}")
+    return finish_run(trainer, run_dir, info, metrics, f"SFT run -> {run_dir}", criterion)

@@ -196,6 +196,30 @@ def training_args(config: StageConfig, run_dir: Path, n_params: int) -> dict[str
     }
 
 
+def criterion_callback(config: StageConfig, inputs: StageInputs):
+    """The decision-state check of ``config`` (:mod:`rlft.train.criterion`), or None when it is off. Built
+    before anything is written, so bad settings fail first."""
+    every = config.check_steps
+    if every < 0:
+        raise InvalidInputError(f"--check-steps must be at least 0, got {every}")
+    if config.stop_at_accuracy is not None and every == 0:
+        every = 10
+    if every == 0:
+        return None
+    if not 0.0 <= config.check_tolerance < 1.0:
+        raise InvalidInputError(f"--check-tolerance must be in [0, 1), got {config.check_tolerance}")
+    from rlft.train.criterion import CriterionCallback, decision_check
+
+    check = decision_check(inputs.train, inputs.codec, config.check_states, config.seed, config.check_tolerance)
+    return CriterionCallback(check, every, config.stop_at_accuracy, config.check_constrained)
+
+
+def stage_callbacks(criterion, run_dir: Path, extra: list | None) -> list:
+    """The criterion first (it adds ``decision_accuracy`` to the logs TensorBoard then writes), TensorBoard,
+    then the caller's callbacks."""
+    return [*([criterion] if criterion is not None else []), tensorboard_callback(run_dir), *(extra or [])]
+
+
 def lora_config(config: StageConfig):
     from peft import LoraConfig
 
@@ -242,8 +266,12 @@ def start_run(config: StageConfig, stage: str, inputs: StageInputs, extra: dict[
     return run_dir, checkpoint, info
 
 
-def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, Any], title: str) -> dict:
-    """Save the adapter (or full model) and tokenizer at RUN, complete ``rlft_run.json``, write the summary."""
+def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, Any], title: str,
+               criterion=None) -> dict:
+    """Save the adapter (or full model) and tokenizer at RUN, complete ``rlft_run.json``, write the summary
+    (with the criterion's record when there was one)."""
+    if criterion is not None:
+        metrics = {**metrics, "criterion": criterion.summary()}
     trainer.save_model(str(run_dir))  # PEFT: adapter_config + adapter_model.safetensors; else the full model
     if not trainer.is_world_process_zero():
         return info
@@ -259,8 +287,23 @@ def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, 
     summary = {"stage": info["stage"], "base_model": info["base_model"], "dataset": info["dataset"],
                "lora": info["lora"], **metrics, "run": str(run_dir)}
     atomic_write_text(run_dir / SUMMARY_FILENAME, json.dumps(summary, indent=2, default=str) + "\n")
-    console.print(kv_table(title, summary))
+    console.print(kv_table(title, {k: v for k, v in summary.items() if k != "criterion"}))
+    if criterion is not None:
+        console.print(criterion_line(metrics["criterion"]))
     return info
+
+
+def criterion_line(record: dict[str, Any]) -> str:
+    """One line on whether training reached its criterion, and when."""
+    final = record["final_accuracy"]
+    acc = "n/a" if final is None else f"{final:.3f}"
+    if record["target"] is None:
+        return f"decision accuracy {acc} on {record['states']} states ({record['decoding']})"
+    if record["reached"]:
+        return (f"[green]criterion reached[/] at step {record['reached_at_step']}: decision accuracy {acc} >= "
+                f"{record['target']:g} on {record['states']} states ({record['decoding']})")
+    return (f"[red]criterion NOT reached[/]: decision accuracy {acc} < {record['target']:g} on "
+            f"{record['states']} states at the step cap; wrong: {record['wrong_states'][:10]}")
 
 
 def parameter_metrics(model) -> dict[str, int]:
