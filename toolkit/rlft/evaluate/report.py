@@ -14,6 +14,8 @@ import numpy as np
 from rlft.core.errors import InvalidInputError
 
 REPORT_VERSION = 1
+# Fields that measure the machine, not the policy: they differ between two otherwise identical runs.
+TIMING_KEYS = ("created", "wall_seconds", "policy_seconds", "env_seconds", "env_steps_per_second")
 # (key, label) rows of the summary and compare tables
 SUMMARY_ROWS = [
     ("env_id", "env"),
@@ -240,6 +242,16 @@ def print_report(report: dict[str, Any]) -> None:
     if report.get("invalid_reasons"):
         reasons = ", ".join(f"{k} ({v})" for k, v in report["invalid_reasons"].items())
         console.print(f"[yellow]unparsable outputs:[/] {reasons}")
+
+
+def without_timings(report: dict[str, Any]) -> dict[str, Any]:
+    """The report less what measures the machine (TIMING_KEYS, the grammar's precompute time): what two runs
+    with the same seed must reproduce exactly."""
+    out = {k: v for k, v in report.items() if k not in TIMING_KEYS}
+    if isinstance(out.get("constrained_precompute"), dict):
+        out["constrained_precompute"] = {k: v for k, v in out["constrained_precompute"].items()
+                                         if k != "precompute_seconds"}
+    return out
 
 
 def load_report(path: str | os.PathLike) -> dict[str, Any]:

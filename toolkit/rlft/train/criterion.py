@@ -140,21 +140,22 @@ class CriterionCallback(_callback_base()):
         self.wrong_states: list[Any] = []
         self._pending: float | None = None
 
-    def _measure(self, state, model, tokenizer, control) -> None:
+    def _measure(self, state, model, tokenizer, control, log: bool = True) -> None:
         if self.decoder is None:
             self.decoder = DecisionDecoder(self.check, tokenizer, model, self.constrained)
         accuracy, ok, _ = self.decoder.accuracy(model)
         self.history.append((int(state.global_step), accuracy))
         self.wrong_states = [label for label, good in zip(self.check.labels, ok, strict=True) if not good]
-        self._pending = accuracy
-        control.should_log = True
+        if log:  # the trainer logs at the current step: a check made at step N is logged at step N
+            self._pending = accuracy
+            control.should_log = True
         if self.target is not None and accuracy >= self.target - 1e-12 and self.reached_at is None:
             self.reached_at = int(state.global_step)
             control.should_training_stop = True
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
-        if state.global_step == 0:
-            self._measure(state, model, processing_class, control)
+        if state.global_step == 0:  # kept in the summary; the trainer's first log is at step 1
+            self._measure(state, model, processing_class, control, log=False)
         return control
 
     def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):

@@ -1,0 +1,188 @@
+"""Training to a criterion: the decision-state check grades like evaluation (ties count, unparsable output is
+wrong), SFT stops once every FrozenLake state is optimal, and a run that misses says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlft.codecs.base import load_codec
+from rlft.core.errors import InvalidInputError
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory, cli_module):
+    out = tmp_path_factory.mktemp("criterion") / "fl4"
+    result = cli_module("data", "export-q", "frozenlake", "--out", out, "--episodes", "10")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def cli_module():
+    from typer.testing import CliRunner
+
+    from rlft.cli.main import app
+
+    return lambda *args: CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def tiny(lake, cli_module):
+    out = lake.parent / "tiny"
+    result = cli_module("model", "init", "--dataset", lake, "--out", out, "--seed", "0")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _lake_rows(lake: Path):
+    from rlft.hub.folder import load_dataset_folder
+
+    return load_dataset_folder(lake)["train"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# grading
+# ---------------------------------------------------------------------------------------------------------
+def test_check_grades_ties_as_right_and_garbage_as_wrong(lake):
+    from rlft.train.criterion import decision_check
+
+    codec = load_codec(lake)
+    rows = _lake_rows(lake)
+    check = decision_check(rows, codec, max_states=256, seed=0)
+    assert len(check) == 11 and check.labels == rows["state"]
+    # the dataset's prompts are exactly what evaluation builds through the codec for the same state
+    assert check.prompts == [codec.build_prompt(s) for s in rows["state"]]
+    tied = check.labels.index(6)
+    assert check.correct[tied] == {0, 2}  # LEFT and RIGHT are both optimal in state 6
+    names = codec.action_names
+    texts = [f"<answer>{names[min(c)]}</answer>" for c in check.correct]
+    ok, invalid = check.grade(texts)
+    assert ok.all() and invalid == 0
+    texts[tied] = "<answer>RIGHT</answer>"  # the other tied action: still optimal
+    texts[0] = "I would go left"  # no answer block: unparsable, so wrong
+    wrong = next(i for i, c in enumerate(check.correct) if i > 0 and 3 not in c)
+    texts[wrong] = "<answer>UP</answer>"
+    ok, invalid = check.grade(texts)
+    assert invalid == 1
+    assert ok.tolist() == [i not in (0, wrong) for i in range(11)]
+
+
+def test_check_samples_states_and_grades_continuous_within_tolerance(tmp_path):
+    import datasets
+    from gymnasium import spaces
+
+    from rlft.codecs.raw import RawCodec
+    from rlft.codecs.template import PromptTemplate
+    from rlft.train.criterion import decision_check
+
+    codec = RawCodec(spaces.Box(-1, 1, (2,)), spaces.Box(-2.0, 2.0, (2,)), PromptTemplate(), precision=2)
+    actions = np.linspace(-1.5, 1.5, 40).reshape(20, 2)
+    rows = datasets.Dataset.from_dict({"prompt": [f"<observation>{i}</observation>" for i in range(20)],
+                                       "action": actions.tolist()})
+    check = decision_check(rows, codec, max_states=5, seed=3, tolerance=0.05)
+    assert len(check) == 5 and len(set(check.labels)) == 5
+    assert check.labels == sorted(check.labels)
+    again = decision_check(rows, codec, max_states=5, seed=3)
+    assert again.labels == check.labels  # seeded
+    target = check.correct[0]
+    # range 4 per dimension: within 0.05 * 4 = 0.2 is right, beyond is wrong
+    near = codec.build_completion(target + np.array([0.19, -0.19]))
+    far = codec.build_completion(target + np.array([0.0, 0.25]))
+    ok, invalid = check.grade([near, far, "nonsense", near, near])
+    assert ok[:3].tolist() == [True, False, False] and invalid == 1
+    with pytest.raises(InvalidInputError, match="needs an 'action' column"):
+        decision_check(rows.remove_columns("action"), codec, 5, 0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# training to the criterion
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_sft_stops_once_every_state_is_optimal_and_evaluation_agrees(lake, tiny, cli_module, tmp_path):
+    run = tmp_path / "sft"
+    result = cli_module("train", "sft", "--config", "pipelines/sft.yaml", "--dataset", lake, "--model", tiny,
+                        "--out", run, "--no-lora", "--eval-split", "train", "--max-steps", "400",
+                        "--check-steps", "10", "--stop-at-accuracy", "1.0", "--seed", "0")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((run / "summary.json").read_text())
+    record = summary["criterion"]
+    assert record["reached"] and record["target"] == 1.0 and record["states"] == 11
+    assert summary["global_step"] == record["reached_at_step"] < 400  # stopped early, at the check that passed
+    assert record["history"][0][0] == 0 and record["history"][-1] == [record["reached_at_step"], 1.0]
+    assert all(acc < 1.0 for _, acc in record["history"][:-1])
+    assert "criterion reached at step" in result.output
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "logs")).Reload()
+    logged = [(e.step, e.value) for e in events.Scalars("train/decision_accuracy")]
+    assert logged == [(step, pytest.approx(acc, abs=1e-6)) for step, acc in record["history"][1:]]
+    report = tmp_path / "llm.json"
+    result = cli_module("eval", "--policy", f"llm:{run}", "--episodes", "30", "--num-envs", "8", "--constrained",
+                        "--out", report)
+    assert result.exit_code == 0, result.output
+    data = json.loads(report.read_text())
+    assert data["expert_agreement"] == 1.0 and data["invalid_action_rate"] == 0.0
+    assert data["optimal_success_exact"] == pytest.approx(0.7401649, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_run_that_misses_the_criterion_says_so(lake, tiny, tmp_path, capsys):
+    from rlft.core.console import console
+    from rlft.train.sft import run_sft
+    from rlft.train.sft_config import SFTStageConfig
+
+    config = SFTStageConfig(dataset=str(lake), model=str(tiny), out=tmp_path / "short", lora=False, max_steps=4,
+                            check_steps=2, stop_at_accuracy=1.0, eval_split="none", learning_rate=1e-3,
+                            save_steps=1000)
+    with console.capture() as captured:
+        info = run_sft(config)
+    record = info["metrics"]["criterion"]
+    assert record["reached"] is False and record["reached_at_step"] is None
+    assert info["metrics"]["global_step"] == 4
+    assert [step for step, _ in record["history"]] == [0, 2, 4]
+    assert record["final_accuracy"] < 1.0 and record["wrong_states"]
+    assert "criterion NOT reached" in captured.get()
+
+
+@pytest.mark.slow
+def test_grpo_logs_decision_accuracy(lake, tiny, tmp_path):
+    from rlft.core.console import console
+    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo_config import GRPOStageConfig
+
+    config = GRPOStageConfig(dataset=str(lake), model=str(tiny), out=tmp_path / "grpo", lora=False, max_steps=2,
+                             per_device_train_batch_size=4, num_generations=2, check_steps=1,
+                             rewards=["format", "q-advantage"], save_steps=1000)
+    with console.capture():
+        info = run_grpo(config)
+    record = info["metrics"]["criterion"]
+    assert record["target"] is None and record["reached"] is False
+    assert [step for step, _ in record["history"]] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--stop-at-accuracy", "1.5"], "--stop-at-accuracy must be in"),
+    (["--check-steps", "-1"], "--check-steps must be at least 0"),
+    (["--check-steps", "5", "--check-states", "0"], "--check-states must be at least 1"),
+])
+def test_bad_criterion_settings_fail_before_anything_is_written(lake, tiny, cli_module, tmp_path, flags, message):
+    run = tmp_path / "run"
+    result = cli_module("train", "sft", "--dataset", lake, "--model", tiny, "--out", run, "--no-lora", *flags)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert not run.exists()
+
+
+def test_tiny_models_start_with_unit_variance_logits(lake, tiny):
+    """hidden ** -0.5: the std that keeps tiny models off the marginal-distribution plateau (models.py)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny)
+    info = json.loads((tiny / "rlft_model.json").read_text())
+    assert info["init_std"] == pytest.approx(64 ** -0.5)
+    q = model.model.layers[0].self_attn.q_proj.weight
+    assert float(q.detach().std()) == pytest.approx(64 ** -0.5, rel=0.05)
