@@ -58,9 +58,18 @@ demo: setup
 dataset: setup
 	$(BIN)/rlft pipeline run pipelines/$(ENV).yaml --out datasets/$(ENV) --overwrite $(SET)
 
-## bench: every benchmark under benchmarks/
+## experiment: run pipelines/experiments/$(NAME).yaml on its seeds (SEEDS=5,6 for others) into results/$(NAME)/
+experiment: setup
+	$(BIN)/rlft pipeline run pipelines/experiments/$(NAME).yaml --out experiments/$(NAME) --overwrite \
+		$(if $(SEEDS),--seeds $(SEEDS)) $(SET)
+
+## results: render the README's results and benchmark tables from results/
+results: setup
+	$(BIN)/rlft results render
+
+## bench: every benchmark under benchmarks/ (each writes results/benchmarks/NAME.json)
 bench: setup
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf datasets .pytest_cache .ruff_cache
+	rm -rf datasets experiments .pytest_cache .ruff_cache

@@ -40,7 +40,8 @@ def test_pipeline_variables_and_overrides(tmp_path):
     spec, runs = load_pipeline(
         __import__("pathlib").Path("pipelines/frozenlake-q.yaml"), tmp_path / "o", True, ["episodes=7"]
     )
-    argv = runs[0]
+    label, argv = runs[0]
+    assert label == ""
     assert argv[:3] == ["data", "export-q", "frozenlake"]
     assert argv[argv.index("--episodes") + 1] == "7"
     assert argv[argv.index("--out") + 1] == str(tmp_path / "o")
@@ -80,9 +81,41 @@ def test_pipeline_enabled_skip_and_force(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(spec))
     _, runs = load_pipeline(path, tmp_path / "o", False, [])
-    assert [r[:2] for r in runs] == [["data", "collect"]]
+    assert [argv[:2] for _, argv in runs] == [["data", "collect"]]
     _, runs = load_pipeline(path, tmp_path / "o", False, ["retrain=true", "collect=false"])
-    assert [r[:2] for r in runs] == [["expert", "train"]]
+    assert [argv[:2] for _, argv in runs] == [["expert", "train"]]
+
+
+def test_experiment_recipes_run_steps_per_seed_then_final_steps(tmp_path):
+    import yaml
+
+    from rlft.cli.pipeline import parse_seeds
+
+    spec = {
+        "vars": {"seed": 0, "reproduce": "make experiment NAME=x SEEDS={seed}"},
+        "seeds": [0, 2],
+        "steps": [{"command": "results record x", "args": {"seed": "{seed}", "report": ["a={out}/a.json"],
+                                                           "reproduce": "{reproduce}"}}],
+        "final": [{"command": "results summarize x", "args": {"reproduce": "seeds {seeds} in {out}"}}],
+    }
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    _, runs = load_pipeline(path, tmp_path / "o", False, [])
+    assert [label for label, _ in runs] == ["seed 0", "seed 2", "final"]
+    first, second, final = (argv for _, argv in runs)
+    assert first[first.index("--seed") + 1] == "0" and second[second.index("--seed") + 1] == "2"
+    assert second[second.index("--report") + 1] == f"a={tmp_path / 'o'}/seed-2/a.json"
+    assert second[second.index("--reproduce") + 1] == "make experiment NAME=x SEEDS=2"
+    assert final[final.index("--reproduce") + 1] == f"seeds 0,2 in {tmp_path / 'o'}"
+    _, runs = load_pipeline(path, tmp_path / "o", False, [], seeds="5")  # --seeds replaces the file's list
+    assert [label for label, _ in runs] == ["seed 5", "final"]
+    assert parse_seeds("0-2,5,1") == [0, 1, 2, 5]
+    for bad in ("x", "-1", "3-a"):
+        with pytest.raises(InvalidInputError, match="--seeds"):
+            parse_seeds(bad)
+    path.write_text(yaml.safe_dump({**spec, "seeds": ["a"]}))
+    with pytest.raises(InvalidInputError, match="must be a list of integers"):
+        load_pipeline(path, tmp_path / "o", False, [])
 
 
 def test_bad_yaml_files_are_one_line_errors(cli, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from rlft import __version__
-from rlft.cli import data, expert, model, pipeline, train
+from rlft.cli import data, expert, model, pipeline, results, train
 from rlft.cli import eval as eval_cli
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app.add_typer(model.app, name="model", help="Create, fetch and merge language mo
 app.add_typer(train.app, name="train", help="Fine-tune language models on rlft datasets (SFT, GRPO).")
 app.add_typer(eval_cli.app, name="eval", help="Run policies in real environments and compare reports.")
 app.add_typer(pipeline.app, name="pipeline", help="Run the YAML pipelines under pipelines/.")
+app.add_typer(results.app, name="results", help="Record experiments, summarize seeds, render README tables.")
 
 
 def _version(value: bool) -> None:

@@ -13,6 +13,10 @@ A pipeline file::
 
 ``{out}`` is the --out folder; ``{overwrite}`` is true/false. Args become CLI options (``key: true`` ->
 ``--key``, ``false`` -> ``--no-key``), so a pipeline step is exactly the command a user would type.
+
+An experiment recipe (``pipelines/experiments/``) adds ``seeds: [0, 1, 2]``: the steps run once per seed with
+``{seed}`` set and ``{out}`` = ``OUT/seed-N``; then the ``final:`` steps run once with ``{out}`` = ``OUT`` and
+``{seeds}`` = ``0,1,2``. ``--seeds 5,6`` replaces the file's list (e.g. to check a result on another seed).
 """
 
 from __future__ import annotations
@@ -68,8 +72,46 @@ def args_to_argv(args: dict[str, Any]) -> list[str]:
     return argv
 
 
-def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str]) -> tuple[dict, list[list[str]]]:
-    """Parse a pipeline file and return (spec, argv of each step to run)."""
+def parse_seeds(text: str) -> list[int]:
+    """``"0,1,2"`` or ``"0-4"`` -> a list of distinct integer seeds."""
+    seeds: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        low, sep, high = part.partition("-")
+        try:
+            values = range(int(low), int(high) + 1) if sep and low else [int(part)]
+        except ValueError as exc:
+            raise InvalidInputError(f"--seeds {text!r}: {part!r} is not a seed or a range A-B") from exc
+        seeds += [v for v in values if v not in seeds]
+    if not seeds or any(v < 0 for v in seeds):
+        raise InvalidInputError(f"--seeds {text!r} must list seeds >= 0")
+    return seeds
+
+
+def _resolve(variables: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]:
+    merged = {**variables, **fixed}
+    return {k: _substitute(v, merged) for k, v in merged.items()}
+
+
+def _step_argvs(steps: list, variables: dict[str, Any], path: Path, section: str) -> list[list[str]]:
+    runs = []
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict) or "command" not in step:
+            raise InvalidInputError(f"{section} {i} of {path} has no 'command'")
+        if not _flag_value(_substitute(step.get("enabled", True), variables)):
+            continue
+        skip = step.get("skip_if_exists")
+        forced = _flag_value(_substitute(step.get("force", False), variables))
+        if skip and not forced and Path(_substitute(skip, variables)).exists():
+            continue
+        command_words = str(_substitute(step["command"], variables)).split()
+        runs.append(command_words + args_to_argv(_substitute(step.get("args") or {}, variables)))
+    return runs
+
+
+def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
+                  seeds: str | None = None) -> tuple[dict, list[tuple[str, list[str]]]]:
+    """Parse a pipeline file and return (spec, [(label, argv) of each step to run])."""
     import yaml
 
     if not path.is_file():
@@ -77,6 +119,8 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str]) 
     spec = read_yaml_mapping(path, "a pipeline mapping (name, vars, steps)")
     if not isinstance(spec.get("steps"), list) or not spec["steps"]:
         raise InvalidInputError(f"pipeline {path} has no steps")
+    if not isinstance(spec.get("final") or [], list):
+        raise InvalidInputError(f"'final:' of pipeline {path} must be a list of steps")
     variables = dict(spec.get("vars") or {})
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -86,21 +130,21 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str]) 
             raise InvalidInputError(f"--set {key}: pipeline {path.name} has no variable {key!r}",
                                     hint=f"its variables: {sorted(variables)}")
         variables[key] = yaml.safe_load(value)
-    variables.update(out=str(out), overwrite=overwrite)
-    variables = {k: _substitute(v, variables) for k, v in variables.items()}
+    seed_list = parse_seeds(seeds) if seeds is not None else spec.get("seeds")
+    if seed_list is None:
+        return spec, [("", argv) for argv in _step_argvs(spec["steps"], _resolve(variables, {
+            "out": str(out), "overwrite": overwrite}), path, "step")]
+    if seeds is None and (not isinstance(seed_list, list) or not seed_list
+                          or not all(isinstance(v, int) and v >= 0 for v in seed_list)):
+        raise InvalidInputError(f"'seeds:' of pipeline {path} must be a list of integers >= 0")
     runs = []
-    for i, step in enumerate(spec["steps"]):
-        if "command" not in step:
-            raise InvalidInputError(f"step {i} of {path} has no 'command'")
-        if not _flag_value(_substitute(step.get("enabled", True), variables)):
-            continue
-        skip = step.get("skip_if_exists")
-        forced = _flag_value(_substitute(step.get("force", False), variables))
-        if skip and not forced and Path(_substitute(skip, variables)).exists():
-            continue
-        command_words = str(_substitute(step["command"], variables)).split()
-        argv = command_words + args_to_argv(_substitute(step.get("args") or {}, variables))
-        runs.append(argv)
+    for seed in seed_list:
+        fixed = {"seed": seed, "out": f"{out}/seed-{seed}", "overwrite": overwrite}
+        runs += [(f"seed {seed}", argv) for argv in _step_argvs(spec["steps"], _resolve(variables, fixed), path,
+                                                                 "step")]
+    final = {"out": str(out), "overwrite": overwrite, "seeds": ",".join(map(str, seed_list))}
+    runs += [("final", argv) for argv in _step_argvs(spec.get("final") or [], _resolve(variables, final), path,
+                                                     "final step")]
     return spec, runs
 
 
@@ -110,14 +154,18 @@ def run(
     out: Path = typer.Option(..., "--out", help="Output folder, available to steps as {out}."),
     overwrite: bool = typer.Option(False, help="Replace an existing output (available as {overwrite})."),
     set_: list[str] = typer.Option([], "--set", help="Override a pipeline variable: KEY=VALUE (repeatable)."),
+    seeds: str | None = typer.Option(None, "--seeds", help="Seeds to run the steps for, e.g. 0-4 or 5,6 "
+                                                          "(replaces the file's seeds: list)."),
 ) -> None:
-    """Run every step of a pipeline file, in order, as the rlft commands it names."""
+    """Run every step of a pipeline file, in order, as the rlft commands it names (once per seed for an
+    experiment recipe, then its final steps)."""
     from rlft.cli.main import app as root
     from rlft.core.console import console
 
-    spec, runs = load_pipeline(path, out, overwrite, set_)
-    for i, argv in enumerate(runs, 1):
-        console.rule(f"[bold]{spec.get('name', path.stem)}[/] step {i}/{len(runs)}: rlft {' '.join(argv)}")
+    spec, runs = load_pipeline(path, out, overwrite, set_, seeds)
+    for i, (label, argv) in enumerate(runs, 1):
+        where = f" {label}," if label else ""
+        console.rule(f"[bold]{spec.get('name', path.stem)}[/]{where} step {i}/{len(runs)}: rlft {' '.join(argv)}")
         # standalone_mode=False: click returns a step's exit code instead of exiting the process.
         code = root(argv, standalone_mode=False)
         if isinstance(code, int) and code != 0:

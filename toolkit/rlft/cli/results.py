@@ -1,0 +1,70 @@
+"""``rlft results``: record an experiment's seed, summarize its seeds, render the README from ``results/``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rlft.cli.common import command
+
+app = typer.Typer(no_args_is_help=True)
+_RESULTS_DIR = typer.Option(Path("results"), "--results-dir", help="Folder of committed results.")
+
+
+@command(app, "record")
+def record(
+    name: str = typer.Argument(..., help="Experiment name: results go to RESULTS_DIR/NAME/."),
+    seed: int = typer.Option(..., "--seed", help="The seed this run used."),
+    report: list[str] = typer.Option([], "--report", help="LABEL=REPORT.json of an rlft eval (repeatable)."),
+    run: list[str] = typer.Option([], "--run", help="LABEL=RUN folder of an rlft train (repeatable)."),
+    reproduce: str = typer.Option(..., "--reproduce", help="The command that reproduces this seed."),
+    results_dir: Path = _RESULTS_DIR,
+) -> None:
+    """Write RESULTS_DIR/NAME/seed-SEED.json from the seed's reports and runs (no weights)."""
+    from rlft.core.console import console
+    from rlft.results.record import parse_labelled, write_seed_record
+
+    path = write_seed_record(name, seed, parse_labelled(report, "report"), parse_labelled(run, "run"), results_dir,
+                             reproduce)
+    console.print(f"recorded seed {seed} of {name} -> {path}")
+
+
+@command(app, "summarize")
+def summarize(
+    name: str = typer.Argument(..., help="Experiment name (RESULTS_DIR/NAME/seed-*.json)."),
+    title: str | None = typer.Option(None, help="Title of the README block."),
+    description: str | None = typer.Option(None, help="One sentence under the title."),
+    reproduce: str | None = typer.Option(None, "--reproduce", help="The command that reproduces every seed."),
+    results_dir: Path = _RESULTS_DIR,
+) -> None:
+    """Aggregate every recorded seed into RESULTS_DIR/NAME/summary.json and summary.png."""
+    from rlft.core.console import console
+    from rlft.results.render import table_markdown
+    from rlft.results.summary import summarize as run_summary
+
+    summary = run_summary(name, results_dir, title, description, reproduce)
+    console.print(f"[bold]{summary['title']}[/]: {len(summary['seeds'])} seeds {summary['seeds']}")
+    for table in summary["tables"]:
+        console.print("\n".join(table_markdown(table)), markup=False, highlight=False)
+    for note in summary["notes"]:
+        console.print(f"- {note}")
+
+
+@command(app, "render")
+def render(
+    readme: Path = typer.Option(Path("README.md"), "--readme", help="The file whose results blocks are rendered."),
+    results_dir: Path = _RESULTS_DIR,
+    check: bool = typer.Option(False, "--check", help="Only report blocks that differ from results/ (exit 1)."),
+) -> None:
+    """Re-render every <!-- results:NAME --> block of the README from RESULTS_DIR."""
+    from rlft.core.console import console
+    from rlft.results.render import render_readme
+
+    changed = render_readme(readme, results_dir, check)
+    if check and changed:
+        console.print(f"[red]{readme} differs from {results_dir}/ in: {', '.join(changed)}[/] "
+                      "(run: rlft results render)")
+        raise typer.Exit(1)
+    console.print(f"{readme}: {len(changed)} block(s) " + ("would change" if check else "updated")
+                  + (f": {', '.join(changed)}" if changed else ""))

@@ -1,0 +1,78 @@
+"""Where a result was measured: the machine, the package versions and the commit (recorded with every result)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("rlft", "torch", "transformers", "trl", "peft", "datasets", "gymnasium", "minari", "stable-baselines3",
+            "numpy")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux), else the platform's processor string."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, object]:
+    """The machine as results record it: CPU model and core count, the threads a process used, GPU if any."""
+    info: dict[str, object] = {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "arch": platform.machine(),
+        "os": platform.system(),
+        "python": platform.python_version(),
+        "threads": int(os.environ.get("RLFT_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or 0) or None,
+    }
+    import sys
+
+    torch = sys.modules.get("torch")  # only when this process used it: importing torch costs seconds
+    if torch is not None and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def machine_line(info: dict) -> str:
+    """``2-core x86_64 CPU (Intel Xeon ...), 1 thread`` or the GPU."""
+    if info.get("gpu"):
+        return f"GPU {info['gpu']} ({info.get('cores')}-core host)"
+    threads = info.get("threads")
+    text = f"{info.get('cores')}-core {info.get('arch')} CPU ({info.get('cpu')})"
+    return text + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
+
+
+def versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
+    """Installed versions of the packages that decide a result (from metadata: nothing is imported)."""
+    out = {"python": platform.python_version()}
+    for name in packages:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
+    """The checked-out commit (with ``+dirty`` when tracked files changed), or None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "") if head else None
+
+
+def environment() -> dict[str, object]:
+    """Everything a result records about where it came from."""
+    return {"machine": machine(), "versions": versions(), "commit": git_commit()}

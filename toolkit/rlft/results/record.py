@@ -1,0 +1,101 @@
+"""One seed of an experiment as a file: ``results/NAME/seed-S.json``.
+
+It keeps what the README and the summary need from each evaluation report (success, agreement, returns,
+invalid actions, the verdict) and each training run (steps, time, the criterion's record), not the weights or
+the per-episode arrays, plus where it was measured and the command that reproduces it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rlft.core.errors import InvalidInputError
+from rlft.core.io import atomic_write_text
+
+RECORD_VERSION = 1
+REPORT_FIELDS = ("env_id", "policy", "policy_kind", "episodes", "seed", "num_envs", "success_rate",
+                 "optimal_success_exact", "expert_agreement", "invalid_action_rate", "return_mean", "return_std",
+                 "return_min", "return_max", "normalized_score", "length_mean", "env_steps_per_second",
+                 "wall_seconds", "generate_calls")
+RUN_FIELDS = ("stage", "lora", "train_rows", "global_step", "train_runtime_s", "train_steps_per_second",
+              "eval_loss_start", "eval_loss_end", "trainable_parameters", "total_parameters")
+
+
+def parse_labelled(items: list[str], what: str) -> dict[str, Path]:
+    """``["llm=path/a.json", ...]`` -> ``{"llm": Path("path/a.json")}`` (labels unique, files present)."""
+    out: dict[str, Path] = {}
+    for item in items:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not path:
+            raise InvalidInputError(f"--{what} {item!r} is not LABEL=PATH")
+        if label in out:
+            raise InvalidInputError(f"--{what} label {label!r} is given twice")
+        out[label] = Path(path)
+    return out
+
+
+def report_record(report: dict[str, Any]) -> dict[str, Any]:
+    """The fields of an evaluation report that results keep, with the verdict when there is one."""
+    from rlft.evaluate.verdict import verdicts
+
+    record = {key: report.get(key) for key in REPORT_FIELDS}
+    seeds = report.get("seeds") or []
+    record["episode_seeds"] = [min(seeds), max(seeds)] if seeds else None
+    found = verdicts([("llm", report)])
+    record["verdict"] = found[0].to_dict() if found else None
+    return record
+
+
+def run_record(summary: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a RUN folder's ``summary.json`` that results keep, with seconds per step."""
+    record = {key: summary.get(key) for key in RUN_FIELDS}
+    steps, seconds = summary.get("global_step"), summary.get("train_runtime_s")
+    record["seconds_per_step"] = seconds / steps if steps and seconds else None
+    criterion = summary.get("criterion")
+    if criterion:
+        record["criterion"] = {k: criterion.get(k) for k in ("target", "reached", "reached_at_step",
+                                                             "final_accuracy", "states", "decoding", "history")}
+    return record
+
+
+def _load_json(path: Path, what: str) -> dict[str, Any]:
+    if not path.is_file():
+        raise InvalidInputError(f"{what} {path} does not exist", hint="did the experiment's earlier steps run?")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{what} {path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{what} {path} does not hold a JSON object")
+    return data
+
+
+def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict[str, Path], results_dir: Path,
+                      command: str, extra: dict[str, Any] | None = None) -> Path:
+    """Read the reports (REPORT.json) and runs (RUN folders), write ``results_dir/NAME/seed-SEED.json``."""
+    from rlft.evaluate.report import load_report
+    from rlft.results.environment import environment
+
+    if not name or "/" in name or name.startswith("."):
+        raise InvalidInputError(f"experiment name {name!r} must be a plain folder name")
+    if not reports and not runs:
+        raise InvalidInputError("nothing to record: give --report LABEL=REPORT.json and/or --run LABEL=RUN")
+    record = {
+        "rlft_results_version": RECORD_VERSION,
+        "kind": "seed",
+        "experiment": name,
+        "seed": int(seed),
+        "command": command,
+        "recorded": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **environment(),
+        "reports": {label: report_record(load_report(path)) for label, path in reports.items()},
+        "runs": {label: run_record(_load_json(Path(path) / "summary.json", "run summary"))
+                 for label, path in runs.items()},
+        **(extra or {}),
+    }
+    out = Path(results_dir) / name / f"seed-{int(seed)}.json"
+    atomic_write_text(out, json.dumps(record, indent=2) + "\n")
+    return out

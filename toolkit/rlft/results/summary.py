@@ -1,0 +1,183 @@
+"""The seeds of an experiment aggregated: ``results/NAME/summary.json`` (mean, spread, every value) and a PNG.
+
+The summary holds tables in the one form the README renderer reads (shared with benchmarks): columns with a
+label and a number format, rows whose cells are a value or an aggregate ``{mean, std, min, max, n, values}``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlft.core.errors import InvalidInputError
+from rlft.core.io import atomic_write_text
+
+SUMMARY_FILENAME = "summary.json"
+PLOT_FILENAME = "summary.png"
+# (key, header, format) of the policy table; a column is shown when some row has a value.
+REPORT_COLUMNS = [
+    ("success_rate", "success rate", ".3f"),
+    ("optimal_success_exact", "optimal success (exact)", ".3f"),
+    ("expert_agreement", "agreement", ".3f"),
+    ("invalid_action_rate", "invalid actions", ".3f"),
+    ("return_mean", "return", ".4g"),
+    ("normalized_score", "normalized score", ".1f"),
+    ("episodes", "episodes / seed", ".0f"),
+    ("wall_seconds", "eval s", ".1f"),
+]
+RUN_COLUMNS = [
+    ("reached", "criterion reached", "count"),
+    ("reached_at_step", "steps to criterion", ".0f"),
+    ("global_step", "steps", ".0f"),
+    ("train_runtime_s", "train s", ".1f"),
+    ("seconds_per_step", "s/step", ".3f"),
+    ("eval_loss_end", "final eval loss", ".4f"),
+    ("trainable_parameters", "trainable parameters", ",.0f"),
+]
+
+
+def aggregate(values: list) -> dict[str, Any] | None:
+    """Mean, sample std, min, max, n and the values (None when no seed has a value); booleans are counted."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    if all(isinstance(v, bool) for v in present):
+        return {"count": sum(present), "n": len(present), "values": present}
+    arr = np.asarray(present, dtype=float)
+    return {"mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if len(arr) > 1 else 0.0,
+            "min": float(arr.min()), "max": float(arr.max()), "n": len(arr), "values": arr.tolist()}
+
+
+def load_seed_records(folder: Path) -> list[dict[str, Any]]:
+    files = sorted(folder.glob("seed-*.json"), key=lambda p: int(p.stem.split("-", 1)[1]))
+    if not files:
+        raise InvalidInputError(f"{folder} holds no seed-*.json records", hint="run the experiment first")
+    records = []
+    for path in files:
+        try:
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"{path} is not valid JSON: {exc}") from exc
+    return records
+
+
+def _run_values(run: dict[str, Any]) -> dict[str, Any]:
+    criterion = run.get("criterion") or {}
+    return {**run, "reached": criterion.get("reached") if criterion.get("target") is not None else None,
+            "reached_at_step": criterion.get("reached_at_step")}
+
+
+def _table(kind: str, header: str, columns, labels: list[str], per_label: dict[str, list[dict]]) -> dict | None:
+    rows, used = [], []
+    for key, label, fmt in columns:
+        if any(aggregate([v.get(key) for v in per_label[lab]]) is not None for lab in labels):
+            used.append({"key": key, "label": label, "format": fmt})
+    if kind == "reports" and any(c["key"] == "success_rate" for c in used):
+        used = [c for c in used if c["key"] != "return_mean"]  # FrozenLake: the return is the success
+    if not labels or not used:
+        return None
+    for lab in labels:
+        rows.append({"label": lab, "cells": {c["key"]: aggregate([v.get(c["key"]) for v in per_label[lab]])
+                                             for c in used}})
+    return {"kind": kind, "label_header": header, "columns": used, "rows": rows}
+
+
+def _distinct(records: list[dict], key: str) -> list:
+    out = []
+    for record in records:
+        value = record.get(key)
+        if value not in out:
+            out.append(value)
+    return out
+
+
+def summarize(name: str, results_dir: Path, title: str | None = None, description: str | None = None,
+              command: str | None = None) -> dict[str, Any]:
+    """Aggregate ``results_dir/NAME/seed-*.json`` into ``summary.json`` and ``summary.png``; return the summary."""
+    folder = Path(results_dir) / name
+    records = load_seed_records(folder)
+    report_labels = list(dict.fromkeys(lab for r in records for lab in r.get("reports", {})))
+    run_labels = list(dict.fromkeys(lab for r in records for lab in r.get("runs", {})))
+    reports = {lab: [r["reports"][lab] for r in records if lab in r.get("reports", {})] for lab in report_labels}
+    runs = {lab: [_run_values(r["runs"][lab]) for r in records if lab in r.get("runs", {})] for lab in run_labels}
+    tables = [t for t in (_table("reports", "policy", REPORT_COLUMNS, report_labels, reports),
+                          _table("runs", "training run", RUN_COLUMNS, run_labels, runs)) if t is not None]
+    notes = []
+    for lab in report_labels:
+        found = [rep["verdict"] for rep in reports[lab] if rep.get("verdict")]
+        if found:
+            matched = sum(v["matched"] for v in found)
+            notes.append(f"{lab} matched the optimal policy (agreement 1.0 and success within two standard errors "
+                         f"of the exact optimal rate) on {matched} of {len(found)} seeds")
+    summary = {
+        "kind": "experiment",
+        "name": name,
+        "title": title or name,
+        "description": description or "",
+        "seeds": [r["seed"] for r in records],
+        "command": command or _distinct(records, "command")[0],
+        "machines": _distinct(records, "machine"),
+        "versions": _distinct(records, "versions"),
+        "commits": _distinct(records, "commit"),
+        "tables": tables,
+        "notes": notes,
+        "summarized": time.strftime("%Y-%m-%d"),
+    }
+    plot = folder / PLOT_FILENAME
+    if plot_summary(summary, records, plot):
+        summary["plot"] = PLOT_FILENAME
+    atomic_write_text(folder / SUMMARY_FILENAME, json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: Path) -> bool:
+    """Left: the main score of each policy per seed (with the exact optimal rate); right: decision accuracy
+    against training step for each seed's runs. False when there is nothing to draw."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    histories = [(r["seed"], lab, run["criterion"]["history"]) for r in records
+                 for lab, run in r.get("runs", {}).items() if (run.get("criterion") or {}).get("history")]
+    labels = list(dict.fromkeys(lab for r in records for lab in r.get("reports", {})))
+    if not labels and not histories:
+        return False
+    fig, axes = plt.subplots(1, 2 if histories and labels else 1, figsize=(11 if histories and labels else 6, 3.8))
+    axes = np.atleast_1d(axes)
+    if labels:
+        ax = axes[0]
+        key = "success_rate" if any(r["reports"][lab].get("success_rate") is not None for r in records
+                                    for lab in labels if lab in r["reports"]) else "return_mean"
+        for i, lab in enumerate(labels):
+            values = [(r["seed"], r["reports"][lab].get(key)) for r in records if lab in r["reports"]]
+            xs = [i + 0.06 * (j - (len(values) - 1) / 2) for j in range(len(values))]
+            ax.plot(xs, [v for _, v in values], "o", label=lab)
+        optimal = [r["reports"][lab].get("optimal_success_exact") for r in records for lab in labels
+                   if lab in r["reports"]]
+        optimal = next((o for o in optimal if o is not None), None)
+        if key == "success_rate" and optimal is not None:
+            ax.axhline(optimal, color="k", ls="--", lw=1, label=f"exact optimal {optimal:.3f}")
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set(title=f"{key.replace('_', ' ')} per seed ({len(records)} seeds)", ylabel=key.replace("_", " "))
+        ax.legend(fontsize=8, loc="best")
+    if histories:
+        ax = axes[-1]
+        for seed, lab, history in histories:
+            steps, acc = zip(*history, strict=True)
+            ax.plot(steps, acc, marker=".", label=f"{lab} seed {seed}")
+        ax.set(title="decision accuracy while training (greedy)", xlabel="optimizer step", ylabel="accuracy",
+               ylim=(-0.02, 1.02))
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(summary["title"])
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(path)
+    return True

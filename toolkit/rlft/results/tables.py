@@ -1,0 +1,36 @@
+"""Benchmarks write their tables as results files (``results/benchmarks/NAME.json``) for the README renderer."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rlft.core.io import atomic_write_text
+
+
+def column(key: str, label: str, fmt: str = "") -> dict[str, str]:
+    """A table column: ``fmt`` is a ``format()`` spec, or ``x`` for a speed-up ratio."""
+    return {"key": key, "label": label, "format": fmt}
+
+
+def write_benchmark(path: str | Path, title: str, columns: list[dict[str, str]], rows: list[dict[str, Any]],
+                    command: str, label_header: str = "", notes: list[str] | None = None,
+                    description: str = "", extra: dict[str, Any] | None = None) -> Path:
+    """One benchmark's result: ``rows`` are ``{"label": ..., "cells": {key: value}}``, recorded with the
+    machine, package versions and commit it was measured on."""
+    from rlft.results.environment import environment
+
+    data = {
+        "kind": "benchmark",
+        "title": title,
+        "description": description,
+        "command": command,
+        "recorded": time.strftime("%Y-%m-%d"),
+        **environment(),
+        "tables": [{"kind": "benchmark", "label_header": label_header, "columns": columns, "rows": rows}],
+        "notes": list(notes or []),
+        **(extra or {}),
+    }
+    return atomic_write_text(Path(path), json.dumps(data, indent=2) + "\n")
