@@ -6,7 +6,8 @@ in a temporary folder: a random-policy CartPole Minari dataset, the ``raw`` code
 a tiny from-scratch model and a short full-weight SFT run so the policy answers in the codec's format. With
 ``--model RUN --codec DIR`` it measures an existing model instead (``--env`` defaults to the codec's).
 
-Run: ``.venv/bin/python benchmarks/eval_throughput.py [--episodes 64] [--ks 1,8,32] [--constrained]``
+Run: ``.venv/bin/python benchmarks/eval_throughput.py [--episodes 64] [--ks 1,8,32] [--constrained]``; the
+default run also writes ``results/benchmarks/eval_throughput.json`` (rendered into the README).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "eval_throughput.json"
 
 
 def build_model(work: Path, sft_steps: int) -> tuple[str, str]:
@@ -66,6 +69,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--constrained", action="store_true", help="grammar-constrained decoding")
     parser.add_argument("--sft-steps", type=int, default=60)
+    parser.add_argument("--no-write", action="store_true", help="print only, leave results/ as it is")
     args = parser.parse_args()
 
     import torch
@@ -125,6 +129,21 @@ def main() -> None:
         if setup.precompute:
             console.print(f"constrained decoding table: {setup.precompute}")
         policy.close()
+        if not args.no_write and not args.model:
+            from rlft.results.tables import column, table, write_benchmark
+
+            result = table("K envs", [column("calls", "generate calls", "d"), column("rate", "steps/s", ".1f"),
+                                      column("speedup", "speedup", "x"), column("per_k", "speedup / K", ".2f"),
+                                      column("same", "returns identical to K=1", "")],
+                           [(str(r["K"]), {"calls": r["calls"], "rate": r["steps/s"], "speedup": r["speedup"],
+                                           "per_k": r["/K"], "same": r["same returns"]}) for r in rows])
+            write_benchmark(OUT, "Evaluation throughput: K vector envs, one batched generate call per step",
+                            [result], "python benchmarks/eval_throughput.py",
+                            description=f"a tiny LLM after {args.sft_steps} SFT steps on CartPole, {args.episodes} "
+                                        f"episodes (seeds {args.seed}..{args.seed + args.episodes - 1}), greedy "
+                                        f"{'constrained ' if args.constrained else ''}decoding, 1 torch thread; "
+                                        "K=1 is one generate call per env step")
+            console.print(f"-> {OUT}")
         if not all(r["same returns"] for r in rows):
             sys.exit("per-episode returns differ between K values")
 

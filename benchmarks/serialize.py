@@ -2,7 +2,8 @@
 same process, printed as ratios; then the end-to-end `rlft data serialize` of a 1M-step HalfCheetah-shaped
 Minari dataset with its wall time and peak memory (measured in a child process).
 
-Run: ``.venv/bin/python benchmarks/serialize.py [--steps 200000] [--full-steps 1000000]``
+Run: ``.venv/bin/python benchmarks/serialize.py [--steps 200000] [--full-steps 1000000]``; the tables are also
+written to ``results/benchmarks/serialize.json`` (rendered into the README by ``rlft results render``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 OBS_DIM, ACT_DIM, EPISODE = 17, 6, 1000
+OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "serialize.json"
 
 
 def synthetic(steps: int, seed: int = 0):
@@ -126,28 +128,36 @@ def end_to_end(steps: int, fmt: str) -> dict:
 
 
 def main() -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from rlft.core.console import console
+    from rlft.results.render import table_markdown
+    from rlft.results.tables import column, table, write_benchmark
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=200_000)
     parser.add_argument("--full-steps", type=int, default=1_000_000)
+    parser.add_argument("--no-write", action="store_true", help="print only, leave results/ as it is")
     args = parser.parse_args()
-    console = Console()
-    table = Table(title=f"Records from {args.steps:,} HalfCheetah-shaped steps (17-dim obs, 6-dim action)")
-    for col in ("method", "steps/s", "speedup vs plain loop"):
-        table.add_column(col, justify="right")
-    for row in in_process(args.steps):
-        table.add_row(row["method"], f"{row['steps/s']:,.0f}", f"{row['ratio']:.1f}x")
-    console.print(table)
+    rows = [(row["method"], {"rate": row["steps/s"], "ratio": row["ratio"]}) for row in in_process(args.steps)]
+    tables = [table(f"method ({args.steps:,} steps, 17-dim obs, 6-dim action)",
+                    [column("rate", "steps/s", ",.0f"), column("ratio", "speedup vs plain loop", "x")], rows)]
     if args.full_steps:
-        table = Table(title=f"End to end: rlft data serialize of a {args.full_steps:,}-step Minari dataset (HDF5)")
-        for col in ("format", "wall s", "steps/s", "peak RSS MB"):
-            table.add_column(col, justify="right")
         result = end_to_end(args.full_steps, "raw")
-        table.add_row("raw", f"{result['wall_s']:.1f}", f"{result['steps'] / result['wall_s']:,.0f}",
-                      f"{result['peak_rss_mb']:.0f}")
-        console.print(table)
+        tables.append(table("end to end (HDF5 -> Parquet, raw codec)",
+                            [column("steps", "steps", ",d"), column("wall", "wall s", ".1f"),
+                             column("rate", "steps/s", ",.0f"), column("rss", "peak RSS MB", ".0f")],
+                            [("rlft data serialize", {"steps": result["steps"], "wall": result["wall_s"],
+                                                      "rate": result["steps"] / result["wall_s"],
+                                                      "rss": result["peak_rss_mb"]})]))
+    for t in tables:
+        console.print("\n".join(table_markdown(t)), markup=False, highlight=False)
+    if not args.no_write:
+        write_benchmark(OUT, "Serialization: prompt/completion records", tables,
+                        "python benchmarks/serialize.py",
+                        description="rlft's vectorised records per codec against a plain per-step f-string loop "
+                                    "on the same HalfCheetah-shaped data in one process (steady state, untimed "
+                                    "warm-up); then the whole rlft data serialize of a "
+                                    f"{args.full_steps:,}-step Minari HDF5 dataset in a child process")
+        console.print(f"-> {OUT}")
 
 
 if __name__ == "__main__":

@@ -39,8 +39,9 @@ def test_demo_pipeline_twice_with_one_seed_gives_identical_results(cli, tmp_path
         assert result.exit_code == 0, result.output
         snapshots.append(_snapshot(out))
     first, second = snapshots
-    assert first["reports"]["llm-sft"]["seed"] == 3 and first["sft"]["criterion"]["reached"]
-    assert first["reports"]["llm-sft"]["seeds"] == list(range(3, 19))
+    assert first["reports"]["llm-sft"]["seed"] == 3000 and first["sft"]["criterion"]["reached"]
+    assert first["reports"]["llm-sft"]["seeds"] == list(range(3000, 3016))  # each seed plays its own episodes
+    assert first["dataset_info"]["seed"] == 3
     for key in ("dataset", "dataset_info", "sft"):
         assert first[key] == second[key], key
     for name in REPORTS:

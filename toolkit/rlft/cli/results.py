@@ -18,15 +18,17 @@ def record(
     seed: int = typer.Option(..., "--seed", help="The seed this run used."),
     report: list[str] = typer.Option([], "--report", help="LABEL=REPORT.json of an rlft eval (repeatable)."),
     run: list[str] = typer.Option([], "--run", help="LABEL=RUN folder of an rlft train (repeatable)."),
+    dataset: list[str] = typer.Option([], "--dataset", help="LABEL=DATASET folder whose rlft_info.json facts to "
+                                                            "keep (repeatable)."),
     reproduce: str = typer.Option(..., "--reproduce", help="The command that reproduces this seed."),
     results_dir: Path = _RESULTS_DIR,
 ) -> None:
-    """Write RESULTS_DIR/NAME/seed-SEED.json from the seed's reports and runs (no weights)."""
+    """Write RESULTS_DIR/NAME/seed-SEED.json from the seed's reports, runs and datasets (no weights)."""
     from rlft.core.console import console
     from rlft.results.record import parse_labelled, write_seed_record
 
     path = write_seed_record(name, seed, parse_labelled(report, "report"), parse_labelled(run, "run"), results_dir,
-                             reproduce)
+                             reproduce, parse_labelled(dataset, "dataset"))
     console.print(f"recorded seed {seed} of {name} -> {path}")
 
 

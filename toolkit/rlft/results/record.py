@@ -20,6 +20,9 @@ REPORT_FIELDS = ("env_id", "policy", "policy_kind", "episodes", "seed", "num_env
                  "optimal_success_exact", "expert_agreement", "invalid_action_rate", "return_mean", "return_std",
                  "return_min", "return_max", "normalized_score", "length_mean", "env_steps_per_second",
                  "wall_seconds", "generate_calls")
+# rlft_info.json facts of a dataset: the FrozenLake Q export's exact values, an offline dataset's returns
+DATASET_FIELDS = ("n_rows", "v_start", "exact_success", "success_rate", "episodes", "residual", "steps",
+                  "return_mean", "return_std", "normalized_score_mean")
 RUN_FIELDS = ("stage", "lora", "train_rows", "global_step", "train_runtime_s", "train_steps_per_second",
               "eval_loss_start", "eval_loss_end", "trainable_parameters", "total_parameters")
 
@@ -61,6 +64,11 @@ def run_record(summary: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def dataset_record(info: dict[str, Any]) -> dict[str, Any]:
+    """The facts of a dataset's ``rlft_info.json`` that results keep."""
+    return {key: info[key] for key in ("kind", "env_id", *DATASET_FIELDS) if info.get(key) is not None}
+
+
 def _load_json(path: Path, what: str) -> dict[str, Any]:
     if not path.is_file():
         raise InvalidInputError(f"{what} {path} does not exist", hint="did the experiment's earlier steps run?")
@@ -74,9 +82,11 @@ def _load_json(path: Path, what: str) -> dict[str, Any]:
 
 
 def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict[str, Path], results_dir: Path,
-                      command: str, extra: dict[str, Any] | None = None) -> Path:
-    """Read the reports (REPORT.json) and runs (RUN folders), write ``results_dir/NAME/seed-SEED.json``."""
+                      command: str, datasets: dict[str, Path] | None = None) -> Path:
+    """Read the reports (REPORT.json), runs (RUN folders) and datasets (dataset folders), write
+    ``results_dir/NAME/seed-SEED.json``."""
     from rlft.evaluate.report import load_report
+    from rlft.hub.layout import INFO_FILENAME
     from rlft.results.environment import environment
 
     if not name or "/" in name or name.startswith("."):
@@ -94,7 +104,8 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
         "reports": {label: report_record(load_report(path)) for label, path in reports.items()},
         "runs": {label: run_record(_load_json(Path(path) / "summary.json", "run summary"))
                  for label, path in runs.items()},
-        **(extra or {}),
+        "datasets": {label: dataset_record(_load_json(Path(path) / INFO_FILENAME, "dataset info"))
+                     for label, path in (datasets or {}).items()},
     }
     out = Path(results_dir) / name / f"seed-{int(seed)}.json"
     atomic_write_text(out, json.dumps(record, indent=2) + "\n")

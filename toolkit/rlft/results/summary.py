@@ -29,6 +29,17 @@ REPORT_COLUMNS = [
     ("episodes", "episodes / seed", ".0f"),
     ("wall_seconds", "eval s", ".1f"),
 ]
+DATASET_COLUMNS = [
+    ("n_rows", "decision states", "d"),
+    ("v_start", "V*(start)", ".6f"),
+    ("exact_success", "optimal success, exact", ".4f"),
+    ("success_rate", "optimal success, measured", ".4f"),
+    ("episodes", "episodes measured", ",.0f"),
+    ("residual", "Bellman residual", ".1e"),
+    ("steps", "steps", ",.0f"),
+    ("return_mean", "return mean", ".1f"),
+    ("normalized_score_mean", "normalized score", ".1f"),
+]
 RUN_COLUMNS = [
     ("reached", "criterion reached", "count"),
     ("reached_at_step", "steps to criterion", ".0f"),
@@ -104,8 +115,11 @@ def summarize(name: str, results_dir: Path, title: str | None = None, descriptio
     run_labels = list(dict.fromkeys(lab for r in records for lab in r.get("runs", {})))
     reports = {lab: [r["reports"][lab] for r in records if lab in r.get("reports", {})] for lab in report_labels}
     runs = {lab: [_run_values(r["runs"][lab]) for r in records if lab in r.get("runs", {})] for lab in run_labels}
+    data_labels = list(dict.fromkeys(lab for r in records for lab in r.get("datasets", {})))
+    data = {lab: [r["datasets"][lab] for r in records if lab in r.get("datasets", {})] for lab in data_labels}
     tables = [t for t in (_table("reports", "policy", REPORT_COLUMNS, report_labels, reports),
-                          _table("runs", "training run", RUN_COLUMNS, run_labels, runs)) if t is not None]
+                          _table("runs", "training run", RUN_COLUMNS, run_labels, runs),
+                          _table("datasets", "dataset", DATASET_COLUMNS, data_labels, data)) if t is not None]
     notes = []
     for lab in report_labels:
         found = [rep["verdict"] for rep in reports[lab] if rep.get("verdict")]

@@ -15,11 +15,17 @@ def column(key: str, label: str, fmt: str = "") -> dict[str, str]:
     return {"key": key, "label": label, "format": fmt}
 
 
-def write_benchmark(path: str | Path, title: str, columns: list[dict[str, str]], rows: list[dict[str, Any]],
-                    command: str, label_header: str = "", notes: list[str] | None = None,
-                    description: str = "", extra: dict[str, Any] | None = None) -> Path:
-    """One benchmark's result: ``rows`` are ``{"label": ..., "cells": {key: value}}``, recorded with the
-    machine, package versions and commit it was measured on."""
+def table(label_header: str, columns: list[dict[str, str]], rows: list[tuple[str, dict[str, Any]]]) -> dict:
+    """A table: ``rows`` are ``(label, {column key: value})``."""
+    return {"kind": "benchmark", "label_header": label_header, "columns": columns,
+            "rows": [{"label": label, "cells": cells} for label, cells in rows]}
+
+
+def write_benchmark(path: str | Path, title: str, tables: list[dict[str, Any]], command: str,
+                    notes: list[str] | None = None, description: str = "",
+                    extra: dict[str, Any] | None = None) -> Path:
+    """One benchmark's result (its :func:`table` s), recorded with the machine, package versions and commit it
+    was measured on."""
     from rlft.results.environment import environment
 
     data = {
@@ -29,7 +35,7 @@ def write_benchmark(path: str | Path, title: str, columns: list[dict[str, str]],
         "command": command,
         "recorded": time.strftime("%Y-%m-%d"),
         **environment(),
-        "tables": [{"kind": "benchmark", "label_header": label_header, "columns": columns, "rows": rows}],
+        "tables": tables,
         "notes": list(notes or []),
         **(extra or {}),
     }

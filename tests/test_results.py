@@ -1,0 +1,118 @@
+"""Results: the README's tables are what `rlft results render` makes from the committed `results/`; seed records
+aggregate into mean and spread; stale or missing results are reported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlft.core.errors import InvalidInputError
+from rlft.results.render import BLOCK, render_text
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_readme_equals_the_rendering_of_the_committed_results():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    names = [m.group("name") for m in BLOCK.finditer(text)]
+    assert "demo" in names and "benchmarks/serialize" in names
+    rendered, changed = render_text(text, REPO / "results", REPO)
+    assert changed == [], f"README blocks differ from results/: {changed} (run: rlft results render)"
+    assert rendered == text
+
+
+def _report(path: Path, policy: str, kind: str, success: float, agreement: float, seed: int) -> Path:
+    report = {"rlft_report_version": 1, "env_id": "FrozenLake-v1", "policy": policy, "policy_kind": kind,
+              "episodes": 10, "seed": seed, "seeds": list(range(seed, seed + 10)), "success_rate": success,
+              "return_mean": success, "optimal_success_exact": 0.74, "expert_agreement": agreement,
+              "invalid_action_rate": 0.0 if kind == "llm" else None, "wall_seconds": 1.5}
+    path.write_text(json.dumps(report))
+    return path
+
+
+def _run(folder: Path, steps: int, reached: bool) -> Path:
+    folder.mkdir(parents=True)
+    summary = {"stage": "sft", "global_step": steps, "train_runtime_s": steps / 10.0,
+               "criterion": {"target": 1.0, "reached": reached, "reached_at_step": steps if reached else None,
+                             "final_accuracy": 1.0 if reached else 0.5, "states": 11,
+                             "history": [[0, 0.2], [steps, 1.0 if reached else 0.5]]}}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def test_seed_records_summarize_into_mean_and_spread_and_render(tmp_path):
+    from rlft.results.record import write_seed_record
+    from rlft.results.render import render_readme
+    from rlft.results.summary import summarize
+
+    results = tmp_path / "results"
+    for seed, (success, steps, reached) in enumerate([(0.6, 40, True), (0.8, 60, True), (0.7, 500, False)]):
+        work = tmp_path / f"seed-{seed}"
+        work.mkdir()
+        write_seed_record("toy", seed, {"llm": _report(work / "llm.json", "llm:x", "llm", success, 1.0, seed),
+                                        "q-greedy": _report(work / "q.json", "q-greedy", "q-greedy", 0.7, 1.0, seed)},
+                          {"sft": _run(work / "run", steps, reached)}, results, f"make experiment SEEDS={seed}")
+    record = json.loads((results / "toy" / "seed-1.json").read_text())
+    assert record["seed"] == 1 and record["reports"]["llm"]["episode_seeds"] == [1, 10]
+    assert record["reports"]["llm"]["verdict"]["matched"] is True  # |0.8 - 0.74| within 2 SE of 10 episodes
+    assert record["machine"]["cores"] and record["versions"]["python"]
+    summary = summarize("toy", results, title="Toy", command="make experiment NAME=toy")
+    assert summary["seeds"] == [0, 1, 2]
+    policies, runs = summary["tables"]
+    llm = policies["rows"][0]["cells"]["success_rate"]
+    assert llm["mean"] == pytest.approx(0.7) and llm["std"] == pytest.approx(0.1)
+    assert (llm["min"], llm["max"], llm["n"]) == (0.6, 0.8, 3)
+    assert "return_mean" not in [c["key"] for c in policies["columns"]]  # FrozenLake: the return is the success
+    assert runs["rows"][0]["cells"]["reached"] == {"count": 2, "n": 3, "values": [True, True, False]}
+    assert (results / "toy" / "summary.png").stat().st_size > 1000
+    assert "on 3 of 3 seeds" in summary["notes"][0]
+
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- results:toy -->\nstale\n<!-- /results:toy -->\nend\n")
+    assert render_readme(readme, results, check=True) == ["toy"]
+    assert "stale" in readme.read_text()  # --check writes nothing
+    assert render_readme(readme, results) == ["toy"]
+    text = readme.read_text()
+    assert "| llm | 0.700 ± 0.100 (0.600–0.800) | 0.740 (all 3) |" in text
+    assert "| sft | 2/3 | 50 ± 14 (40–60) |" in text
+    assert "![Toy](results/toy/summary.png)" in text
+    assert "3 seeds (0, 1, 2)" in text and "reproduce: `make experiment NAME=toy`" in text
+    assert text.startswith("intro\n") and text.endswith("<!-- /results:toy -->\nend\n")
+    assert render_readme(readme, results) == []  # rendering again changes nothing
+
+
+def test_render_check_exit_code_and_missing_results(cli, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- results:nothing-here -->\n<!-- /results:nothing-here -->\n")
+    result = cli("results", "render", "--readme", readme, "--results-dir", tmp_path / "results")
+    assert result.exit_code == 2 and "has no file" in result.output
+    readme.write_text("no blocks\n")
+    with pytest.raises(InvalidInputError, match="no <!-- results:NAME --> blocks"):
+        from rlft.results.render import render_readme
+
+        render_readme(readme, tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "b.json").write_text(json.dumps({"title": "B", "tables": [
+        {"label_header": "k", "columns": [{"key": "v", "label": "v", "format": "x"}],
+         "rows": [{"label": "one", "cells": {"v": 2.0}}]}]}))
+    readme.write_text("<!-- results:b -->\nold\n<!-- /results:b -->\n")
+    result = cli("results", "render", "--readme", readme, "--results-dir", tmp_path / "results", "--check")
+    assert result.exit_code == 1 and "differs" in result.output
+    result = cli("results", "render", "--readme", readme, "--results-dir", tmp_path / "results")
+    assert result.exit_code == 0 and "| one | 2.0x |" in readme.read_text()
+
+
+def test_record_refuses_bad_labels_and_missing_files(tmp_path):
+    from rlft.results.record import parse_labelled, write_seed_record
+
+    with pytest.raises(InvalidInputError, match="is not LABEL=PATH"):
+        parse_labelled(["nolabel"], "report")
+    with pytest.raises(InvalidInputError, match="given twice"):
+        parse_labelled(["a=x", "a=y"], "report")
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        write_seed_record("x", 0, {}, {"sft": tmp_path / "missing"}, tmp_path, "cmd")
+    with pytest.raises(InvalidInputError, match="plain folder name"):
+        write_seed_record("../x", 0, {}, {}, tmp_path, "cmd")
+    assert not list(tmp_path.rglob("seed-*.json"))
