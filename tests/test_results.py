@@ -56,7 +56,9 @@ def test_seed_records_summarize_into_mean_and_spread_and_render(tmp_path):
                           {"sft": _run(work / "run", steps, reached)}, results, f"make experiment SEEDS={seed}")
     record = json.loads((results / "toy" / "seed-1.json").read_text())
     assert record["seed"] == 1 and record["reports"]["llm"]["episode_seeds"] == [1, 10]
-    assert record["reports"]["llm"]["verdict"]["matched"] is True  # |0.8 - 0.74| within 2 SE of 10 episodes
+    verdict = record["reports"]["llm"]["verdict"]
+    assert verdict["matched"] is True and verdict["reference"] == 0.7  # q-greedy on the same episodes
+    assert record["reports"]["q-greedy"]["verdict"] is None
     assert record["machine"]["cores"] and record["versions"]["python"]
     summary = summarize("toy", results, title="Toy", command="make experiment NAME=toy")
     assert summary["seeds"] == [0, 1, 2]
@@ -67,7 +69,7 @@ def test_seed_records_summarize_into_mean_and_spread_and_render(tmp_path):
     assert "return_mean" not in [c["key"] for c in policies["columns"]]  # FrozenLake: the return is the success
     assert runs["rows"][0]["cells"]["reached"] == {"count": 2, "n": 3, "values": [True, True, False]}
     assert (results / "toy" / "summary.png").stat().st_size > 1000
-    assert "on 3 of 3 seeds" in summary["notes"][0]
+    assert "on 3 of 3 seeds" in summary["notes"][0] and "q-greedy's on the same episodes" in summary["notes"][0]
 
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- results:toy -->\nstale\n<!-- /results:toy -->\nend\n")
@@ -102,6 +104,15 @@ def test_render_check_exit_code_and_missing_results(cli, tmp_path):
     assert result.exit_code == 1 and "differs" in result.output
     result = cli("results", "render", "--readme", readme, "--results-dir", tmp_path / "results")
     assert result.exit_code == 0 and "| one | 2.0x |" in readme.read_text()
+
+
+def test_integer_columns_format_means():
+    from rlft.results.render import format_cell
+
+    assert format_cell({"mean": 11.0, "std": 0.0, "min": 11.0, "max": 11.0, "n": 3}, "d") == "11 (all 3)"
+    assert format_cell({"mean": 1500.5, "std": 0.7, "min": 1500.0, "max": 1501.0, "n": 2}, ",d") == \
+        "1,500.5 ± 0.7 (1,500–1,501)"
+    assert format_cell(7, "d") == "7" and format_cell(None, "d") == "-"
 
 
 def test_record_refuses_bad_labels_and_missing_files(tmp_path):

@@ -1,9 +1,10 @@
 """Did the LLM play like the optimal policy? One plain sentence per LLM report of a FrozenLake Q evaluation.
 
 An LLM matches the optimal policy when every decision it took was optimal (agreement 1.0, tied actions
-counting) and its success rate is within two binomial standard errors of the exact optimal rate for that many
-episodes (the seed-to-seed noise of the optimal policy itself); a q-greedy report on the same episodes, when
-given, is quoted too.
+counting) and its success rate is within the noise of the optimal policy's on the same episodes: two binomial
+standard errors (of the exact optimal rate, for that many episodes) from the q-greedy report on the same episode
+seeds when one is given, else from the exact optimal rate. The optimal policy itself lands outside two standard
+errors of its exact rate on about one set of episodes in twenty, which is why the same episodes are preferred.
 """
 
 from __future__ import annotations
@@ -26,20 +27,25 @@ class Verdict:
     episodes: int
     same_episodes_optimal: float | None = None  # q-greedy's success on the same seeds, when compared
 
+    @property
+    def reference(self) -> float:
+        """The success rate the LLM's is held against: q-greedy's on the same episodes, else the exact rate."""
+        return self.optimal if self.same_episodes_optimal is None else self.same_episodes_optimal
+
     def line(self) -> str:
-        head = "[green]MATCHES the optimal policy[/]" if self.matched else "[red]does NOT match the optimal policy[/]"
-        diff = self.success - self.optimal
-        text = (f"{self.name}: {head}: agreement {self.agreement:.3f} with the optimal actions; success "
-                f"{self.success:.3f} vs the exact optimal {self.optimal:.3f} ({diff:+.3f}; noise of {self.episodes} "
-                f"episodes: +-{self.tolerance:.3f})")
+        head = ("[green]MATCHES the optimal policy[/]" if self.matched
+                else "[red]does NOT match the optimal policy[/]")
+        text = (f"{self.name}: {head}: agreement {self.agreement:.3f} with the optimal actions; "
+                f"success {self.success:.3f}")
         if self.same_episodes_optimal is not None:
-            text += f"; q-greedy on the same episodes: {self.same_episodes_optimal:.3f}"
-        return text
+            text += f" vs {self.same_episodes_optimal:.3f} for q-greedy on the same episodes"
+        return text + (f", exact optimal rate {self.optimal:.3f} (noise of {self.episodes} episodes: "
+                       f"+-{self.tolerance:.3f})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "matched": self.matched, "agreement": self.agreement, "success": self.success,
                 "optimal_success_exact": self.optimal, "tolerance": self.tolerance, "episodes": self.episodes,
-                "q_greedy_same_episodes": self.same_episodes_optimal}
+                "q_greedy_same_episodes": self.same_episodes_optimal, "reference": self.reference}
 
 
 def noise_tolerance(optimal: float, episodes: int) -> float:
@@ -59,7 +65,8 @@ def verdicts(named_reports: list[tuple[str, dict[str, Any]]]) -> list[Verdict]:
         episodes = int(report["episodes"])
         tolerance = noise_tolerance(optimal, episodes)
         success = float(report["success_rate"])
-        matched = agreement >= 1.0 - 1e-12 and abs(success - optimal) <= tolerance
-        out.append(Verdict(name, matched, float(agreement), success, float(optimal), tolerance, episodes,
-                           greedy.get((report.get("seed"), report.get("episodes")))))
+        verdict = Verdict(name, False, float(agreement), success, float(optimal), tolerance, episodes,
+                          greedy.get((report.get("seed"), report.get("episodes"))))
+        verdict.matched = agreement >= 1.0 - 1e-12 and abs(success - verdict.reference) <= tolerance
+        out.append(verdict)
     return out

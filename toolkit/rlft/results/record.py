@@ -40,16 +40,20 @@ def parse_labelled(items: list[str], what: str) -> dict[str, Path]:
     return out
 
 
-def report_record(report: dict[str, Any]) -> dict[str, Any]:
-    """The fields of an evaluation report that results keep, with the verdict when there is one."""
+def report_records(reports: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The fields of each evaluation report that results keep, with its verdict when it has one (judged with
+    every report of the seed, so an LLM is held against q-greedy on the same episodes)."""
     from rlft.evaluate.verdict import verdicts
 
-    record = {key: report.get(key) for key in REPORT_FIELDS}
-    seeds = report.get("seeds") or []
-    record["episode_seeds"] = [min(seeds), max(seeds)] if seeds else None
-    found = verdicts([("llm", report)])
-    record["verdict"] = found[0].to_dict() if found else None
-    return record
+    found = {v.name: v.to_dict() for v in verdicts(list(reports.items()))}
+    out = {}
+    for label, report in reports.items():
+        record = {key: report.get(key) for key in REPORT_FIELDS}
+        seeds = report.get("seeds") or []
+        record["episode_seeds"] = [min(seeds), max(seeds)] if seeds else None
+        record["verdict"] = found.get(label)
+        out[label] = record
+    return out
 
 
 def run_record(summary: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +105,7 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
         "command": command,
         "recorded": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **environment(),
-        "reports": {label: report_record(load_report(path)) for label, path in reports.items()},
+        "reports": report_records({label: load_report(path) for label, path in reports.items()}),
         "runs": {label: run_record(_load_json(Path(path) / "summary.json", "run summary"))
                  for label, path in runs.items()},
         "datasets": {label: dataset_record(_load_json(Path(path) / INFO_FILENAME, "dataset info"))

@@ -37,6 +37,8 @@ def format_value(value: Any, fmt: str) -> str:
         return "yes" if value else "no"
     if fmt == "x":  # a speed-up ratio
         return f"{value:.1f}x"
+    if fmt.endswith("d") and isinstance(value, float):  # a mean of integers: integral when every seed agrees
+        return format(round(value), fmt) if value == round(value) else format(value, fmt[:-1] + ".1f")
     return format(value, fmt)
 
 
