@@ -50,7 +50,8 @@ test-fast: setup
 lint: setup
 	$(BIN)/ruff check toolkit tests benchmarks
 
-## demo: the whole loop on FrozenLake (exact-Q data, tiny LM, SFT, evaluation vs baselines), ~3 min on CPU
+## demo: the whole loop on FrozenLake (exact-Q data, tiny LM, SFT to the criterion, evaluation vs baselines
+## and a verdict), about a minute on a 2-core CPU after set-up
 demo: setup
 	$(BIN)/rlft pipeline run pipelines/demo.yaml --out demo --overwrite $(SET)
 

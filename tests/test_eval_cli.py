@@ -50,6 +50,7 @@ REPORT_TYPES = {
 }
 OPTIONAL = {  # None when not applicable
     "success_rate": float,
+    "optimal_success_exact": float,
     "normalized_score": float,
     "reference_scores": dict,
     "invalid_action_rate": float,
@@ -87,6 +88,12 @@ def test_report_files_schema_and_compare(cli, tmp_path, tmp_path_factory):
     report = json.loads(q.read_text())
     check_schema(report)
     assert report["success_rate"] is not None and report["codec"] == "frozenlake-grid (4x4)" and report["seed"] == 5
+    assert report["optimal_success_exact"] == pytest.approx(0.7401649, abs=1e-6)  # from the dataset's exact solve
+    short = tmp_path / "reports" / "short.json"  # another step limit: the exact rate (100 steps) does not apply
+    result = cli("eval", "--policy", "q-greedy", "--codec", data, "--episodes", "4", "--max-episode-steps", "20",
+                 "--out", short)
+    assert result.exit_code == 0, result.output
+    assert json.loads(short.read_text())["optimal_success_exact"] is None
     assert q.with_suffix(".png").stat().st_size > 1000
     tb = q.with_name("q_tb")
     assert any(p.name.startswith("events.out.tfevents") for p in tb.iterdir())
@@ -100,6 +107,7 @@ def test_report_files_schema_and_compare(cli, tmp_path, tmp_path_factory):
     report = json.loads(r.read_text())
     check_schema(report)
     assert report["num_envs"] == 30 and report["num_envs_requested"] == 50 and report["success_rate"] is None
+    assert report["optimal_success_exact"] is None
     assert report["normalized_score"] is not None and report["notes"]
 
     result = cli("eval", "compare", q, r)
