@@ -95,8 +95,9 @@ def main() -> None:
                           f"{time.perf_counter() - t0:.1f} s")
         ks = [int(k) for k in args.ks.split(",")]
         config = EvalConfig(policy=f"llm:{model}", env_id=args.env, codec=codec, episodes=args.episodes,
-                            seed=args.seed, constrained=args.constrained, quiet=True)
-        setup = build_setup(config)  # the model is loaded once and shared by every K
+                            seed=args.seed, constrained=args.constrained, quiet=True, cache=False)
+        # the model is loaded once and shared by every K; no greedy cache: every K must really generate
+        setup = build_setup(config)
         policy = setup.policy
         rows, base, reference = [], None, None
         for k in ks:

@@ -51,6 +51,7 @@ REPORT_TYPES = {
 OPTIONAL = {  # None when not applicable
     "success_rate": float,
     "optimal_success_exact": float,
+    "cache_hits": int,
     "normalized_score": float,
     "reference_scores": dict,
     "invalid_action_rate": float,

@@ -38,7 +38,8 @@ def pendulum(tmp_path_factory):
 
 def test_untrained_model_k1_equals_k8_and_constrained_is_always_valid(lake):
     data, model = lake
-    common = dict(policy=f"llm:{model}", codec=str(data), episodes=6, seed=3, max_episode_steps=6)
+    # no greedy cache: this test counts generate calls to show the batching
+    common = dict(policy=f"llm:{model}", codec=str(data), episodes=6, seed=3, max_episode_steps=6, cache=False)
     free1 = _run(num_envs=1, max_new_tokens=6, **common)
     free8 = _run(num_envs=8, max_new_tokens=6, **common)
     assert free8["num_envs"] == 6  # capped to the episodes
@@ -55,6 +56,21 @@ def test_untrained_model_k1_equals_k8_and_constrained_is_always_valid(lake):
     assert c1["expert_agreement"] is not None  # the dataset's Q-values grade every step
     fallback = _run(num_envs=2, max_new_tokens=4, fallback_action="RIGHT", **common)
     assert fallback["invalid_action_rate"] == 1.0 and fallback["policy_info"]["fallback_action"] == 2
+
+
+def test_greedy_cache_generates_each_distinct_prompt_once_and_changes_nothing(lake):
+    data, model = lake
+    common = dict(policy=f"llm:{model}", codec=str(data), episodes=12, seed=0, num_envs=4, constrained=True,
+                  max_episode_steps=30)
+    cached = _run(**common)
+    fresh = _run(cache=False, **common)
+    for key in ("returns", "lengths", "expert_agreement", "invalid_actions", "seeds"):
+        assert cached[key] == fresh[key], key
+    generated = cached["decisions"] - cached["cache_hits"]
+    assert 1 <= generated <= 11 < cached["decisions"]  # at most one generation per FrozenLake decision state
+    assert fresh["cache_hits"] == 0 and fresh["generate_calls"] > cached["generate_calls"]
+    sampled = _run(temperature=1.0, **common)  # sampling: every decision is generated
+    assert sampled["cache_hits"] == 0
 
 
 def test_sft_run_folder_batched_equals_sequential(cartpole):

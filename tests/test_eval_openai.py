@@ -25,12 +25,14 @@ def test_chat_prompts_go_to_chat_completions(tmp_path_factory):
     assert report["returns"] == reference["returns"] and report["lengths"] == reference["lengths"]
     assert report["invalid_action_rate"] == 0.0 and report["policy_info"]["backend"] == "openai"
     endpoints = {path for path, _ in server.requests}
-    assert endpoints == {"/v1/chat/completions"} and len(server.requests) == report["env_steps"]
+    # greedy: each distinct FrozenLake prompt is asked once; every other decision is answered from the cache
+    assert endpoints == {"/v1/chat/completions"} and report["cache_hits"] > 0
+    assert len(server.requests) == report["env_steps"] - report["cache_hits"] <= 11
     payload = server.requests[0][1]
     assert payload["model"] == "my-model" and payload["temperature"] == 0.0
     assert [m["role"] for m in payload["messages"]] == ["system", "user"]
     assert payload["stop"] == ["</answer>"]  # the suffix stops generation; the client puts it back
-    assert report["generate_calls"] < report["env_steps"]  # one batched call per step for all live envs
+    assert report["generate_calls"] < report["env_steps"]  # one batched call per step with a miss
 
 
 def test_plain_prompts_are_batched_into_completions(tmp_path_factory):

@@ -34,6 +34,7 @@ class EvalConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     max_new_tokens: int | None = None
+    cache: bool = True  # greedy decoding: generate each distinct prompt once (rlft.policy.generation)
     expert: Path | None = None  # SB3 checkpoint to measure agreement against
     video: Path | None = None
     video_episodes: int = 3

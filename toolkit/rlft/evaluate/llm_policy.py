@@ -160,6 +160,7 @@ class LLMPolicy(Policy):
 
     def stats(self) -> dict[str, Any]:
         return {"generate_calls": self.backend.calls, "prompts": self.backend.requests,
+                "cache_hits": self.backend.cache_hits,
                 "new_tokens": self.backend.new_tokens, "invalid_examples": self.invalid_examples,
                 "invalid_reasons": self.invalid_reasons}
 

@@ -37,6 +37,7 @@ SUMMARY_ROWS = [
     ("env_steps", "env steps"),
     ("env_steps_per_second", "env steps/s"),
     ("generate_calls", "generate calls"),
+    ("cache_hits", "prompts answered from cache"),
     ("wall_seconds", "wall seconds"),
 ]
 
@@ -127,6 +128,7 @@ def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
         "env_steps_per_second": result.env_steps / result.seconds if result.seconds > 0 else None,
         "generate_calls": int(stats["generate_calls"]) if "generate_calls" in stats else None,
         "new_tokens": int(stats["new_tokens"]) if "new_tokens" in stats else None,
+        "cache_hits": int(stats["cache_hits"]) if "cache_hits" in stats else None,
         "constrained": bool(config.constrained) if policy.kind == "llm" else False,
         "constrained_precompute": setup.precompute,
         "notes": list(setup.notes),

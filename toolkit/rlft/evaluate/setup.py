@@ -248,7 +248,8 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
     if config.backend == "transformers":
         from rlft.policy.generation import TransformersBackend
 
-        backend = TransformersBackend(model, tokenizer, max_new, config.temperature, config.top_p, table)
+        backend = TransformersBackend(model, tokenizer, max_new, config.temperature, config.top_p, table,
+                                      cache=config.cache)
     else:
         import os
 
