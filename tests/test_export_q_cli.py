@@ -76,6 +76,8 @@ def test_8x8_and_custom_map_and_plain_prompts(cli, tmp_path):
         (["--gamma", "0"], "gamma"),
         (["--gamma", "1.5"], "gamma"),
         (["--prompt-style", "xml"], "prompt-style"),
+        (["--wording", "terse"], "--wording must be one of gemma, compact"),
+        (["--completions", "some"], "--completions must be one of optimal, all"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(cli, tmp_path, args, message):
@@ -84,6 +86,39 @@ def test_bad_input_exits_2_and_writes_nothing(cli, tmp_path, args, message):
     assert result.exit_code == 2
     assert message in result.output
     assert not out.exists()
+
+
+def test_compact_wording_and_all_completions(cli, tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from rlft.codecs.base import load_codec
+
+    out = tmp_path / "all"
+    result = cli("data", "export-q", "frozenlake", "--out", out, "--episodes", "20", "--wording", "compact",
+                 "--completions", "all")
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(next((out / "data").glob("*.parquet"))).to_pylist()
+    assert len(rows) == 44  # 11 decision states x 4 actions
+    by_state = {}
+    for row in rows:
+        by_state.setdefault(row["state"], []).append(row)
+    assert len(by_state) == 11
+    for state_rows in by_state.values():  # every action once, all with the state's true optimal set
+        assert sorted(r["action"] for r in state_rows) == [0, 1, 2, 3]
+        assert {tuple(r["optimal_actions"]) for r in state_rows} == {tuple(state_rows[0]["optimal_actions"])}
+        assert [r["completion"][-1]["content"] for r in state_rows] == [
+            f"<answer>{name}</answer>" for name in ("LEFT", "DOWN", "RIGHT", "UP")]
+    codec = load_codec(out)
+    system, user = rows[0]["prompt"]
+    assert system["content"] == codec.template.system and "slippery" in system["content"]
+    assert user["content"] == "S F F F\nF H F H\nF F F H\nH F F G\nYou are at row 0, column 0."
+    assert codec.build_prompt(0) == rows[0]["prompt"]  # evaluation builds the same prompt from the saved codec
+    info = json.loads((out / "rlft_info.json").read_text())
+    assert (info["wording"], info["completions"], info["n_rows"], info["n_states"], info["n_tied"]) == (
+        "compact", "all", 44, 11, 1)
+    assert "one row per\nnon-terminal state and action" in (out / "README.md").read_text()
 
 
 def test_bad_map_file_exits_2(cli, tmp_path):

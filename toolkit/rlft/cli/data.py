@@ -24,6 +24,10 @@ def export_q(
     episodes: int = typer.Option(1000, help="Episodes of the greedy policy run to measure its success rate."),
     seed: int = typer.Option(0, help="Seed of the first measured episode (episode i uses seed + i)."),
     prompt_style: str = typer.Option("chat", help="chat (system + user messages) or plain (one string)."),
+    wording: str = typer.Option("gemma", help="gemma (the Gemma GRPO experiment's prompt) or compact (about half "
+                                              "the tokens: legend in one system line, the grid alone)."),
+    completions: str = typer.Option("optimal", help="optimal (one row per state) or all (one row per state and "
+                                                    "action: format-only SFT, a task-naive start for GRPO)."),
     card_extra: Path | None = typer.Option(None, help="Markdown file of dataset-specific prose for the card."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
@@ -45,6 +49,8 @@ def export_q(
         episodes=episodes,
         seed=seed,
         prompt_style=prompt_style,
+        wording=wording,
+        completions=completions,
         card_extra=card_extra,
         overwrite=overwrite,
     )

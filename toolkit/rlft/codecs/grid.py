@@ -21,8 +21,27 @@ FROZENLAKE_INSTRUCTION = (
 )
 
 
-def frozenlake_template(slippery: bool, style: str = "chat") -> PromptTemplate:
-    """The FrozenLake prompt: the Gemma FrozenLake GRPO experiment's wording plus a legend of the cells."""
+# The compact wording: the constant instructions in the system message, the user turn is the grid and position
+# alone. SmolLM2's tokenizer: 83 prompt tokens with its chat template, against 169 for the Gemma wording.
+FROZENLAKE_COMPACT_SYSTEM = (
+    "FrozenLake: S you, F ice, H hole, G goal; the ice is {slip}. Answer <answer>LEFT</answer>, DOWN, RIGHT or UP."
+)
+WORDINGS = ("gemma", "compact")
+
+
+def frozenlake_template(slippery: bool, style: str = "chat", wording: str = "gemma") -> PromptTemplate:
+    """The FrozenLake prompt. ``gemma``: the Gemma FrozenLake GRPO experiment's wording plus a legend of the
+    cells; ``compact``: the legend and answer format in one short system line, the grid alone in the user turn."""
+    if wording not in WORDINGS:
+        raise ValueError(f"wording must be one of {WORDINGS}, got {wording!r}")
+    if wording == "compact":
+        return PromptTemplate(
+            style=style,
+            system=FROZENLAKE_COMPACT_SYSTEM.replace("{slip}", "slippery" if slippery else "not slippery"),
+            instruction="{observation}",
+            answer_format="<answer>{action}</answer>",
+            allow_think=True,
+        )
     slip = "slippery: you may slide to a side" if slippery else "not slippery: you move where you choose"
     return PromptTemplate(
         style=style,
@@ -54,13 +73,13 @@ class FrozenLakeGridCodec(Codec):
         self.show_position = show_position
 
     @classmethod
-    def for_map(cls, lake: LakeMap, slippery: bool, style: str = "chat") -> FrozenLakeGridCodec:
+    def for_map(cls, lake: LakeMap, slippery: bool, style: str = "chat", wording: str = "gemma") -> FrozenLakeGridCodec:
         from gymnasium import spaces
 
         return cls(
             spaces.Discrete(lake.n_states),
             spaces.Discrete(len(ACTION_NAMES)),
-            frozenlake_template(slippery, style),
+            frozenlake_template(slippery, style, wording),
             env_id=ENV_ID,
             env_kwargs={"desc": list(lake.rows), "is_slippery": slippery},
             map_rows=list(lake.rows),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlft.codecs.grid import FrozenLakeGridCodec
+from rlft.codecs.grid import WORDINGS, FrozenLakeGridCodec
 from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
@@ -15,7 +15,7 @@ from rlft.core.io import atomic_write_text, check_output_dir
 from rlft.envs.frozenlake import ENV_ID, LakeMap, load_map
 from rlft.hub.card import CardSpec, message_text, read_extra_markdown
 from rlft.hub.folder import write_dataset_folder
-from rlft.records.frozenlake_q import GLOSSARY, build_q_records, to_gemma_csv
+from rlft.records.frozenlake_q import COMPLETIONS, GLOSSARY, build_q_records, to_gemma_csv
 from rlft.sources.frozenlake_q import (
     QSolution,
     TabularModel,
@@ -36,6 +36,8 @@ class ExportQConfig:
     episodes: int = 1000
     seed: int = 0
     prompt_style: str = "chat"
+    wording: str = "gemma"
+    completions: str = "optimal"
     card_extra: Path | None = None
     overwrite: bool = False
 
@@ -53,6 +55,10 @@ def _validate(config: ExportQConfig) -> LakeMap:
     check_gamma(config.gamma)
     if config.prompt_style not in PROMPT_STYLES:
         raise InvalidInputError(f"--prompt-style must be one of {PROMPT_STYLES}, got {config.prompt_style!r}")
+    if config.wording not in WORDINGS:
+        raise InvalidInputError(f"--wording must be one of {', '.join(WORDINGS)}, got {config.wording!r}")
+    if config.completions not in COMPLETIONS:
+        raise InvalidInputError(f"--completions must be one of {', '.join(COMPLETIONS)}, got {config.completions!r}")
     check_output_dir(config.out, config.overwrite)
     if config.csv is not None and Path(config.csv).is_dir():
         raise InvalidInputError(f"--csv {config.csv} is a folder", hint="give a file path")
@@ -74,8 +80,8 @@ def export_frozenlake_q(config: ExportQConfig) -> ExportQResult:
     """Build the dataset folder at ``config.out`` (atomically) and print a summary table."""
     lake = _validate(config)
     model, solution, max_steps = solve_frozenlake(lake, config.slippery, config.gamma)
-    codec = FrozenLakeGridCodec.for_map(lake, config.slippery, config.prompt_style)
-    frame = build_q_records(lake, solution, codec)
+    codec = FrozenLakeGridCodec.for_map(lake, config.slippery, config.prompt_style, config.wording)
+    frame = build_q_records(lake, solution, codec, completions=config.completions)
 
     policy = solution.greedy_policy()
     goal = np.array([c == "G" for c in "".join(lake.rows)])
@@ -92,7 +98,8 @@ def export_frozenlake_q(config: ExportQConfig) -> ExportQResult:
         "size": f"{lake.nrow}x{lake.ncol}",
         "slippery": config.slippery,
         "gamma": config.gamma,
-        "rows (non-terminal states)": len(frame),
+        "rows": len(frame),
+        "decision states": int(frame["state"].nunique()),
         "V*(start)": float(solution.v[lake.start_state]),
         "Bellman residual": solution.residual,
         "solver sweeps": solution.iterations,
@@ -140,10 +147,13 @@ def _write(config, lake, solution, codec, frame, measured, exact_success, max_st
         "episodes": measured["episodes"],
         "seed": measured["seed"],
         "max_episode_steps": max_steps,
-        "n_tied": int(sum(len(a) > 1 for a in frame["optimal_actions"])),
+        "n_tied": int(frame.drop_duplicates("state")["optimal_actions"].map(len).gt(1).sum()),
         "n_rows": len(frame),
+        "n_states": int(frame["state"].nunique()),
         "glossary": GLOSSARY,
         "prompt_style": config.prompt_style,
+        "wording": config.wording,
+        "completions": config.completions,
         "example_state": int(example["state"]),
         "example_prompt": prompt_text,
         "example_completion": completion_text,

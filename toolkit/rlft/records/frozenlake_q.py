@@ -17,23 +17,39 @@ GLOSSARY = {
     "col": "grid column of the agent (0 = left)",
     "state_str": "the grid as text, cells separated by spaces, S marks the agent (the prompt shows this grid, then "
     "the agent's row and column)",
-    "action": "an optimal action (0=LEFT 1=DOWN 2=RIGHT 3=UP); the first one in that order when tied",
+    "action": "an optimal action (0=LEFT 1=DOWN 2=RIGHT 3=UP), the first one in that order when tied (with "
+    "--completions all: each action in turn, one row per state and action)",
     "action_name": "the name of `action`",
     "optimal_actions": "every action whose Q is within 1e-9 of the maximum (ties are real: all are optimal)",
     **{col: f"Q*(s, {name}) under the card's gamma" for col, name in zip(Q_COLUMNS, ACTION_NAMES, strict=True)},
     "q_values": "the four Q-values as a list in action order",
     "v": "V*(s) = max_a Q*(s, a)",
     "prompt": "the model input (chat messages or text, see the codec's template)",
-    "completion": "the optimal action in the answer format, e.g. <answer>RIGHT</answer>",
+    "completion": "`action` in the answer format, e.g. <answer>RIGHT</answer>",
 }
 
 
-def build_q_records(lake: LakeMap, solution: QSolution, codec: FrozenLakeGridCodec, atol: float = 1e-9):
-    """A DataFrame with one row per non-terminal state of ``lake`` (terminal states have no decision)."""
+COMPLETIONS = ("optimal", "all")
+
+
+def build_q_records(lake: LakeMap, solution: QSolution, codec: FrozenLakeGridCodec, atol: float = 1e-9,
+                    completions: str = "optimal"):
+    """A DataFrame with one row per non-terminal state of ``lake`` (terminal states have no decision).
+
+    ``completions="all"``: one row per (state, action) instead, every action once, for format-only SFT: a model
+    trained on it learns the answer format with a uniform, uninformed action distribution (a task-naive start
+    for GRPO). ``optimal_actions`` and the Q-values still say which actions are right.
+    """
+    if completions not in COMPLETIONS:
+        raise ValueError(f"completions must be one of {COMPLETIONS}, got {completions!r}")
     states = np.array([s for s in range(lake.n_states) if not lake.is_terminal(s)], dtype=np.int64)
     q = solution.q[states]
     optimal = solution.optimal_mask(atol)[states]
     action = q.argmax(axis=1)
+    if completions == "all":
+        n_actions = q.shape[1]
+        states, q, optimal = (np.repeat(x, n_actions, axis=0) for x in (states, q, optimal))
+        action = np.tile(np.arange(n_actions), len(states) // n_actions)
     frame = pd.DataFrame(
         {
             "state": states,

@@ -24,7 +24,8 @@ REPORT_FIELDS = ("env_id", "policy", "policy_kind", "episodes", "seed", "num_env
 DATASET_FIELDS = ("n_rows", "v_start", "exact_success", "success_rate", "episodes", "residual", "steps",
                   "return_mean", "return_std", "normalized_score_mean")
 RUN_FIELDS = ("stage", "lora", "train_rows", "global_step", "train_runtime_s", "train_steps_per_second",
-              "eval_loss_start", "eval_loss_end", "trainable_parameters", "total_parameters")
+              "eval_loss_start", "eval_loss_end", "trainable_parameters", "total_parameters", "prompt_tokens_mean",
+              "base_model")
 
 
 def parse_labelled(items: list[str], what: str) -> dict[str, Path]:

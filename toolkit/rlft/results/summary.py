@@ -48,6 +48,7 @@ RUN_COLUMNS = [
     ("seconds_per_step", "s/step", ".3f"),
     ("eval_loss_end", "final eval loss", ".4f"),
     ("trainable_parameters", "trainable parameters", ",.0f"),
+    ("prompt_tokens_mean", "prompt tokens", ".0f"),
 ]
 
 

@@ -25,6 +25,7 @@ from rlft.train.stage import (
     load_model_for_training,
     lora_config,
     parameter_metrics,
+    prompt_token_metrics,
     stage_callbacks,
     start_run,
     training_args,
@@ -151,6 +152,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         "train_runtime_s": result.metrics.get("train_runtime"),
         "train_steps_per_second": result.metrics.get("train_steps_per_second"),
         **parameter_metrics(trainer.model),
+        **prompt_token_metrics(inputs.train, tokenizer, inputs.conversational),
     }
     keys = ["reward", *[f"rewards/{r.name}/mean" for r in rewards], "parse_rate", "optimal_action_rate",
             "completions/mean_length"]

@@ -24,6 +24,7 @@ from rlft.train.stage import (
     lora_config,
     parameter_metrics,
     pick_eval_split,
+    prompt_token_metrics,
     stage_callbacks,
     start_run,
     training_args,
@@ -114,6 +115,7 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
         train_steps_per_second=result.metrics.get("train_steps_per_second"),
         train_samples_per_second=result.metrics.get("train_samples_per_second"),
         **parameter_metrics(trainer.model),
+        **prompt_token_metrics(inputs.train, tokenizer, inputs.conversational),
     )
     if evaluation is not None:
         final = trainer.evaluate()

@@ -306,6 +306,18 @@ def criterion_line(record: dict[str, Any]) -> str:
             f"{record['states']} states at the step cap; wrong: {record['wrong_states'][:10]}")
 
 
+def prompt_token_metrics(train, tokenizer, conversational: bool, max_rows: int = 1000) -> dict[str, float]:
+    """Prompt length in the model's own tokens (chat template included), mean and max over up to ``max_rows``
+    training rows: what a step and an evaluation call cost, and the figure codecs and wordings are compared by."""
+    rows = train.select(range(min(max_rows, len(train))))["prompt"]
+    if conversational:
+        texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in rows]
+        lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    else:
+        lengths = [len(ids) for ids in tokenizer(list(rows))["input_ids"]]
+    return {"prompt_tokens_mean": float(sum(lengths) / len(lengths)), "prompt_tokens_max": int(max(lengths))}
+
+
 def parameter_metrics(model) -> dict[str, int]:
     trainable, total = count_parameters(model)
     return {"trainable_parameters": trainable, "total_parameters": total}
