@@ -22,10 +22,19 @@ def seed_everything(seed: int) -> np.random.Generator:
 
 
 def limit_threads(n: int | None = None) -> int:
-    """Cap BLAS/OpenMP/torch threads. Two busy threads on two cores made TRL steps 50x slower here."""
-    n = n or int(os.environ.get("RLFT_NUM_THREADS", "1"))
+    """Cap BLAS/OpenMP/torch threads. Two busy threads on two cores made TRL steps 50x slower here.
+
+    ``n``, else ``RLFT_NUM_THREADS``, else ``OMP_NUM_THREADS``, else 1. An explicit ``n`` or ``RLFT_NUM_THREADS``
+    overrides ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` (the Makefile exports them as 1): torch reads those when it is
+    imported, so they are set here even when torch is not imported yet, and torch is told directly when it is.
+    """
+    explicit = n or os.environ.get("RLFT_NUM_THREADS")
+    n = int(explicit or os.environ.get("OMP_NUM_THREADS") or 1)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, str(n))
+        if explicit:
+            os.environ[var] = str(n)
+        else:
+            os.environ.setdefault(var, str(n))
     import sys
 
     if "torch" in sys.modules:
