@@ -6,11 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import typer
 import yaml
 
-from rlft.cli.main import app
-from rlft.cli.pipeline import load_pipeline
+from rlft.cli.pipeline import load_pipeline, parse_step, preflight
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "pipelines").rglob("*.yaml")
@@ -20,24 +18,6 @@ try:  # typer vendors click: its commands and errors are not the click package's
     from typer._click.exceptions import UsageError
 except ImportError:  # pragma: no cover - a typer that uses click itself
     from click.exceptions import UsageError
-
-
-def parse_argv(argv: list[str]) -> None:
-    """Walk the command groups, then let click parse the leaf command's options (nothing runs)."""
-    command = typer.main.get_command(app)
-    ctx = command.make_context("rlft", list(argv), resilient_parsing=True)
-    words = list(argv)
-    while hasattr(command, "list_commands"):  # a group: the next word names a command...
-        if words and words[0].startswith("-"):  # ...or the group runs itself (rlft eval --policy ...)
-            command.make_context(command.name, list(words), parent=ctx.parent)
-            return
-        name = words.pop(0)
-        sub = command.get_command(ctx, name)
-        assert sub is not None, f"unknown command {name!r} in {argv}"
-        command = sub
-        group = hasattr(sub, "list_commands")
-        ctx = command.make_context(name, list(words) if not group else words[:1], parent=ctx,
-                                   resilient_parsing=group)
 
 
 def test_the_recipes_are_found():
@@ -53,15 +33,40 @@ def test_every_step_is_a_valid_rlft_command(path, tmp_path, monkeypatch):
         if argv[:2] == ["pipeline", "run"]:  # a nested pipeline: its own steps are checked as a file of this list
             assert argv[2] in FILES
         try:
-            parse_argv(argv)
+            parse_step(argv)
         except UsageError as exc:
             pytest.fail(f"{path}: rlft {' '.join(argv)}: {exc.format_message()}")
+    preflight(runs)  # inputs exist or are made by earlier steps (nested pipelines included)
 
 
 def test_a_bad_option_is_caught(tmp_path):
     with pytest.raises(UsageError, match="--no-such-option"):
-        parse_argv(["train", "sft", "--no-such-option", "1"])
+        parse_step(["train", "sft", "--no-such-option", "1"])
     with pytest.raises(UsageError, match="integer"):
-        parse_argv(["eval", "--episodes", "many", "--policy", "random"])
-    with pytest.raises(AssertionError, match="unknown command"):
-        parse_argv(["data", "exprt-q", "frozenlake"])
+        parse_step(["eval", "--episodes", "many", "--policy", "random"])
+    with pytest.raises(UsageError, match="unknown command"):
+        parse_step(["data", "exprt-q", "frozenlake"])
+
+
+@pytest.mark.parametrize("grpo_args,message", [
+    ({"model": "/no/such/model", "reward": "format"}, "--model /no/such/model does not exist"),
+    ({"model": "{out}/models/tiny", "reward": "format,q-advntage"}, "unknown reward 'q-advntage'"),
+    ({"model": "{out}/models/tiny", "reward": "format", "learning_rte": 1}, "No such option: --learning-rte"),
+    ({"model": "{out}/models/tiny", "reward": "format", "dataset": "{out}/datasets/nope"},
+     "--dataset {out}/datasets/nope does not exist"),
+])
+def test_a_bad_recipe_fails_before_any_step_runs(cli, tmp_path, grpo_args, message):
+    recipe = {
+        "steps": [
+            {"command": "data export-q frozenlake", "args": {"out": "{out}/datasets/fl", "episodes": 10}},
+            {"command": "model init", "args": {"dataset": "{out}/datasets/fl", "out": "{out}/models/tiny"}},
+            {"command": "train grpo", "args": {"dataset": "{out}/datasets/fl", "out": "{out}/runs/grpo", **grpo_args}},
+        ],
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "out"
+    result = cli("pipeline", "run", path, "--out", out)
+    assert result.exit_code == 2
+    assert "step 3" in result.output and message.replace("{out}", str(out)) in " ".join(result.output.split())
+    assert not out.exists()  # nothing ran: not even the dataset export of step 1

@@ -148,6 +148,94 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
     return spec, runs
 
 
+# Options whose value is an input that must exist (or be written by an earlier step) before the pipeline starts.
+INPUT_OPTIONS = ("--dataset", "--model", "--codec", "--policy", "--expert")
+LABELLED_INPUTS = ("--report", "--run", "--dataset")  # rlft results record LABEL=PATH
+POLICY_PREFIXES = ("llm:", "expert:", "bc:")
+
+
+def _usage_error():
+    try:  # typer vendors click: its errors are not the click package's classes
+        from typer._click.exceptions import UsageError
+    except ImportError:  # pragma: no cover - a typer that uses click itself
+        from click.exceptions import UsageError
+    return UsageError
+
+
+def parse_step(argv: list[str]) -> None:
+    """Let the CLI parse one step's words and options without running it (UsageError when they are wrong)."""
+    from rlft.cli.main import app as root
+
+    command = typer.main.get_command(root)
+    ctx = command.make_context("rlft", list(argv), resilient_parsing=True)
+    words = list(argv)
+    while hasattr(command, "list_commands"):  # a group: the next word names a command...
+        if words and words[0].startswith("-"):  # ...or the group runs itself (rlft eval --policy ...)
+            command.make_context(command.name, list(words), parent=ctx.parent)
+            return
+        if not words:
+            raise _usage_error()(f"'rlft {' '.join(argv)}' names no command")
+        name = words.pop(0)
+        sub = command.get_command(ctx, name)
+        if sub is None:
+            raise _usage_error()(f"unknown command {name!r} in 'rlft {' '.join(argv)}'")
+        command = sub
+        group = hasattr(sub, "list_commands")
+        ctx = command.make_context(name, list(words) if not group else words[:1], parent=ctx,
+                                   resilient_parsing=group)
+
+
+def _options(argv: list[str]) -> list[tuple[str, str]]:
+    return [(argv[i], argv[i + 1]) for i in range(len(argv) - 1) if argv[i].startswith("--")]
+
+
+def _inside(path: Path, produced: list[Path]) -> bool:
+    path = path.resolve()
+    return any(path == out or out in path.parents for out in produced)
+
+
+def preflight(runs: list[tuple[str, list[str]]], produced: list[Path] | None = None) -> None:
+    """Check every step before any runs: the CLI accepts it, its reward names are known, and every input it
+    names exists or is the output of an earlier step. Nested ``pipeline run`` steps are checked too."""
+    from rlft.train.models import _looks_like_hub_id
+    from rlft.train.rewards import parse_reward_names
+
+    produced = produced if produced is not None else []
+    for i, (label, argv) in enumerate(runs, 1):
+        where = f"step {i}{' (' + label + ')' if label else ''}, rlft {' '.join(argv[:3])}"
+        try:
+            parse_step(argv)
+        except _usage_error() as exc:
+            raise InvalidInputError(f"{where}: {exc.format_message()}") from exc
+        options = _options(argv)
+        if argv[:2] == ["pipeline", "run"]:
+            sets = [v for k, v in options if k == "--set"]
+            seeds = next((v for k, v in options if k == "--seeds"), None)
+            out = next(v for k, v in options if k == "--out")
+            _, nested = load_pipeline(Path(argv[2]), Path(out), "--overwrite" in argv, sets, seeds)
+            preflight(nested, produced)
+            continue
+        for key, value in options:
+            if key == "--reward":
+                try:
+                    parse_reward_names(value)
+                except InvalidInputError as exc:
+                    raise InvalidInputError(f"{where}: {exc.message}", hint=exc.hint) from exc
+            labelled = argv[:2] == ["results", "record"]
+            if key not in (LABELLED_INPUTS if labelled else INPUT_OPTIONS):
+                continue
+            target = value.partition("=")[2] if labelled else next(
+                (value[len(p):] for p in POLICY_PREFIXES if value.startswith(p)), value)
+            if key == "--policy" and target == value:
+                continue  # random, constant, q-greedy: no input
+            path = Path(target).expanduser()
+            if path.exists() or _inside(path, produced) or (_looks_like_hub_id(target) and "/" in target):
+                continue  # a local input, one an earlier step writes, or a Hub id (resolved when the step runs)
+            raise InvalidInputError(f"{where}: {key} {value} does not exist and no earlier step writes it",
+                                    hint="fix the path, or add the step that makes it")
+        produced += [Path(v).expanduser().resolve() for k, v in options if k == "--out"]
+
+
 @command(app, "run")
 def run(
     path: Path = typer.Argument(..., help="Pipeline YAML file (see pipelines/)."),
@@ -163,6 +251,7 @@ def run(
     from rlft.core.console import console
 
     spec, runs = load_pipeline(path, out, overwrite, set_, seeds)
+    preflight(runs)  # a missing model or a misspelled reward fails here, before any step runs
     for i, (label, argv) in enumerate(runs, 1):
         where = f" {label}," if label else ""
         console.rule(f"[bold]{spec.get('name', path.stem)}[/]{where} step {i}/{len(runs)}: rlft {' '.join(argv)}")
