@@ -20,6 +20,12 @@ BLOCK = re.compile(r"(<!-- results:(?P<name>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /
 VERSION_KEYS = ("torch", "transformers", "trl", "peft", "gymnasium", "stable-baselines3")
 
 
+OVERVIEW = "overview"
+ROWS_FILENAME = "rows.yaml"
+HEADLINES = (("success_rate", "success", ".3f"), ("normalized_score", "normalized score", ".1f"),
+             ("return_mean", "return", ".1f"))
+
+
 def result_file(results_dir: Path, name: str) -> Path:
     for candidate in (results_dir / f"{name}.json", results_dir / name / "summary.json"):
         if candidate.is_file():
@@ -112,12 +118,76 @@ def block_markdown(name: str, data: dict[str, Any], folder: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cell(summary: dict[str, Any], kind: str, label: str, key: str) -> Any:
+    for table in summary.get("tables", []):
+        if table.get("kind") != kind:
+            continue
+        for row in table["rows"]:
+            if row["label"] == label:
+                return row["cells"].get(key)
+    return None
+
+
+def _headline(summary: dict[str, Any]) -> tuple[str, str] | None:
+    """The metric a row is judged by (success, else normalized score, else return) and its format."""
+    reports = next((t for t in summary.get("tables", []) if t.get("kind") == "reports"), None)
+    keys = [c["key"] for c in reports["columns"]] if reports else []
+    return next(((key, fmt) for key, _, fmt in HEADLINES if key in keys), None)
+
+
+def overview_markdown(results_dir: Path) -> str:
+    """One line per planned row of ``results/rows.yaml``: the LLM's headline metric next to the baselines', the
+    seeds and training cost from the row's summary, or why the row was not run."""
+    from rlft.core.io import read_yaml_mapping
+
+    plan = read_yaml_mapping(results_dir / ROWS_FILENAME, "a mapping with a 'rows' list")
+    lines = ["| row | task | method | LLM | baselines (same episodes) | seeds | training | recipe |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in plan.get("rows", []):
+        recipe = row.get("recipe")
+        path = results_dir / str(recipe) / "summary.json" if recipe else None
+        head = f"| {row['id']} | {row['task']} | {row['method']} |"
+        if path is None or not path.is_file():
+            lines.append(f"{head} not run: {row.get('not_run', 'no results yet')} | | | | |")
+            continue
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        headline = _headline(summary)
+        reports = next((t for t in summary["tables"] if t.get("kind") == "reports"), {"rows": []})
+        llm = [r["label"] for r in reports["rows"] if r["label"].startswith("llm")]
+        base = [r["label"] for r in reports["rows"] if not r["label"].startswith("llm")]
+        if headline:
+            key, fmt = headline
+            llm_text = "; ".join(f"{lab} {format_cell(_cell(summary, 'reports', lab, key), fmt)}" for lab in llm)
+            base_text = "; ".join(f"{lab} {format_cell(_cell(summary, 'reports', lab, key), fmt)}" for lab in base)
+            agreement = [format_cell(_cell(summary, "reports", lab, "expert_agreement"), ".3f") for lab in llm]
+            if any(a != "-" for a in agreement):
+                llm_text += f" (agreement {', '.join(agreement)})"
+            llm_text = f"{dict((k, lab) for k, lab, _ in HEADLINES)[key]}: {llm_text}"
+        else:
+            llm_text = base_text = "-"
+        runs = next((t for t in summary["tables"] if t.get("kind") == "runs"), {"rows": []})
+        training = "; ".join(
+            f"{r['label']} {format_cell(r['cells'].get('global_step'), '.0f')} steps, "
+            f"{format_cell(r['cells'].get('train_runtime_s'), '.0f')} s" for r in runs["rows"]
+            if r["cells"].get("global_step") is not None)
+        seeds = len(summary.get("seeds", []))
+        note = f" {row['note']}" if row.get("note") else ""
+        lines.append(f"{head} {llm_text}{note} | {base_text} | {seeds} | {training or '-'} | "
+                     f"`make experiment NAME={recipe}` |")
+    return "\n".join(lines) + "\n"
+
+
 def render_text(text: str, results_dir: Path, base: Path) -> tuple[str, list[str]]:
     """``text`` with every results block re-rendered; also the names of the blocks whose content changed."""
     changed: list[str] = []
 
     def replace(match: re.Match) -> str:
         name = match.group("name")
+        if name == OVERVIEW:
+            body = overview_markdown(results_dir)
+            if body != match.group("body"):
+                changed.append(name)
+            return match.group(1) + body + match.group(4)
         path = result_file(results_dir, name)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
