@@ -127,3 +127,33 @@ def test_record_refuses_bad_labels_and_missing_files(tmp_path):
     with pytest.raises(InvalidInputError, match="plain folder name"):
         write_seed_record("../x", 0, {}, {}, tmp_path, "cmd")
     assert not list(tmp_path.rglob("seed-*.json"))
+
+
+def test_overview_renders_every_planned_row_with_its_headline_or_why_not(tmp_path):
+    from rlft.results.record import write_seed_record
+    from rlft.results.summary import summarize
+
+    results = tmp_path / "results"
+    for seed, success in enumerate([0.7, 0.8]):
+        work = tmp_path / f"s{seed}"
+        work.mkdir()
+        write_seed_record("toy", seed, {"llm-sft": _report(work / "l.json", "llm:x", "llm", success, 1.0, seed),
+                                        "random": _report(work / "r.json", "random", "random", 0.0, 0.2, seed)},
+                          {"sft": _run(work / "run", 40, True)}, results, "cmd")
+    summarize("toy", results, title="Toy")
+    (results / "rows.yaml").write_text(
+        "rows:\n"
+        "  - {id: '1', task: Lake, method: tiny SFT, recipe: toy}\n"
+        "  - {id: '2', task: Lake, method: GPU run, not_run: no GPU here}\n"
+        "  - {id: '3', task: Pole, method: later, recipe: missing}\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- results:overview -->\n<!-- /results:overview -->\n")
+    from rlft.results.render import render_readme
+
+    assert render_readme(readme, results) == ["overview"]
+    lines = readme.read_text().splitlines()
+    assert lines[1].startswith("| row | task | method | LLM |")
+    assert lines[3] == ("| 1 | Lake | tiny SFT | success: llm-sft 0.750 ± 0.071 (0.700–0.800) (agreement 1.000 (all 2))"
+                        " | random 0.000 (all 2) | 2 | sft 40 (all 2) steps, 4 (all 2) s | `make experiment NAME=toy` |")
+    assert lines[4] == "| 2 | Lake | GPU run | not run: no GPU here | | | | |"
+    assert lines[5] == "| 3 | Pole | later | not run: no results yet | | | | |"
