@@ -14,8 +14,9 @@ import pytest
 from rlft.core.errors import InvalidInputError, OfflineError, OutputExistsError
 from rlft.sources import collect as collect_mod
 from rlft.sources import minari_source
-from rlft.sources.collect import CollectConfig, add_noise, collect_to_minari, episode_blocks
+from rlft.sources.collect import CollectConfig, collect_to_minari
 from rlft.sources.minari_source import dataset_summary, load_minari
+from rlft.sources.rollouts import add_noise, episode_blocks
 
 
 def _collect(cli, *args):

@@ -93,7 +93,8 @@ def test_model_init_bad_inputs(cli, tmp_path, lake_dataset, tiny):
 
 
 def test_model_and_dataset_names_resolve_or_fail_clearly(tmp_path, tiny, monkeypatch):
-    from rlft.train.models import resolve_dataset, resolve_model
+    from rlft.hub.datasets import resolve_dataset
+    from rlft.train.models import resolve_model
 
     assert resolve_model(str(tiny)) == str(tiny)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

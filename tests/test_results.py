@@ -153,7 +153,8 @@ def test_overview_renders_every_planned_row_with_its_headline_or_why_not(tmp_pat
     assert render_readme(readme, results) == ["overview"]
     lines = readme.read_text().splitlines()
     assert lines[1].startswith("| row | task | method | LLM |")
-    assert lines[3] == ("| 1 | Lake | tiny SFT | success: llm-sft 0.750 ± 0.071 (0.700–0.800) (agreement 1.000 (all 2))"
-                        " | random 0.000 (all 2) | 2 | sft 40 (all 2) steps, 4 (all 2) s | `make experiment NAME=toy` |")
+    assert lines[3] == ("| 1 | Lake | tiny SFT | success: llm-sft 0.750 ± 0.071 (0.700–0.800) "
+                        "(agreement 1.000 (all 2)) | random 0.000 (all 2) | 2 | sft 40 (all 2) steps, 4 (all 2) s "
+                        "| `make experiment NAME=toy` |")
     assert lines[4] == "| 2 | Lake | GPU run | not run: no GPU here | | | | |"
     assert lines[5] == "| 3 | Pole | later | not run: no results yet | | | | |"

@@ -197,7 +197,7 @@ def _inside(path: Path, produced: list[Path]) -> bool:
 def preflight(runs: list[tuple[str, list[str]]], produced: list[Path] | None = None) -> None:
     """Check every step before any runs: the CLI accepts it, its reward names are known, and every input it
     names exists or is the output of an earlier step. Nested ``pipeline run`` steps are checked too."""
-    from rlft.train.models import _looks_like_hub_id
+    from rlft.hub.datasets import looks_like_hub_id
     from rlft.train.rewards import parse_reward_names
 
     produced = produced if produced is not None else []
@@ -229,7 +229,7 @@ def preflight(runs: list[tuple[str, list[str]]], produced: list[Path] | None = N
             if key == "--policy" and target == value:
                 continue  # random, constant, q-greedy: no input
             path = Path(target).expanduser()
-            if path.exists() or _inside(path, produced) or (_looks_like_hub_id(target) and "/" in target):
+            if path.exists() or _inside(path, produced) or (looks_like_hub_id(target) and "/" in target):
                 continue  # a local input, one an earlier step writes, or a Hub id (resolved when the step runs)
             raise InvalidInputError(f"{where}: {key} {value} does not exist and no earlier step writes it",
                                     hint="fix the path, or add the step that makes it")

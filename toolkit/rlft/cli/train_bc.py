@@ -25,7 +25,7 @@ def bc(
 ) -> None:
     """Behaviour cloning: an MLP on the dataset's raw observations and actions (the non-LLM baseline)."""
     from rlft.core.errors import InvalidInputError
-    from rlft.evaluate.bc import BCConfig, train_bc
+    from rlft.train.bc import BCConfig, train_bc
 
     try:
         sizes = [int(h) for h in hidden.replace(" ", "").split(",") if h]

@@ -56,7 +56,7 @@ class FewShot:
 
 def load_few_shot(codec: Codec, dataset: str, n: int, seed: int) -> FewShot:
     """``n`` rows of the dataset's train split, drawn with ``seed`` (expert/dataset actions)."""
-    from rlft.evaluate.data import column_array, dataset_dir, read_split
+    from rlft.hub.datasets import column_array, dataset_dir, read_split
 
     root = dataset_dir(dataset)
     import pyarrow.parquet as pq

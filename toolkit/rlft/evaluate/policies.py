@@ -118,7 +118,7 @@ class RandomPolicy(Policy):
         self.rngs[slot] = np.random.default_rng([self.seed, episode])
 
     def act(self, obs, slots):
-        from rlft.sources.collect import random_actions
+        from rlft.sources.rollouts import random_actions
 
         self.decisions += len(slots)
         return random_actions(self.space, [self.rngs[s] for s in slots])

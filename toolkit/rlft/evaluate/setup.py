@@ -28,7 +28,7 @@ class Setup:
 
 
 def _load_codec_from(path: str) -> Codec:
-    from rlft.evaluate.data import load_dataset_codec
+    from rlft.hub.datasets import load_dataset_codec
 
     return load_dataset_codec(path)
 
@@ -149,7 +149,8 @@ def _qtable(dataset: str | None, codec: Codec | None, obs_space):
 
     if codec is None or not dataset or not isinstance(obs_space, spaces.Discrete):
         return None
-    from rlft.evaluate.data import QTable, dataset_dir, has_q_values
+    from rlft.evaluate.data import QTable
+    from rlft.hub.datasets import dataset_dir, has_q_values
 
     root = dataset_dir(dataset)
     return QTable(root, int(obs_space.n)) if has_q_values(root) else None
@@ -171,7 +172,7 @@ def _default_target_return(config: EvalConfig, dataset: str | None) -> float | N
     if config.target_return is not None:
         return float(config.target_return)
     if dataset:
-        from rlft.evaluate.data import dataset_dir, dataset_info
+        from rlft.hub.datasets import dataset_dir, dataset_info
 
         try:
             info = dataset_info(dataset_dir(dataset))

@@ -1,11 +1,11 @@
-"""Batched rollouts over K environments, and recording them as a Minari dataset with DataCollector.
+"""Recording rollouts (``rlft.sources.rollouts``) over K environments as a Minari dataset with DataCollector.
 
 Episode ``i`` is reset with seed ``seed + i`` and draws its random actions and action noise from its own
 generator seeded with ``(seed, i)``, so a random-policy episode is the same whatever ``num_envs`` is. With a
 policy network the same ``seed`` and ``num_envs`` reproduce a dataset exactly; another ``num_envs`` changes the
 float rounding of batched inference (about 1e-7), which chaotic envs such as HalfCheetah amplify. Episodes are
-assigned to environments in contiguous blocks (env 0 runs episodes 0..b-1, env 1 the next block, ...), so
-appending each env's recordings in env order writes the dataset in episode order.
+assigned to environments in contiguous blocks, so appending each env's recordings in env order writes the
+dataset in episode order.
 """
 
 from __future__ import annotations
@@ -15,143 +15,15 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from rlft.core.errors import InvalidInputError, OutputExistsError
 from rlft.sources.minari_source import check_dataset_id, datasets_root
-
-# act(obs_batch, episode_indices) -> action batch, one row per active environment.
-ActFn = Callable[[np.ndarray, list[int]], np.ndarray]
-
-
-@dataclass
-class EpisodeStats:
-    """What one finished episode scored; ``terminated`` False means it ended by truncation."""
-
-    index: int
-    seed: int
-    episode_return: float
-    length: int
-    terminated: bool
-
-
-def episode_blocks(n_episodes: int, num_envs: int) -> list[range]:
-    """Split episodes 0..n-1 into ``num_envs`` contiguous blocks whose sizes differ by at most one."""
-    base, extra = divmod(n_episodes, num_envs)
-    blocks, start = [], 0
-    for k in range(num_envs):
-        size = base + (1 if k < extra else 0)
-        blocks.append(range(start, start + size))
-        start += size
-    return blocks
-
-
-def run_episodes(
-    envs: Sequence[Any],
-    act: ActFn,
-    n_episodes: int,
-    seed: int,
-    on_episode: Callable[[EpisodeStats], None] | None = None,
-) -> list[EpisodeStats]:
-    """Run ``n_episodes`` over ``envs`` with one batched ``act`` call per step; stats ordered by episode."""
-    if n_episodes < 1:
-        raise InvalidInputError(f"number of episodes must be at least 1, got {n_episodes}")
-    blocks = [iter(b) for b in episode_blocks(n_episodes, len(envs))]
-    current: dict[int, list] = {}  # env index -> [episode index, obs, return, length]
-
-    def start(k: int) -> None:
-        ep = next(blocks[k], None)
-        if ep is None:
-            current.pop(k, None)
-            return
-        obs, _ = envs[k].reset(seed=seed + ep)
-        current[k] = [ep, obs, 0.0, 0]
-
-    for k in range(len(envs)):
-        start(k)
-    stats: list[EpisodeStats] = []
-    while current:
-        active = sorted(current)
-        obs = np.stack([np.asarray(current[k][1]) for k in active])
-        actions = act(obs, [current[k][0] for k in active])
-        for j, k in enumerate(active):
-            obs_k, reward, terminated, truncated, _ = envs[k].step(actions[j])
-            state = current[k]
-            state[1], state[2], state[3] = obs_k, state[2] + float(reward), state[3] + 1
-            if terminated or truncated:
-                done = EpisodeStats(state[0], seed + state[0], state[2], state[3], bool(terminated))
-                stats.append(done)
-                if on_episode is not None:
-                    on_episode(done)
-                start(k)
-    return sorted(stats, key=lambda s: s.index)
-
-
-def random_actions(space, rngs: list[np.random.Generator]) -> np.ndarray:
-    """A uniformly random action per generator, for Discrete, Box, MultiDiscrete and MultiBinary spaces."""
-    from gymnasium import spaces
-
-    if isinstance(space, spaces.Discrete):
-        return np.array([space.start + r.integers(space.n) for r in rngs], dtype=space.dtype)
-    if isinstance(space, spaces.Box):
-        low = np.where(np.isfinite(space.low), space.low, -1.0)
-        high = np.where(np.isfinite(space.high), space.high, 1.0)
-        return np.stack([r.uniform(low, high) for r in rngs]).astype(space.dtype)
-    if isinstance(space, spaces.MultiDiscrete):
-        return np.stack([r.integers(space.nvec) for r in rngs]).astype(space.dtype)
-    if isinstance(space, spaces.MultiBinary):
-        return np.stack([r.integers(2, size=space.shape) for r in rngs]).astype(space.dtype)
-    raise InvalidInputError(f"random actions are not supported for action space {space}")
-
-
-def add_noise(space, actions: np.ndarray, noise: float, rngs: list[np.random.Generator]) -> np.ndarray:
-    """Exploration noise: Gaussian for Box (std in half-ranges, clipped to bounds), epsilon-random otherwise.
-
-    For a Box the standard deviation is ``noise * (high - low) / 2``, i.e. ``noise`` itself for the usual
-    [-1, 1] MuJoCo actions. For discrete spaces ``noise`` is the probability of replacing the action with a
-    uniformly random one.
-    """
-    from gymnasium import spaces
-
-    if noise <= 0:
-        return actions
-    if isinstance(space, spaces.Box):
-        scale = noise * (space.high - space.low) / 2.0
-        noisy = np.stack([a + r.normal(0.0, 1.0, size=a.shape) * scale for a, r in zip(actions, rngs, strict=True)])
-        return np.clip(noisy, space.low, space.high).astype(space.dtype)
-    if noise > 1:
-        raise InvalidInputError(f"--noise for a discrete action space is a probability in [0, 1], got {noise}")
-    flips = np.array([r.random() < noise for r in rngs])
-    if not flips.any():
-        return actions
-    random = random_actions(space, rngs)
-    return np.where(flips.reshape((-1,) + (1,) * (actions.ndim - 1)), random, actions).astype(actions.dtype)
-
-
-def policy_act(policy, space, seed: int, noise: float = 0.0, deterministic: bool = True) -> ActFn:
-    """An :data:`ActFn` from a policy with SB3's ``predict`` (None = uniformly random) and optional noise."""
-    rngs: dict[int, np.random.Generator] = {}
-
-    def generators(indices: list[int]) -> list[np.random.Generator]:
-        # One generator per episode, seeded (seed, episode): draws do not depend on batching or num_envs.
-        if len(rngs) > len(indices):  # an env only moves on to higher episode indices: drop finished ones
-            for i in set(rngs) - set(indices):
-                del rngs[i]
-        return [rngs[i] if i in rngs else rngs.setdefault(i, np.random.default_rng([seed, i])) for i in indices]
-
-    def act(obs: np.ndarray, indices: list[int]) -> np.ndarray:
-        if policy is None:
-            return random_actions(space, generators(indices))
-        actions = np.asarray(policy.predict(obs, deterministic=deterministic)[0])
-        return add_noise(space, actions, noise, generators(indices)) if noise > 0 else actions
-
-    return act
-
+from rlft.sources.rollouts import EpisodeStats, episode_blocks, policy_act, run_episodes
 
 # --- Recording into Minari -------------------------------------------------------------------------------
 

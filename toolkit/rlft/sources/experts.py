@@ -17,8 +17,8 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError, OutputExistsError
 from rlft.envs.registry import check_env_id, make_env, reference_scores
-from rlft.sources.collect import policy_act, run_episodes
 from rlft.sources.hyperparams import load_hyperparams
+from rlft.sources.rollouts import policy_act, run_episodes
 
 ALGOS = ("ppo", "sac", "tqc", "dqn")
 # Evaluation episodes use seeds far from the training seeds so the score is measured on unseen starts.

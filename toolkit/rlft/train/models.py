@@ -1,5 +1,6 @@
 """Models that need no Hub: tiny from-scratch causal LMs with a tokenizer trained on the dataset's own text,
-and resolution/loading of any local model folder or Hub id (Hub ids fail fast and clearly when offline).
+and resolution/loading of any local model folder or Hub id (Hub ids fail fast and clearly when offline;
+datasets are resolved the same way by :mod:`rlft.hub.datasets`).
 
 The tiny tokenizer is word level (``tokenizers`` WordLevel): the text is cut by one regular expression into
 answer tags (``<answer>``), letter runs, numbers, single whitespace characters and single punctuation
@@ -14,18 +15,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import string
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
+from rlft.codecs.base import Codec, load_codec
 from rlft.core.console import console, kv_table
-from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir
-from rlft.core.net import hub_offline
+from rlft.hub.datasets import hub_snapshot, load_dataset_dict, looks_like_hub_id, resolve_dataset
 
 PAD, BOS, UNK = "<|pad|>", "<|bos|>", "<|unk|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -250,60 +250,8 @@ def _unk_rate(tokenizer, texts: list[str]) -> float:
 
 
 # --------------------------------------------------------------------------------------------------------
-# resolving datasets and models: local folders first, then the Hub (cached, or fail fast)
+# resolving and loading models: local folders first, then the Hub (rlft.hub.datasets.hub_snapshot)
 # --------------------------------------------------------------------------------------------------------
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-
-
-def _looks_like_hub_id(name: str) -> bool:
-    return bool(_HUB_ID.match(name)) and not name.startswith((".", "~")) and name.count("/") <= 1
-
-
-def resolve_dataset(name: str | os.PathLike) -> Path:
-    """A local rlft dataset folder for ``name``: the folder itself, or a Hub dataset id downloaded (or taken
-    from the cache when offline). Raises InvalidInputError / OfflineError with what to do."""
-    path = Path(name).expanduser()
-    if path.is_dir():
-        if not (path / CODEC_FILENAME).is_file():
-            raise InvalidInputError(
-                f"{path} is not an rlft dataset folder (no {CODEC_FILENAME})",
-                hint="make one with rlft data export-q / serialize",
-            )
-        return path
-    text = str(name)
-    if path.exists() or not _looks_like_hub_id(text):
-        raise InvalidInputError(f"dataset {text!r} does not exist", hint="pass an rlft dataset folder or a Hub id")
-    return Path(_hub_snapshot(text, "dataset"))
-
-
-def _hub_snapshot(repo_id: str, repo_type: str) -> str:
-    from huggingface_hub import snapshot_download
-
-    what = "dataset" if repo_type == "dataset" else "model"
-    try:  # the cache first: works offline
-        return snapshot_download(repo_id, repo_type=repo_type, local_files_only=True)
-    except Exception:  # noqa: BLE001 - not cached: go online below
-        pass
-    if hub_offline():
-        raise InvalidInputError(
-            f"{what} {repo_id!r} is not a local folder, and HF_HUB_OFFLINE is set so the Hub is not asked",
-            hint=f"pass a local {what} folder" + (" (rlft model init / rlft model fetch)" if what == "model" else ""),
-        )
-    from rlft.hub.push import check_online
-
-    try:
-        check_online()
-    except OfflineError as exc:
-        raise OfflineError(
-            f"{what} {repo_id!r} is not a local folder and the Hugging Face Hub cannot be reached ({exc.message})",
-            hint=f"pass a local {what} folder" + (" (rlft model init / rlft model fetch)" if what == "model" else ""),
-        ) from exc
-    try:
-        return snapshot_download(repo_id, repo_type=repo_type)
-    except Exception as exc:  # noqa: BLE001 - repository not found, gated, network error...
-        raise InvalidInputError(f"cannot download {what} {repo_id!r} from the Hub: {exc}") from exc
-
-
 def resolve_model(name: str | os.PathLike) -> str:
     """A local folder holding a model (config.json) or a LoRA adapter for ``name`` (local path or Hub id)."""
     path = Path(name).expanduser()
@@ -315,21 +263,9 @@ def resolve_model(name: str | os.PathLike) -> str:
             )
         return str(path)
     text = str(name)
-    if path.exists() or not _looks_like_hub_id(text):
+    if path.exists() or not looks_like_hub_id(text):
         raise InvalidInputError(f"model {text!r} does not exist", hint="pass a model folder or a Hub id")
-    return _hub_snapshot(text, "model")
-
-
-def load_dataset_dict(local: Path):
-    """A local rlft dataset folder as a DatasetDict (read from its Parquet shards, no stale cache)."""
-    from rlft.hub.folder import load_dataset_folder
-
-    try:
-        return load_dataset_folder(local)
-    except InvalidInputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - unreadable folder: say which
-        raise InvalidInputError(f"cannot load the dataset at {local}: {exc}") from exc
+    return hub_snapshot(text, "model")
 
 
 def load_tokenizer(path: str):

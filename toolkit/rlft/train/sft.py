@@ -46,7 +46,7 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
         raise InvalidInputError("--early-stopping-patience must be at least 1")
     if config.eval_steps < 1:
         raise InvalidInputError("--eval-steps must be at least 1")
-    from rlft.train.models import load_dataset_dict
+    from rlft.hub.datasets import load_dataset_dict
 
     splits = load_dataset_dict(inputs.dataset_dir)
     train, evaluation, eval_name = pick_eval_split(

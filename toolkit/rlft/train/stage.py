@@ -17,8 +17,9 @@ from rlft.codecs.base import Codec, load_codec
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
+from rlft.hub.datasets import load_dataset_dict, resolve_dataset
 from rlft.train.configs import StageConfig, config_to_dict
-from rlft.train.models import count_parameters, load_dataset_dict, resolve_dataset, resolve_model
+from rlft.train.models import count_parameters, resolve_model
 from rlft.train.run import (
     CHECKPOINTS_DIR,
     LOGS_DIR,

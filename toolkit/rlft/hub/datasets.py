@@ -1,0 +1,160 @@
+"""Reading rlft dataset folders, local or from the Hub: resolving a name to a folder (the Hub's cache first,
+failing fast offline), its splits as a DatasetDict, its Parquet columns as Arrow/numpy, its info and codec.
+
+Training, evaluation and behaviour cloning all read datasets through here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
+from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.core.net import hub_offline
+from rlft.hub.layout import DATA_DIR, INFO_FILENAME
+
+# Resolving names: local folders first, then the Hub (its cache, or fail fast offline). Models use it too.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def looks_like_hub_id(name: str) -> bool:
+    return bool(_HUB_ID.match(name)) and not name.startswith((".", "~")) and name.count("/") <= 1
+
+
+def resolve_dataset(name: str | os.PathLike) -> Path:
+    """A local rlft dataset folder for ``name``: the folder itself, or a Hub dataset id downloaded (or taken
+    from the cache when offline). Raises InvalidInputError / OfflineError with what to do."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / CODEC_FILENAME).is_file():
+            raise InvalidInputError(
+                f"{path} is not an rlft dataset folder (no {CODEC_FILENAME})",
+                hint="make one with rlft data export-q / serialize",
+            )
+        return path
+    text = str(name)
+    if path.exists() or not looks_like_hub_id(text):
+        raise InvalidInputError(f"dataset {text!r} does not exist", hint="pass an rlft dataset folder or a Hub id")
+    return Path(hub_snapshot(text, "dataset"))
+
+
+def hub_snapshot(repo_id: str, repo_type: str) -> str:
+    from huggingface_hub import snapshot_download
+
+    what = "dataset" if repo_type == "dataset" else "model"
+    try:  # the cache first: works offline
+        return snapshot_download(repo_id, repo_type=repo_type, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not cached: go online below
+        pass
+    if hub_offline():
+        raise InvalidInputError(
+            f"{what} {repo_id!r} is not a local folder, and HF_HUB_OFFLINE is set so the Hub is not asked",
+            hint=f"pass a local {what} folder" + (" (rlft model init / rlft model fetch)" if what == "model" else ""),
+        )
+    from rlft.hub.push import check_online
+
+    try:
+        check_online()
+    except OfflineError as exc:
+        raise OfflineError(
+            f"{what} {repo_id!r} is not a local folder and the Hugging Face Hub cannot be reached ({exc.message})",
+            hint=f"pass a local {what} folder" + (" (rlft model init / rlft model fetch)" if what == "model" else ""),
+        ) from exc
+    try:
+        return snapshot_download(repo_id, repo_type=repo_type)
+    except Exception as exc:  # noqa: BLE001 - repository not found, gated, network error...
+        raise InvalidInputError(f"cannot download {what} {repo_id!r} from the Hub: {exc}") from exc
+
+
+def load_dataset_dict(local: Path):
+    """A local rlft dataset folder as a DatasetDict (read from its Parquet shards, no stale cache)."""
+    from rlft.hub.folder import load_dataset_folder
+
+    try:
+        return load_dataset_folder(local)
+    except InvalidInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - unreadable folder: say which
+        raise InvalidInputError(f"cannot load the dataset at {local}: {exc}") from exc
+
+
+def dataset_dir(path: str | os.PathLike) -> Path:
+    """A local rlft dataset folder (a Hub dataset id is resolved through the training code's resolver)."""
+    local = Path(path).expanduser()
+    if local.is_dir():
+        return local
+    return resolve_dataset(str(path))
+
+
+def read_split(path: str | os.PathLike, columns: list[str] | None = None, split: str = "train"):
+    """The Parquet shards of ``split`` as one Arrow table (only ``columns`` when given)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Path(path)
+    files = sorted((root / DATA_DIR).glob(f"{split}-*.parquet"))
+    if not files:
+        raise InvalidInputError(f"{root} has no {split} split ({DATA_DIR}/{split}-*.parquet)")
+    schema = pq.read_schema(files[0])
+    if columns is not None:
+        missing = [c for c in columns if c not in schema.names]
+        if missing:
+            raise InvalidInputError(f"{root} has no column {', '.join(missing)} (columns: {', '.join(schema.names)})")
+    return pa.concat_tables([pq.read_table(f, columns=columns) for f in files])
+
+
+def column_array(table, name: str) -> np.ndarray:
+    """A column as numpy: (N,) for scalars, (N, D) for fixed-length lists."""
+    import pyarrow as pa
+
+    col = table.column(name).combine_chunks()
+    if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+        n = len(col)
+        flat = np.asarray(col.flatten().to_numpy(zero_copy_only=False))
+        return flat.reshape(n, -1) if n else flat.reshape(0, 0)
+    return np.asarray(col.to_numpy(zero_copy_only=False))
+
+
+def observation_column(table) -> str:
+    for name in ("observation", "state"):
+        if name in table.column_names:
+            return name
+    raise InvalidInputError("the dataset has no observation (or state) column")
+
+
+def observations_actions(path: str | os.PathLike, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """The dataset's raw observation (or FrozenLake state) and action columns."""
+    import pyarrow.parquet as pq
+
+    root = Path(path)
+    files = sorted((root / DATA_DIR).glob(f"{split}-*.parquet"))
+    names = pq.read_schema(files[0]).names if files else []
+    obs_col = "observation" if "observation" in names else "state"
+    table = read_split(root, [obs_col, "action"], split)
+    return column_array(table, obs_col), column_array(table, "action")
+
+
+def dataset_info(path: str | os.PathLike) -> dict:
+    file = Path(path) / INFO_FILENAME
+    if not file.is_file():
+        return {}
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return {}
+
+
+def load_dataset_codec(path: str | os.PathLike) -> Codec:
+    return load_codec(dataset_dir(path))
+
+
+def has_q_values(path: str | os.PathLike) -> bool:
+    import pyarrow.parquet as pq
+
+    files = sorted((Path(path) / DATA_DIR).glob("train-*.parquet"))
+    return bool(files) and {"state", "q_values", "optimal_actions"} <= set(pq.read_schema(files[0]).names)

@@ -1,0 +1,293 @@
+"""Behaviour cloning with a small MLP: the non-LLM baseline trained on the same dataset rows.
+
+``rlft train bc --dataset DIR --out FILE`` fits an MLP on the dataset's raw ``observation`` (FrozenLake:
+``state``) and ``action`` columns: cross-entropy for a Discrete action space, mean squared error on actions
+scaled to [-1, 1] for a Box. Discrete observations are one-hot, Box observations standardised with the
+training data's mean and std. ``FILE`` (a torch file of tensors and plain values, loadable with
+``weights_only=True``) holds the weights, the spaces, the normalisation and the env id of the dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlft.core.errors import InvalidInputError, OutputExistsError
+
+BC_FORMAT = "rlft-bc-v1"
+
+
+@dataclass
+class BCConfig:
+    dataset: str
+    out: Path
+    hidden: list[int] = field(default_factory=lambda: [64, 64])
+    epochs: int = 30
+    batch_size: int = 256
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.0
+    val_fraction: float = 0.1
+    split: str = "train"
+    seed: int = 0
+    overwrite: bool = False
+
+
+class _Features:
+    """Observation -> network input (one-hot or standardised), from the spaces and training data."""
+
+    def __init__(self, obs_space: dict, mean=None, std=None):
+        self.space = obs_space
+        self.discrete = obs_space["type"] == "discrete"
+        self.start = int(obs_space.get("start", 0)) if self.discrete else 0
+        self.n = int(obs_space["n"]) if self.discrete else int(np.prod(obs_space["shape"]))
+        self.mean = None if mean is None else np.asarray(mean, np.float32)
+        self.std = None if std is None else np.asarray(std, np.float32)
+
+    def fit(self, obs: np.ndarray) -> None:
+        if not self.discrete:
+            x = obs.reshape(len(obs), -1).astype(np.float64)
+            self.mean = x.mean(axis=0).astype(np.float32)
+            self.std = np.maximum(x.std(axis=0), 1e-6).astype(np.float32)
+
+    def __call__(self, obs) -> np.ndarray:
+        obs = np.asarray(obs)
+        if self.discrete:
+            idx = obs.reshape(-1).astype(np.int64) - self.start
+            out = np.zeros((len(idx), self.n), np.float32)
+            out[np.arange(len(idx)), np.clip(idx, 0, self.n - 1)] = 1.0
+            return out
+        x = obs.reshape(len(obs), -1).astype(np.float32)
+        return (x - self.mean) / self.std
+
+
+class _Actions:
+    """Action <-> network target: class index for Discrete; [-1, 1] scaling for a Box."""
+
+    def __init__(self, act_space: dict, center=None, scale=None):
+        self.space = act_space
+        self.discrete = act_space["type"] == "discrete"
+        self.start = int(act_space.get("start", 0)) if self.discrete else 0
+        self.n = int(act_space["n"]) if self.discrete else int(np.prod(act_space["shape"]))
+        self.center = None if center is None else np.asarray(center, np.float32)
+        self.scale = None if scale is None else np.asarray(scale, np.float32)
+
+    def fit(self, actions: np.ndarray) -> None:
+        if self.discrete:
+            return
+        low, high = np.asarray(self.space["low"], np.float64), np.asarray(self.space["high"], np.float64)
+        a = actions.reshape(len(actions), -1).astype(np.float64)
+        finite = np.isfinite(low) & np.isfinite(high)
+        center = np.where(finite, (low + high) / 2, a.mean(axis=0))
+        scale = np.where(finite, (high - low) / 2, np.maximum(np.abs(a - center).max(axis=0), 1e-6))
+        self.center, self.scale = center.astype(np.float32), np.maximum(scale, 1e-6).astype(np.float32)
+
+    def target(self, actions: np.ndarray) -> np.ndarray:
+        if self.discrete:
+            return actions.reshape(-1).astype(np.int64) - self.start
+        return (actions.reshape(len(actions), -1).astype(np.float32) - self.center) / self.scale
+
+    def decode(self, out: np.ndarray) -> np.ndarray:
+        if self.discrete:
+            return out.argmax(axis=1).astype(np.int64) + self.start
+        a = np.clip(out, -1.0, 1.0) * self.scale + self.center
+        low, high = np.asarray(self.space["low"]), np.asarray(self.space["high"])
+        a = np.clip(a, low, high).reshape((len(out), *self.space["shape"]))
+        return a.astype(np.dtype(self.space.get("dtype", "float32")))
+
+
+def _mlp(n_in: int, hidden: list[int], n_out: int, box: bool):
+    import torch.nn as nn
+
+    layers: list[nn.Module] = []
+    last = n_in
+    for h in hidden:
+        layers += [nn.Linear(last, h), nn.ReLU()]
+        last = h
+    layers.append(nn.Linear(last, n_out))
+    if box:
+        layers.append(nn.Tanh())
+    return nn.Sequential(*layers)
+
+
+def _check(config: BCConfig) -> None:
+    out = Path(config.out)
+    if out.exists() and not config.overwrite:
+        raise OutputExistsError(f"--out {out} already exists", hint="pass --overwrite to replace it")
+    if out.exists() and out.is_dir():
+        raise OutputExistsError(f"--out {out} is a folder", hint="give a file path, e.g. bc.pt")
+    if config.epochs < 1 or config.batch_size < 1:
+        raise InvalidInputError("--epochs and --batch-size must be at least 1")
+    if not 0 <= config.val_fraction < 1:
+        raise InvalidInputError(f"--val-fraction must be in [0, 1), got {config.val_fraction}")
+    if not config.hidden or any(h < 1 for h in config.hidden):
+        raise InvalidInputError(f"--hidden must be positive layer sizes, got {config.hidden}")
+    if config.learning_rate <= 0:
+        raise InvalidInputError("--learning-rate must be positive")
+
+
+def train_bc(config: BCConfig) -> dict[str, Any]:
+    """Fit the MLP, save it to ``config.out`` (atomically) and return the training summary."""
+    _check(config)
+    import torch
+
+    from rlft.core.console import console, kv_table, progress
+    from rlft.core.seeding import limit_threads, seed_everything
+    from rlft.hub.datasets import dataset_dir, load_dataset_codec, observations_actions
+
+    limit_threads()
+    root = dataset_dir(config.dataset)
+    codec = load_dataset_codec(root)
+    obs, actions = observations_actions(root, config.split)
+    if len(obs) == 0:
+        raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
+    features, targets = _Features(codec.observation_space), _Actions(codec.action_space)
+    try:
+        features.fit(obs)
+        targets.fit(actions)
+        x, y = features(obs), targets.target(actions)
+    except ValueError as exc:
+        raise InvalidInputError(f"{config.dataset}: the observation/action columns do not fit the codec's spaces "
+                                f"({exc})") from exc
+    if x.shape[1] != features.n or (not targets.discrete and y.shape[1] != targets.n):
+        raise InvalidInputError(f"{config.dataset}: column shapes {x.shape[1:]}/{y.shape[1:]} do not match the "
+                                "codec's spaces")
+    if targets.discrete and (y.min() < 0 or y.max() >= targets.n):
+        raise InvalidInputError(f"{config.dataset}: actions outside the Discrete({targets.n}) action space")
+
+    rng = seed_everything(config.seed)
+    perm = rng.permutation(len(x))
+    n_val = int(round(config.val_fraction * len(x))) if len(x) > 1 else 0
+    val_idx, train_idx = perm[:n_val], perm[n_val:]
+    model = _mlp(features.n, list(config.hidden), targets.n, not targets.discrete)
+    opt = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    loss_fn = torch.nn.CrossEntropyLoss() if targets.discrete else torch.nn.MSELoss()
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    gen = torch.Generator().manual_seed(config.seed)
+    history = []
+    start = time.perf_counter()
+    with progress(transient=True) as bar:
+        task = bar.add_task("behaviour cloning", total=config.epochs)
+        for epoch in range(config.epochs):
+            model.train()
+            order = torch.from_numpy(train_idx)[torch.randperm(len(train_idx), generator=gen)]
+            total = 0.0
+            for i in range(0, len(order), config.batch_size):
+                idx = order[i : i + config.batch_size]
+                loss = loss_fn(model(xt[idx]), yt[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss.item() * len(idx)
+            history.append({"epoch": epoch + 1, "train_loss": total / max(1, len(order))})
+            bar.advance(task)
+    train_s = time.perf_counter() - start
+    metrics = _metrics(model, xt, yt, train_idx, val_idx, targets, loss_fn)
+    info = {
+        "format": BC_FORMAT,
+        "dataset": str(config.dataset),
+        "env_id": codec.env_id,
+        "env_kwargs": codec.env_kwargs,
+        "rows": int(len(x)),
+        "train_rows": int(len(train_idx)),
+        "val_rows": int(len(val_idx)),
+        "train_seconds": round(train_s, 3),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
+        **metrics,
+    }
+    payload = {
+        "format": BC_FORMAT,
+        "state_dict": model.state_dict(),
+        "hidden": list(config.hidden),
+        "observation_space": json.dumps(codec.observation_space),
+        "action_space": json.dumps(codec.action_space),
+        "obs_mean": None if features.mean is None else torch.from_numpy(features.mean),
+        "obs_std": None if features.std is None else torch.from_numpy(features.std),
+        "act_center": None if targets.center is None else torch.from_numpy(targets.center),
+        "act_scale": None if targets.scale is None else torch.from_numpy(targets.scale),
+        "info": json.dumps(info, default=str),
+    }
+    out = Path(config.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    console.print(kv_table(f"behaviour cloning -> {out}",
+                           {k: v for k, v in info.items() if k not in ("config", "env_kwargs")}))
+    return info
+
+
+def _metrics(model, xt, yt, train_idx, val_idx, targets: _Actions, loss_fn) -> dict[str, float]:
+    import torch
+
+    model.eval()
+    out: dict[str, float] = {}
+    with torch.no_grad():
+        for name, idx in (("train", train_idx), ("val", val_idx)):
+            if len(idx) == 0:
+                continue
+            pred = model(xt[idx])
+            out[f"{name}_loss"] = float(loss_fn(pred, yt[idx]))
+            if targets.discrete:
+                out[f"{name}_accuracy"] = float((pred.argmax(dim=1) == yt[idx]).float().mean())
+            else:
+                out[f"{name}_mean_abs_error"] = float(((pred - yt[idx]).abs() * torch.from_numpy(targets.scale))
+                                                      .mean())
+    return out
+
+
+@dataclass
+class BCModel:
+    """A saved behaviour-cloning MLP, ready for batched forward passes (:func:`load_bc`)."""
+
+    model: Any  # torch.nn.Sequential, in eval mode
+    features: _Features
+    actions: _Actions
+    observation_space: dict
+    action_space: dict
+    info: dict
+
+    def act(self, obs) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            out = self.model(torch.from_numpy(self.features(obs))).numpy()
+        return self.actions.decode(out)
+
+
+def load_bc(path: str | os.PathLike) -> BCModel:
+    """Load a file written by :func:`train_bc`, with a clear error for anything else."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"behaviour-cloning policy {path} does not exist",
+                                hint="train one with: rlft train bc --dataset DIR --out FILE")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - not a torch file, or not ours
+        raise InvalidInputError(f"{path} is not a behaviour-cloning policy file: {exc}") from exc
+    if not isinstance(payload, dict) or payload.get("format") != BC_FORMAT:
+        raise InvalidInputError(f"{path} is not a behaviour-cloning policy file (made by rlft train bc)")
+    observation_space = json.loads(payload["observation_space"])
+    action_space = json.loads(payload["action_space"])
+
+    def arr(key):
+        value = payload.get(key)
+        return None if value is None else value.numpy()
+
+    features = _Features(observation_space, arr("obs_mean"), arr("obs_std"))
+    actions = _Actions(action_space, arr("act_center"), arr("act_scale"))
+    model = _mlp(features.n, list(payload["hidden"]), actions.n, not actions.discrete)
+    model.load_state_dict(payload["state_dict"])
+    model.eval()
+    return BCModel(model, features, actions, observation_space, action_space, json.loads(payload["info"]))
