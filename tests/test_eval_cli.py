@@ -52,6 +52,7 @@ OPTIONAL = {  # None when not applicable
     "success_rate": float,
     "optimal_success_exact": float,
     "cache_hits": int,
+    "policy_map": dict,
     "normalized_score": float,
     "reference_scores": dict,
     "invalid_action_rate": float,
@@ -90,6 +91,13 @@ def test_report_files_schema_and_compare(cli, tmp_path, tmp_path_factory):
     check_schema(report)
     assert report["success_rate"] is not None and report["codec"] == "frozenlake-grid (4x4)" and report["seed"] == 5
     assert report["optimal_success_exact"] == pytest.approx(0.7401649, abs=1e-6)  # from the dataset's exact solve
+    # FrozenLake reports carry the policy on the grid: every visited state's actions, every state's optimal set
+    pm = report["policy_map"]
+    assert pm["rows"] == ["SFFF", "FHFH", "FFFH", "HFFG"]
+    assert pm["optimal"]["6"] == [0, 2] and set(pm["optimal"]) == {str(s) for s in (0, 1, 2, 3, 4, 6, 8, 9, 10, 13, 14)}
+    assert "0" in pm["taken"] and sum(sum(c.values()) for c in pm["taken"].values()) == report["env_steps"]
+    for state, counts in pm["taken"].items():  # q-greedy takes one optimal action in each state it visits
+        assert len(counts) == 1 and int(next(iter(counts))) in pm["optimal"][state]
     short = tmp_path / "reports" / "short.json"  # another step limit: the exact rate (100 steps) does not apply
     result = cli("eval", "--policy", "q-greedy", "--codec", data, "--episodes", "4", "--max-episode-steps", "20",
                  "--out", short)
@@ -108,12 +116,15 @@ def test_report_files_schema_and_compare(cli, tmp_path, tmp_path_factory):
     report = json.loads(r.read_text())
     check_schema(report)
     assert report["num_envs"] == 30 and report["num_envs_requested"] == 50 and report["success_rate"] is None
-    assert report["optimal_success_exact"] is None
+    assert report["optimal_success_exact"] is None and report["policy_map"] is None
     assert report["normalized_score"] is not None and report["notes"]
 
-    result = cli("eval", "compare", q, r)
+    result = cli("eval", "compare", q, r, "--png", tmp_path / "reports" / "compare.png")
     assert result.exit_code == 0, result.output
     assert "q-greedy" in result.output and "random" in result.output and "different environments" in result.output
+    assert (tmp_path / "reports" / "compare.png").stat().st_size > 1000
+    result = cli("eval", "compare", q, r, "--png", tmp_path / "reports" / "compare.jpg")
+    assert result.exit_code == 2 and "--png must name a .png file" in result.output
 
     # the same seed gives the same report numbers; an existing report is not overwritten silently
     result = cli("eval", "--env", "CartPole-v1", "--policy", "random", "--episodes", "30", "--out", r)

@@ -79,10 +79,14 @@ def evaluate(
 
 
 @command(app, "compare")
-def compare(reports: list[Path] = typer.Argument(..., help="REPORT.json files.")) -> None:
+def compare(
+    reports: list[Path] = typer.Argument(..., help="REPORT.json files."),
+    png: Path | None = typer.Option(None, "--png", help="Also draw the reports' headline metric with error bars."),
+) -> None:
     """Print evaluation reports side by side; for FrozenLake LLM reports, say whether the LLM matched the
     optimal policy (agreement 1.0 and success within noise of the exact optimal rate)."""
     from rlft.core.console import console
+    from rlft.core.errors import InvalidInputError
     from rlft.evaluate.report import compare_table, load_report
     from rlft.evaluate.verdict import verdicts
 
@@ -93,3 +97,9 @@ def compare(reports: list[Path] = typer.Argument(..., help="REPORT.json files.")
         console.print(f"[yellow]note:[/] {note}")
     for verdict in verdicts([(p.stem, r) for p, r in zip(reports, loaded, strict=True)]):
         console.print(verdict.line())
+    if png is not None:
+        if png.suffix.lower() != ".png":
+            raise InvalidInputError(f"--png must name a .png file, got {png}")
+        from rlft.evaluate.report import plot_compare
+
+        console.print(f"comparison plot -> {plot_compare([p.stem for p in reports], loaded, png)}")

@@ -88,6 +88,17 @@ def load_map(spec: str) -> LakeMap:
     )
 
 
+def map_rows(env_kwargs: dict | None) -> tuple[str, ...]:
+    """The grid FrozenLake is made with for ``env_kwargs``: ``desc`` rows, else the named ``map_name``
+    (gymnasium's default 4x4)."""
+    from gymnasium.envs.toy_text.frozen_lake import MAPS
+
+    kwargs = env_kwargs or {}
+    if kwargs.get("desc"):
+        return tuple("".join(row) if not isinstance(row, str) else row for row in kwargs["desc"])
+    return tuple(MAPS[kwargs.get("map_name") or "4x4"])
+
+
 def render_grid(lake: LakeMap, state: int, sep: str = " ", row_sep: str = "\n") -> str:
     """The grid as text with the agent's cell marked: the one rendering prompts, CSVs and cards share."""
     r, c = divmod(state, lake.ncol)

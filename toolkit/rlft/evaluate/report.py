@@ -132,10 +132,26 @@ def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
         "constrained": bool(config.constrained) if policy.kind == "llm" else False,
         "constrained_precompute": setup.precompute,
         "notes": list(setup.notes),
+        "policy_map": _policy_map(setup, result) if frozenlake else None,
         "videos": list(result.videos),
         "versions": _versions(),
     }
     return report
+
+
+def _policy_map(setup, result) -> dict[str, Any] | None:
+    """What a FrozenLake report draws: the map, the actions taken in each visited state (counts) and each state's
+    optimal actions (from the dataset's exact Q-values)."""
+    if setup.qtable is None:
+        return None
+    from rlft.envs.frozenlake import map_rows
+
+    rows = map_rows(setup.env_kwargs)
+    return {
+        "rows": list(rows),
+        "taken": {str(s): {str(a): n for a, n in sorted(c.items())} for s, c in sorted(result.state_actions.items())},
+        "optimal": {str(s): sorted(acts) for s, acts in sorted(setup.qtable.optimal.items())},
+    }
 
 
 def atomic_write_json(path: Path, data: Any) -> Path:
@@ -165,7 +181,10 @@ def write_report(report: dict[str, Any], out: Path) -> dict[str, str]:
     paths["json"].parent.mkdir(parents=True, exist_ok=True)
     files = {k: str(v) for k, v in paths.items()}
     report["files"] = files
-    plot_returns(report, paths["png"])
+    if report.get("policy_map"):
+        plot_policy_map(report, paths["png"])
+    else:
+        plot_returns(report, paths["png"])
     log_tensorboard(report, paths["tensorboard"])
     atomic_write_json(paths["json"], report)  # last: a report on disk always has its plot and logs
     return files
@@ -189,6 +208,67 @@ def plot_returns(report: dict[str, Any], path: Path) -> None:
     if report.get("success_rate") is not None:
         title += f", success {report['success_rate']:.3f}"
     fig.suptitle(title)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+ARROWS = {0: (-1, 0), 1: (0, 1), 2: (1, 0), 3: (0, -1)}  # LEFT, DOWN, RIGHT, UP as (dx, dy) with y downwards
+CELL_COLORS = {"S": "#d8ecf8", "F": "#eef6fb", "H": "#2b3a4a", "G": "#8fd18f"}
+
+
+def plot_policy_map(report: dict[str, Any], path: Path) -> None:
+    """The FrozenLake policy on its grid: in each visited state an arrow for the action taken most often (thicker
+    when the policy always took it), red where it is not an optimal action, faint gray arrows for the optimal ones
+    where they differ; holes dark, the goal green; unvisited states marked with a dot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    pm = report["policy_map"]
+    rows = pm["rows"]
+    nrow, ncol = len(rows), len(rows[0])
+    size = max(4.0, 0.6 * max(nrow, ncol))
+    fig, ax = plt.subplots(figsize=(size, size * nrow / ncol + 0.6))
+    wrong = 0
+    for r, line in enumerate(rows):
+        for c, cell in enumerate(line):
+            ax.add_patch(Rectangle((c, r), 1, 1, facecolor=CELL_COLORS.get(cell, "white"), edgecolor="#9aa8b5", lw=0.8))
+            if cell in "HG":
+                ax.text(c + 0.5, r + 0.5, "hole" if cell == "H" else "goal", ha="center", va="center", fontsize=7,
+                        color="white" if cell == "H" else "black")
+                continue
+            state = str(r * ncol + c)
+            optimal = set(pm["optimal"].get(state, []))
+            taken = pm["taken"].get(state)
+            if not taken:
+                ax.plot(c + 0.5, r + 0.5, ".", color="#9aa8b5")
+                continue
+            action, count = max(((int(a), n) for a, n in taken.items()), key=lambda x: x[1])
+            share = count / sum(taken.values())
+            bad = action not in optimal
+            wrong += bad
+            for other in sorted(optimal - {action}):  # the optimal actions the policy did not take
+                dx, dy = ARROWS[other]
+                ax.annotate("", (c + 0.5 + 0.3 * dx, r + 0.5 + 0.3 * dy), (c + 0.5, r + 0.5),
+                            arrowprops={"arrowstyle": "->", "color": "#b0b8c0", "lw": 1})
+            dx, dy = ARROWS[action]
+            ax.annotate("", (c + 0.5 + 0.35 * dx, r + 0.5 + 0.35 * dy), (c + 0.5 - 0.1 * dx, r + 0.5 - 0.1 * dy),
+                        arrowprops={"arrowstyle": "-|>", "color": "#c0392b" if bad else "#1f4e79",
+                                    "lw": 1 + 2 * share, "mutation_scale": 12})
+    ax.set_xlim(0, ncol)
+    ax.set_ylim(nrow, 0)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    success = report.get("success_rate")
+    title = f"{report['policy']}: success {success:.3f}" if success is not None else report["policy"]
+    ax.set_title(f"{title}\n{wrong} visited state{'s' if wrong != 1 else ''} with a non-optimal action (red)",
+                 fontsize=9)
     fig.tight_layout()
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     fig.savefig(tmp, dpi=110)
@@ -267,6 +347,57 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(data, dict) or "rlft_report_version" not in data:
         raise InvalidInputError(f"{path} is not an rlft eval report (no rlft_report_version)")
     return data
+
+
+def headline(report: dict[str, Any]) -> tuple[str, float, float]:
+    """(label, value, standard error) of what a report is judged by: the success rate (binomial error), else the
+    D4RL-normalized score, else the mean return (the standard error of the mean)."""
+    n = max(int(report.get("episodes") or 1), 1)
+    if report.get("success_rate") is not None:
+        p = float(report["success_rate"])
+        return "success rate", p, float(np.sqrt(p * (1 - p) / n))
+    stderr = float(report.get("return_stderr") or 0.0)
+    ref = report.get("reference_scores")
+    if report.get("normalized_score") is not None and ref:
+        scale = 100.0 / (ref["expert"] - ref["random"])
+        return "normalized score (x100)", float(report["normalized_score"]), stderr * scale
+    return "mean return", float(report["return_mean"]), stderr
+
+
+def plot_compare(names: list[str], reports: list[dict[str, Any]], path: Path) -> Path:
+    """One PNG: each report's headline metric as a bar with its standard error (and the exact optimal rate of a
+    FrozenLake evaluation as a line)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    values = [headline(r) for r in reports]
+    labels = {label for label, _, _ in values}
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(reports) + 1.5), 3.6))
+    xs = np.arange(len(reports))
+    ax.bar(xs, [v for _, v, _ in values], yerr=[e for _, _, e in values], capsize=4, color="#5b8fb9")
+    top = max([abs(v) + e for _, v, e in values] + [1e-9])
+    for x, (_, v, e) in zip(xs, values, strict=True):  # above the error bar, clear of the optimal line
+        ax.text(x, v + e + 0.02 * top, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
+    optimal = next((r.get("optimal_success_exact") for r in reports if r.get("optimal_success_exact")), None)
+    if optimal is not None and labels == {"success rate"}:
+        ax.axhline(optimal, color="k", ls="--", lw=1, label=f"exact optimal {optimal:.3f}")
+        ax.legend(fontsize=8)
+    ax.set_xticks(xs, names, rotation=15 if len(reports) > 4 else 0, fontsize=8)
+    ax.set_ylabel(" / ".join(sorted(labels)))
+    envs = sorted({str(r.get("env_id")) for r in reports})
+    episodes = sorted({int(r.get("episodes") or 0) for r in reports})
+    ax.set_title(f"{', '.join(envs)}: {'/'.join(map(str, episodes))} episodes each (error bars: one standard error)",
+                 fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
 
 
 def compare_table(paths: list[str | os.PathLike], reports: list[dict[str, Any]] | None = None):

@@ -43,6 +43,7 @@ class RolloutResult:
     expert_total: int = 0
     expert_abs_diff_sum: float = 0.0
     expert_abs_diff_n: int = 0
+    state_actions: dict[int, dict[int, int]] = field(default_factory=dict)  # tabular envs: state -> action counts
     videos: list[str] = field(default_factory=list)
 
 
@@ -55,6 +56,8 @@ class Agreement:
     def update(self, result: RolloutResult, obs: np.ndarray, actions: np.ndarray) -> None:
         if self.qtable is not None:
             for state, action in zip(np.asarray(obs).reshape(-1), np.asarray(actions).reshape(-1), strict=True):
+                counts = result.state_actions.setdefault(int(state), {})
+                counts[int(action)] = counts.get(int(action), 0) + 1
                 ok = self.qtable.agrees(int(state), int(action))
                 if ok is not None:
                     result.agreement_hits += int(ok)
