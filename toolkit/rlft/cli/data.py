@@ -22,7 +22,7 @@ def export_q(
     out: Path = typer.Option(..., "--out", help="Dataset folder to write (Hub layout)."),
     csv: Path | None = typer.Option(None, "--csv", help="Also write the Gemma-experiment CSV here."),
     episodes: int = typer.Option(1000, help="Episodes of the greedy policy run to measure its success rate."),
-    seed: int = typer.Option(0, help="Seed of the first measured episode (episode i uses seed + i)."),
+    seed: int = typer.Option(0, min=0, help="Seed of the first measured episode (episode i uses seed + i)."),
     prompt_style: str = typer.Option("chat", help="chat (system + user messages) or plain (one string)."),
     wording: str = typer.Option("gemma", help="gemma (the Gemma GRPO experiment's prompt) or compact (about half "
                                               "the tokens: legend in one system line, the grid alone)."),

@@ -17,7 +17,7 @@ def collect(
     episodes: int = typer.Option(..., "--episodes", help="Episodes to record."),
     dataset_id: str = typer.Option(..., "--dataset-id", help="Minari id NAMESPACE/NAME-vK (the version is required)."),
     num_envs: int = typer.Option(1, "--num-envs", help="Envs stepped together with batched policy inference."),
-    seed: int = typer.Option(0, "--seed", help="Episode i is reset with seed + i (stored in the dataset)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Episode i is reset with seed + i (stored in the dataset)."),
     noise: float = typer.Option(
         0.0, "--noise", help="Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random."
     ),

@@ -35,7 +35,7 @@ def serialize(
     history: int = typer.Option(0, help="Previous (observation, action) pairs in each prompt."),
     return_to_go: bool = typer.Option(False, "--return-to-go/--no-return-to-go", help="Condition on return-to-go."),
     splits: str = typer.Option("0.8,0.1,0.1", help="Fractions of episodes: train,validation,test."),
-    seed: int = typer.Option(0, help="Seed of the episode split."),
+    seed: int = typer.Option(0, min=0, help="Seed of the episode split."),
     drop_nonfinite: bool = typer.Option(False, help="Drop episodes holding NaN/inf instead of refusing."),
     max_episodes: int | None = typer.Option(None, help="Use only the first N episodes."),
     download: bool = typer.Option(False, help="Download a remote Minari dataset if it is not local."),

@@ -28,7 +28,7 @@ def evaluate(
     env: str | None = typer.Option(None, "--env", help="Gymnasium env id (default: the codec's env)."),
     episodes: int = typer.Option(10, "--episodes", help="Episodes N; episode i is seeded SEED + i."),
     num_envs: int = typer.Option(1, "--num-envs", help="Vector environments K stepped together (capped to N)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of episode 0."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of episode 0."),
     out: Path | None = typer.Option(None, "--out", help="REPORT.json (REPORT.png and REPORT_tb/ beside it)."),
     codec: str | None = typer.Option(
         None, "--codec", help="Dataset folder whose codec/prompt template to use (default: the RUN folder's); "

@@ -17,7 +17,7 @@ def train(
     algo: str = typer.Option("ppo", "--algo", help="ppo, sac, tqc (sb3-contrib) or dqn."),
     out: Path = typer.Option(..., "--out", help="Checkpoint FILE.zip; metadata goes to FILE.json."),
     timesteps: int | None = typer.Option(None, "--timesteps", help="Env steps (default: n_timesteps of the file)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of training envs, networks and evaluation."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of training envs, networks and evaluation."),
     num_envs: int | None = typer.Option(None, "--num-envs", help="Vectorised training envs (default: file)."),
     stop_at_return: float | None = typer.Option(
         None, "--stop-at-return", help="Stop once the periodic evaluation's mean return reaches this."
@@ -54,7 +54,8 @@ def train(
 def evaluate(
     checkpoint: Path = typer.Argument(..., help="FILE.zip written by `rlft expert train` (needs FILE.json)."),
     episodes: int = typer.Option(10, "--episodes", help="Deterministic evaluation episodes."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of the first episode (default: the training one)."),
+    seed: int | None = typer.Option(None, "--seed", min=0,
+                                    help="Seed of the first episode (default: the training one)."),
     num_envs: int = typer.Option(8, "--num-envs", help="Envs stepped together with batched inference."),
 ) -> None:
     """Evaluate a saved expert: mean/std return and normalized score."""

@@ -22,7 +22,7 @@ def init(
     intermediate: int | None = typer.Option(None, help="MLP size (default: 4 x hidden)."),
     max_positions: int | None = typer.Option(None, help="Context length (default: fitted to the data)."),
     max_rows: int = typer.Option(20_000, help="Dataset rows read to train the tokenizer."),
-    seed: int = typer.Option(0, help="Seed of the weight initialisation."),
+    seed: int = typer.Option(0, min=0, help="Seed of the weight initialisation."),
     init_std: float | None = typer.Option(None, help="Std of the initial weights (default hidden ** -0.5)."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:

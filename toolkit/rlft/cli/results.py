@@ -15,7 +15,7 @@ _RESULTS_DIR = typer.Option(Path("results"), "--results-dir", help="Folder of co
 @command(app, "record")
 def record(
     name: str = typer.Argument(..., help="Experiment name: results go to RESULTS_DIR/NAME/."),
-    seed: int = typer.Option(..., "--seed", help="The seed this run used."),
+    seed: int = typer.Option(..., "--seed", min=0, help="The seed this run used."),
     report: list[str] = typer.Option([], "--report", help="LABEL=REPORT.json of an rlft eval (repeatable)."),
     run: list[str] = typer.Option([], "--run", help="LABEL=RUN folder of an rlft train (repeatable)."),
     dataset: list[str] = typer.Option([], "--dataset", help="LABEL=DATASET folder whose rlft_info.json facts to "

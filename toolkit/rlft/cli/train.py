@@ -31,7 +31,7 @@ _MAX_TRAIN_SAMPLES = typer.Option(None, help="Use only the first N training rows
 _LOGGING_STEPS = typer.Option(None, help="Log every N steps [10].")
 _SAVE_STEPS = typer.Option(None, help="Checkpoint every N steps [500].")
 _BF16 = typer.Option(None, "--bf16/--no-bf16", help="[auto: on a GPU with bf16]")
-_SEED = typer.Option(None, help="Seed [0].")
+_SEED = typer.Option(None, min=0, help="Seed [0].")
 _OVERWRITE = typer.Option(None, "--overwrite/--no-overwrite", help="Replace an existing RUN folder.")
 _GRADIENT_CHECKPOINTING = typer.Option(
     None, "--gradient-checkpointing/--no-gradient-checkpointing", help="[auto: on above 50M parameters]"

@@ -20,7 +20,7 @@ def bc(
     learning_rate: float = typer.Option(1e-3, "--learning-rate"),
     val_fraction: float = typer.Option(0.1, "--val-fraction", help="Rows held out to report accuracy/error."),
     split: str = typer.Option("train", "--split", help="Dataset split to train on."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0),
     overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", help="Replace an existing --out."),
 ) -> None:
     """Behaviour cloning: an MLP on the dataset's raw observations and actions (the non-LLM baseline)."""

@@ -170,14 +170,34 @@ def _jsonable(value):
     return value
 
 
-def codec_from_dict(data: dict[str, Any]) -> Codec:
-    """Rebuild any registered codec kind from its saved dict."""
+CODEC_KEYS = ("kind", "observation_space", "action_space", "template")
+
+
+def codec_from_dict(data: dict[str, Any], source: str = "the codec") -> Codec:
+    """Rebuild any registered codec kind from its saved dict; :class:`InvalidInputError` naming ``source`` when
+    the dict is not a codec rlft can read (missing keys, unknown kind or schema version, bad values)."""
     import rlft.codecs  # noqa: F401  (registers the built-in kinds)
 
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{source} must hold a JSON object, not a {type(data).__name__}")
+    missing = [k for k in CODEC_KEYS if k not in data]
+    if missing:
+        raise InvalidInputError(f"{source} is not an rlft codec: it lacks {', '.join(missing)}",
+                                hint="re-create the dataset with rlft data serialize / export-q")
+    version = data.get("rlft_codec_version", CODEC_SCHEMA_VERSION)
+    if version != CODEC_SCHEMA_VERSION:
+        raise InvalidInputError(f"{source} has codec schema version {version!r}; this rlft reads version "
+                                f"{CODEC_SCHEMA_VERSION}", hint="use the rlft version that wrote it, or re-create it")
     kind = data.get("kind")
     if kind not in _REGISTRY:
-        raise InvalidInputError(f"unknown codec kind {kind!r}", hint=f"known kinds: {sorted(_REGISTRY)}")
-    return _REGISTRY[kind].from_dict(data)
+        raise InvalidInputError(f"{source}: unknown codec kind {kind!r}", hint=f"known kinds: {sorted(_REGISTRY)}")
+    try:
+        return _REGISTRY[kind].from_dict(data)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{source}: {exc.message}", hint=exc.hint) from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{source} holds a malformed {kind} codec ({type(exc).__name__}: {exc})",
+                                hint="re-create the dataset with rlft data serialize / export-q") from exc
 
 
 def load_codec(path: str | os.PathLike) -> Codec:
@@ -188,4 +208,6 @@ def load_codec(path: str | os.PathLike) -> Codec:
         raise InvalidInputError(
             f"no codec file at {file}", hint="pass an rlft dataset folder (it holds rlft_codec.json)"
         )
-    return codec_from_dict(json.loads(file.read_text(encoding="utf-8")))
+    from rlft.core.io import read_json_mapping
+
+    return codec_from_dict(read_json_mapping(file, "codec file"), f"codec file {file}")

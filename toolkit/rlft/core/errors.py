@@ -23,6 +23,10 @@ class OutputExistsError(RlftError, FileExistsError):
     """The output location already holds something that would be overwritten."""
 
 
+class OutputError(RlftError, OSError):
+    """An output cannot be written: a parent is a file, no permission, a read-only file system, a full disk."""
+
+
 class OfflineError(RlftError, ConnectionError):
     """A remote resource (Hugging Face Hub, Minari remote) could not be reached."""
 

@@ -1,28 +1,86 @@
-"""Atomic output folders: a run either leaves a complete folder at ``out`` or leaves ``out`` untouched."""
+"""Writing outputs safely: a run either leaves complete outputs or leaves the old ones untouched, and a
+filesystem fault (a parent that is a file, no permission, a full disk) is one clear error naming the path.
+
+Outputs are checked before any work (:func:`check_output_dir`, :func:`check_output_file`) and written through a
+temporary sibling renamed at the end (:func:`atomic_output_dir`, :func:`atomic_write_text`); an ``OSError`` while
+writing becomes an :class:`~rlft.core.errors.OutputError` and the temporary is removed.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from rlft.core.errors import OutputExistsError
+from rlft.core.errors import OutputError, OutputExistsError
+
+_REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOTDIR: "a parent of it is a file, not a folder",
+    errno.EEXIST: "a parent of it is a file, not a folder",
+    errno.ENAMETOOLONG: "the name is too long",
+}
 
 
-def check_output_dir(out: str | os.PathLike, overwrite: bool) -> Path:
-    """Refuse an ``out`` that exists and is not an empty folder, unless ``overwrite`` is set."""
+def output_error(path: str | os.PathLike, exc: OSError, option: str = "--out") -> OutputError:
+    """``exc`` (raised while creating or writing ``path``) as one line that says what went wrong."""
+    reason = _REASONS.get(exc.errno or -1, exc.strerror or str(exc))
+    return OutputError(f"cannot write {option} {path}: {reason}", hint="nothing was written there")
+
+
+def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
+    """The nearest existing ancestor of ``path`` must be a folder we may write into."""
+    path = Path(path)
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputError(f"cannot write {option} {path}: {parent} is a file, not a folder",
+                                  hint="choose another path")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise OutputError(f"cannot write {option} {path}: no permission to write in {parent}",
+                                  hint="choose another path")
+            return
+
+
+def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--out") -> Path:
+    """Refuse an ``out`` that exists and is not an empty folder (unless ``overwrite``), or that cannot be made."""
     out = Path(out)
     if out.exists():
         if not out.is_dir():
-            raise OutputExistsError(f"--out {out} exists and is not a folder", hint="choose another path")
+            raise OutputExistsError(f"{option} {out} exists and is not a folder", hint="choose another path")
         if any(out.iterdir()) and not overwrite:
             raise OutputExistsError(
-                f"--out {out} exists and is not empty", hint="pass --overwrite to replace it, or choose another path"
+                f"{option} {out} exists and is not empty", hint="pass --overwrite to replace it, or choose another path"
             )
+    check_output_parent(out, option)
     return out
+
+
+def check_output_file(path: str | os.PathLike, overwrite: bool, option: str = "--out") -> Path:
+    """Refuse a file output that exists (unless ``overwrite``), is a folder, or cannot be made."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputExistsError(f"{option} {path} is a folder", hint="give a file path")
+    if path.exists() and not overwrite:
+        raise OutputExistsError(f"{option} {path} already exists", hint="pass --overwrite to replace it")
+    check_output_parent(path, option)
+    return path
+
+
+def _is_output_fault(exc: OSError, *roots: Path) -> bool:
+    """An OSError that concerns writing under ``roots`` (or the disk itself), not reading some input."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return True
+    names = [n for n in (exc.filename, getattr(exc, "filename2", None)) if n]
+    return any(str(Path(n).absolute()).startswith(str(root.absolute())) for n in names for root in roots)
 
 
 @contextlib.contextmanager
@@ -33,8 +91,11 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
     so an interrupted run never leaves a half-written dataset where a good one was.
     """
     out = check_output_dir(out, overwrite).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as exc:
+        raise output_error(out, exc) from exc
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the finished folder gets the usual permissions
@@ -47,16 +108,41 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, out)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OutputError) or not _is_output_fault(exc, tmp, out):
+            raise
+        raise output_error(out, exc) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write a text file through a temporary file and a rename."""
+def atomic_write_file(path: str | os.PathLike, write, option: str = "--out", suffix: str = "") -> Path:
+    """Write ``path`` by calling ``write(tmp)`` on a temporary sibling (named with ``suffix``, for writers that
+    insist on one) and renaming it into place; a write fault is an :class:`OutputError`, the temporary removed."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{suffix or path.suffix}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise output_error(path, exc, option) from exc
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, option: str = "--out") -> Path:
+    """Write a text file through a temporary file and a rename (a write fault: :class:`OutputError`)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise output_error(path, exc, option) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -64,11 +150,79 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a written file gets the usual permissions
         os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise output_error(path, exc, option) from exc
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     return path
+
+
+@contextlib.contextmanager
+def staged_text(path: str | os.PathLike | None, text: str, option: str = "--out") -> Iterator[None]:
+    """Write ``text`` to a temporary file beside ``path`` now, and move it into place only when the block (which
+    writes a command's other outputs) succeeds: the outputs of one command land as a set, or none of them does.
+    ``path`` None: nothing to stage."""
+    if path is None:
+        yield
+        return
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+    except OSError as exc:
+        if "tmp" in locals():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        raise output_error(path, exc, option) from exc
+    try:
+        yield
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def read_text_file(path: str | os.PathLike, what: str = "file") -> str:
+    """A UTF-8 text file's content; one clear error when it is missing, a folder, unreadable or binary."""
+    from rlft.core.errors import InvalidInputError
+
+    path = Path(path)
+    if not path.exists():
+        raise InvalidInputError(f"{what} {path} does not exist")
+    if path.is_dir():
+        raise InvalidInputError(f"{what} {path} is a folder, not a file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{what} {path} is not UTF-8 text (a binary file?)") from exc
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+
+
+def read_json_mapping(path: str | os.PathLike, what: str = "JSON file") -> dict:
+    """A JSON file that must hold an object, with one clear error for anything else."""
+    import json
+
+    from rlft.core.errors import InvalidInputError
+
+    text = read_text_file(path, what)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{what} {path} must hold a JSON object, not a {type(data).__name__}")
+    return data
 
 
 def read_yaml_mapping(path: str | os.PathLike, expected: str = "a mapping") -> dict:
@@ -79,7 +233,7 @@ def read_yaml_mapping(path: str | os.PathLike, expected: str = "a mapping") -> d
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(read_text_file(path, "YAML file")) or {}
     except yaml.YAMLError as exc:
         raise InvalidInputError(f"{path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):

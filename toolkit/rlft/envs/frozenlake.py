@@ -82,7 +82,9 @@ def load_map(spec: str) -> LakeMap:
         return LakeMap(spec, tuple(MAPS[spec]))
     path = Path(spec)
     if path.is_file():
-        return LakeMap(path.name, validate_rows(path.read_text().splitlines(), str(path)))
+        from rlft.core.io import read_text_file
+
+        return LakeMap(path.name, validate_rows(read_text_file(path, "map file").splitlines(), str(path)))
     raise InvalidInputError(
         f"unknown map {spec!r}", hint=f"use one of {sorted(MAPS)} or the path of a text file of S/F/H/G rows"
     )

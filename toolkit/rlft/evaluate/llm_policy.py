@@ -59,11 +59,13 @@ def load_few_shot(codec: Codec, dataset: str, n: int, seed: int) -> FewShot:
     from rlft.hub.datasets import column_array, dataset_dir, read_split
 
     root = dataset_dir(dataset)
-    import pyarrow.parquet as pq
-
+    from rlft.hub.folder import read_parquet_schema
     from rlft.hub.layout import DATA_DIR
 
-    names = pq.read_schema(sorted((root / DATA_DIR).glob("train-*.parquet"))[0]).names
+    shards = sorted((root / DATA_DIR).glob("train-*.parquet"))
+    if not shards:
+        raise InvalidInputError(f"{dataset} has no train split for few-shot examples")
+    names = read_parquet_schema(shards[0]).names
     obs_col = "observation" if "observation" in names else "state"
     cols = [obs_col, "action"] + (["return_to_go"] if "return_to_go" in names else [])
     table = read_split(root, cols)

@@ -337,14 +337,10 @@ def without_timings(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_report(path: str | os.PathLike) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise InvalidInputError(f"report {path} does not exist")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict) or "rlft_report_version" not in data:
+    from rlft.core.io import read_json_mapping
+
+    data = read_json_mapping(path, "report")
+    if "rlft_report_version" not in data:
         raise InvalidInputError(f"{path} is not an rlft eval report (no rlft_report_version)")
     return data
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlft.core.errors import InvalidInputError, OutputExistsError
+from rlft.core.errors import InvalidInputError
 from rlft.evaluate.config import EvalConfig
 from rlft.evaluate.rollout import Agreement, rollout
 from rlft.evaluate.setup import build_setup, check_sb3_spaces
@@ -28,8 +28,9 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
         out = Path(config.out)
         if out.suffix.lower() != ".json":
             raise InvalidInputError(f"--out must be a .json file, got {out}")
-        if out.exists() and not config.overwrite:
-            raise OutputExistsError(f"--out {out} already exists", hint="pass --overwrite to replace it")
+        from rlft.core.io import check_output_file
+
+        check_output_file(out, config.overwrite)
     limit_threads()
     seed_everything(config.seed)
     expert_model = None

@@ -62,7 +62,9 @@ def read_extra_markdown(path: str | Path | None) -> str:
     """Dataset-specific prose for a card (a file under ``datasets_cards/``); empty when not given."""
     if not path:
         return ""
-    return Path(path).read_text(encoding="utf-8")
+    from rlft.core.io import read_text_file
+
+    return read_text_file(path, "--card-extra file")
 
 
 def message_text(value) -> str:

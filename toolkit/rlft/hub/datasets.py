@@ -6,7 +6,6 @@ Training, evaluation and behaviour cloning all read datasets through here.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -16,6 +15,7 @@ import numpy as np
 from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.errors import InvalidInputError, OfflineError
 from rlft.core.net import hub_offline
+from rlft.hub.folder import read_parquet, read_parquet_schema
 from rlft.hub.layout import DATA_DIR, INFO_FILENAME
 
 # Resolving names: local folders first, then the Hub (its cache, or fail fast offline). Models use it too.
@@ -94,18 +94,17 @@ def dataset_dir(path: str | os.PathLike) -> Path:
 def read_split(path: str | os.PathLike, columns: list[str] | None = None, split: str = "train"):
     """The Parquet shards of ``split`` as one Arrow table (only ``columns`` when given)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     root = Path(path)
     files = sorted((root / DATA_DIR).glob(f"{split}-*.parquet"))
     if not files:
         raise InvalidInputError(f"{root} has no {split} split ({DATA_DIR}/{split}-*.parquet)")
-    schema = pq.read_schema(files[0])
+    schema = read_parquet_schema(files[0])
     if columns is not None:
         missing = [c for c in columns if c not in schema.names]
         if missing:
             raise InvalidInputError(f"{root} has no column {', '.join(missing)} (columns: {', '.join(schema.names)})")
-    return pa.concat_tables([pq.read_table(f, columns=columns) for f in files])
+    return pa.concat_tables([read_parquet(f, columns) for f in files])
 
 
 def column_array(table, name: str) -> np.ndarray:
@@ -129,24 +128,20 @@ def observation_column(table) -> str:
 
 def observations_actions(path: str | os.PathLike, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     """The dataset's raw observation (or FrozenLake state) and action columns."""
-    import pyarrow.parquet as pq
-
     root = Path(path)
     files = sorted((root / DATA_DIR).glob(f"{split}-*.parquet"))
-    names = pq.read_schema(files[0]).names if files else []
+    names = read_parquet_schema(files[0]).names if files else []
     obs_col = "observation" if "observation" in names else "state"
     table = read_split(root, [obs_col, "action"], split)
     return column_array(table, obs_col), column_array(table, "action")
 
 
 def dataset_info(path: str | os.PathLike) -> dict:
+    """The dataset's ``rlft_info.json`` ({} when the folder has none; a damaged one is an error)."""
+    from rlft.core.io import read_json_mapping
+
     file = Path(path) / INFO_FILENAME
-    if not file.is_file():
-        return {}
-    try:
-        return json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return {}
+    return read_json_mapping(file, "dataset info file") if file.exists() else {}
 
 
 def load_dataset_codec(path: str | os.PathLike) -> Codec:
@@ -154,7 +149,5 @@ def load_dataset_codec(path: str | os.PathLike) -> Codec:
 
 
 def has_q_values(path: str | os.PathLike) -> bool:
-    import pyarrow.parquet as pq
-
     files = sorted((Path(path) / DATA_DIR).glob("train-*.parquet"))
-    return bool(files) and {"state", "q_values", "optimal_actions"} <= set(pq.read_schema(files[0]).names)
+    return bool(files) and {"state", "q_values", "optimal_actions"} <= set(read_parquet_schema(files[0]).names)

@@ -104,6 +104,28 @@ class write_dataset_folder:  # noqa: N801 - used like ``open``
         return self._ctx.__exit__(*exc)
 
 
+def read_parquet(path: str | os.PathLike, columns: list[str] | None = None, memory_map: bool = False):
+    """One Parquet shard as an Arrow table; a damaged or foreign file is one clear error naming it."""
+    from rlft.core.errors import InvalidInputError
+
+    try:
+        return pq.read_table(path, columns=columns, memory_map=memory_map)
+    except (pa.ArrowException, OSError) as exc:
+        raise InvalidInputError(f"cannot read {path}: not a valid Parquet file ({str(exc).splitlines()[0]})",
+                                hint="the dataset folder is damaged: re-create it") from exc
+
+
+def read_parquet_schema(path: str | os.PathLike):
+    """The schema of one Parquet shard, with the same error as :func:`read_parquet`."""
+    from rlft.core.errors import InvalidInputError
+
+    try:
+        return pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InvalidInputError(f"cannot read {path}: not a valid Parquet file ({str(exc).splitlines()[0]})",
+                                hint="the dataset folder is damaged: re-create it") from exc
+
+
 def load_dataset_folder(root: str | os.PathLike):
     """A local rlft dataset folder as a ``datasets.DatasetDict``, read straight from its Parquet shards.
 
@@ -122,6 +144,6 @@ def load_dataset_folder(root: str | os.PathLike):
         raise InvalidInputError(f"no Parquet data under {data}", hint="pass an rlft dataset folder")
     splits = {}
     for split in found:
-        tables = [pq.read_table(p, memory_map=True) for p in sorted(data.glob(f"{split}-*.parquet"))]
+        tables = [read_parquet(p, memory_map=True) for p in sorted(data.glob(f"{split}-*.parquet"))]
         splits[split] = datasets.Dataset(pa.concat_tables(tables))
     return datasets.DatasetDict(splits)

@@ -11,7 +11,7 @@ from rlft.codecs.grid import WORDINGS, FrozenLakeGridCodec
 from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import atomic_write_text, check_output_dir
+from rlft.core.io import check_output_dir, check_output_file, staged_text
 from rlft.envs.frozenlake import ENV_ID, LakeMap, load_map
 from rlft.hub.card import CardSpec, message_text, read_extra_markdown
 from rlft.hub.folder import write_dataset_folder
@@ -60,8 +60,9 @@ def _validate(config: ExportQConfig) -> LakeMap:
     if config.completions not in COMPLETIONS:
         raise InvalidInputError(f"--completions must be one of {', '.join(COMPLETIONS)}, got {config.completions!r}")
     check_output_dir(config.out, config.overwrite)
-    if config.csv is not None and Path(config.csv).is_dir():
-        raise InvalidInputError(f"--csv {config.csv} is a folder", hint="give a file path")
+    if config.csv is not None:
+        check_output_file(config.csv, config.overwrite, "--csv")
+    read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before any work
     return lake
 
 
@@ -108,13 +109,9 @@ def export_frozenlake_q(config: ExportQConfig) -> ExportQResult:
         "measured stderr": measured["success_rate_stderr"],
         "episodes measured": config.episodes,
     }
-    _write(config, lake, solution, codec, frame, measured, exact_success, max_steps)
-    if config.csv is not None:
-        import io
-
-        buf = io.StringIO()
-        to_gemma_csv(frame).to_csv(buf, index=False)
-        atomic_write_text(config.csv, buf.getvalue())
+    csv_text = to_gemma_csv(frame).to_csv(index=False) if config.csv is not None else ""
+    with staged_text(config.csv, csv_text, "--csv"):  # the CSV and the dataset land together, or neither does
+        _write(config, lake, solution, codec, frame, measured, exact_success, max_steps)
     console.print(kv_table(f"FrozenLake Q* ({lake.name}) -> {config.out}", summary))
     return ExportQResult(lake, solution, summary)
 

@@ -80,6 +80,7 @@ def validate_config(config: SerializeConfig) -> None:
     if not 0 <= config.precision <= 6:
         raise InvalidInputError("--precision must be in 0..6")
     check_output_dir(config.out, config.overwrite)
+    read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before the data scan
 
 
 def split_episodes(ids: np.ndarray, fractions, seed: int) -> dict[str, np.ndarray]:
@@ -180,7 +181,10 @@ class _Scan:
 
 
 def _iter_source(dataset, ids) -> Iterator[Episode]:
-    for raw in dataset.iterate_episodes(episode_indices=[int(i) for i in ids]):
+    from rlft.sources.minari_source import iterate_episodes
+
+    source = dataset.storage.metadata.get("dataset_id", "")
+    for raw in iterate_episodes(dataset, source, [int(i) for i in ids]):
         yield _episode(raw)
 
 

@@ -7,7 +7,6 @@ trained, hyperparameters, seed, evaluation, normalized score, versions and wall 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rlft.core.errors import InvalidInputError, OutputExistsError
+from rlft.core.errors import InvalidInputError
 from rlft.envs.registry import check_env_id, make_env, reference_scores
 from rlft.sources.hyperparams import load_hyperparams
 from rlft.sources.rollouts import policy_act, run_episodes
@@ -141,8 +140,10 @@ def _check(config: ExpertConfig) -> None:
     out = Path(config.out)
     if out.suffix != ".zip":
         raise InvalidInputError(f"--out must end in .zip (SB3 checkpoint), got {out}")
-    if (out.exists() or metadata_path(out).exists()) and not config.overwrite:
-        raise OutputExistsError(f"{out} already exists", hint="pass --overwrite to replace it")
+    from rlft.core.io import check_output_file
+
+    check_output_file(out, config.overwrite)
+    check_output_file(metadata_path(out), config.overwrite)
     if config.stop_at_return is not None and config.eval_freq <= 0:
         raise InvalidInputError("--stop-at-return needs periodic evaluation: set --eval-freq above 0")
     for name in ("eval_episodes", "eval_freq_episodes"):
@@ -181,11 +182,10 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     venv.close()
 
     ev = evaluate(model, config.env_id, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
-    out = Path(config.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.tmp.zip")  # save then rename: an existing checkpoint is never half-written
-    model.save(tmp)
-    os.replace(tmp, out)
+    from rlft.core.io import atomic_write_file
+
+    # save then rename: an existing checkpoint is never half-written (SB3 insists on the .zip suffix)
+    out = atomic_write_file(config.out, model.save, suffix=".zip")
     metadata = {
         "env_id": config.env_id,
         "algo": config.algo,

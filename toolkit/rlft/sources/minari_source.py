@@ -67,6 +67,26 @@ def _data_folder(path: Path) -> Path | None:
     return None
 
 
+def damaged(source: str, exc: Exception) -> InvalidInputError:
+    """A Minari dataset whose files cannot be read (truncated HDF5, broken metadata.json...) as one clear line."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return InvalidInputError(f"cannot read Minari dataset {source}: its files are damaged ({first})",
+                             hint="re-create it (rlft data collect --overwrite) or download it again")
+
+
+# What a damaged dataset raises from h5py, pyarrow and Minari's own metadata parsing.
+DAMAGE_ERRORS = (OSError, ValueError, KeyError, TypeError)
+
+
+def _opened(open_fn, source: str):
+    try:
+        return open_fn()
+    except InvalidInputError:
+        raise
+    except DAMAGE_ERRORS as exc:
+        raise damaged(source, exc) from exc
+
+
 def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False):
     """Open a Minari dataset from a local id (``namespace/name-vN``) or a dataset folder; returns MinariDataset.
 
@@ -83,10 +103,10 @@ def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False):
         data = _data_folder(path)
         if data is None:
             raise InvalidInputError(f"{path} is not a Minari dataset folder (no metadata.json in it or in data/)")
-        return MinariDataset(data)
+        return _opened(lambda: MinariDataset(data), str(path))
     check_dataset_id(text)
     if (datasets_root() / text / "data").is_dir():
-        return minari.load_dataset(text)
+        return _opened(lambda: minari.load_dataset(text), text)
     if not download:
         raise InvalidInputError(
             f"Minari dataset {text} is not in {datasets_root()}",
@@ -96,11 +116,24 @@ def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False):
     return minari.load_dataset(text, download=True)
 
 
+def iterate_episodes(ds, source: str, episode_indices=None):
+    """The dataset's episodes; damage found while reading them (deep in an HDF5 file) is one clear error."""
+    episodes = ds.iterate_episodes(episode_indices=episode_indices)
+    while True:
+        try:
+            episode = next(episodes)
+        except StopIteration:
+            return
+        except DAMAGE_ERRORS as exc:
+            raise damaged(source, exc) from exc
+        yield episode
+
+
 def dataset_summary(ds) -> dict[str, Any]:
     """Episodes, steps, spaces, return statistics, normalized score (x100), storage format and env id."""
     meta = ds.storage.metadata
     returns, lengths, terminated, truncated = [], [], 0, 0
-    for episode in ds.iterate_episodes():
+    for episode in iterate_episodes(ds, meta.get("dataset_id", "")):
         returns.append(float(np.sum(episode.rewards)))
         lengths.append(len(episode.rewards))
         terminated += bool(len(episode.terminations) and episode.terminations[-1])

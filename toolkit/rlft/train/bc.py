@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rlft.core.errors import InvalidInputError, OutputExistsError
+from rlft.core.errors import InvalidInputError
 
 BC_FORMAT = "rlft-bc-v1"
 
@@ -116,11 +116,9 @@ def _mlp(n_in: int, hidden: list[int], n_out: int, box: bool):
 
 
 def _check(config: BCConfig) -> None:
-    out = Path(config.out)
-    if out.exists() and not config.overwrite:
-        raise OutputExistsError(f"--out {out} already exists", hint="pass --overwrite to replace it")
-    if out.exists() and out.is_dir():
-        raise OutputExistsError(f"--out {out} is a folder", hint="give a file path, e.g. bc.pt")
+    from rlft.core.io import check_output_file
+
+    check_output_file(config.out, config.overwrite)
     if config.epochs < 1 or config.batch_size < 1:
         raise InvalidInputError("--epochs and --batch-size must be at least 1")
     if not 0 <= config.val_fraction < 1:
@@ -212,15 +210,9 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
         "act_scale": None if targets.scale is None else torch.from_numpy(targets.scale),
         "info": json.dumps(info, default=str),
     }
-    out = Path(config.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    from rlft.core.io import atomic_write_file
+
+    out = atomic_write_file(config.out, lambda tmp: torch.save(payload, tmp))
     console.print(kv_table(f"behaviour cloning -> {out}",
                            {k: v for k, v in info.items() if k not in ("config", "env_kwargs")}))
     return info

@@ -271,7 +271,12 @@ def resolve_model(name: str | os.PathLike) -> str:
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except Exception as exc:  # noqa: BLE001 - a damaged or missing tokenizer file: say which folder
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InvalidInputError(f"cannot load the tokenizer of {path}: {first}",
+                                hint="the model folder is damaged: make or fetch it again") from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer

@@ -39,13 +39,10 @@ _MAX_DEPTH = 8
 
 def read_run_info(path: str | os.PathLike) -> dict[str, Any] | None:
     """The ``rlft_run.json`` of a RUN folder, or None when ``path`` is not one."""
+    from rlft.core.io import read_json_mapping
+
     file = Path(path) / RUN_FILENAME
-    if not file.is_file():
-        return None
-    try:
-        return json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"{file} is not valid JSON: {exc}") from exc
+    return read_json_mapping(file, "run file") if file.is_file() else None
 
 
 def write_run_info(run_dir: Path, info: dict[str, Any]) -> Path:
@@ -73,6 +70,9 @@ def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: 
         raise InvalidInputError("--overwrite and --resume exclude each other")
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"--out {out} exists and is not a folder")
+    from rlft.core.io import check_output_parent
+
+    check_output_parent(out)
     empty = not out.exists() or not any(out.iterdir())
     if resume:
         info = read_run_info(out) if not empty else None

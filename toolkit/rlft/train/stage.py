@@ -15,8 +15,8 @@ from typing import Any
 from rlft import __version__
 from rlft.codecs.base import Codec, load_codec
 from rlft.core.console import console, kv_table
-from rlft.core.errors import InvalidInputError
-from rlft.core.io import atomic_write_text
+from rlft.core.errors import InvalidInputError, OutputExistsError
+from rlft.core.io import atomic_write_text, check_output_parent
 from rlft.hub.datasets import load_dataset_dict, resolve_dataset
 from rlft.train.configs import StageConfig, config_to_dict
 from rlft.train.models import count_parameters, resolve_model
@@ -77,6 +77,10 @@ def wait_for_everyone() -> None:
 def load_inputs(config: StageConfig, stage: str, needed_columns: tuple[str, ...]) -> StageInputs:
     """Resolve and check the dataset, its codec and splits, and the model, before anything is written."""
     config.require("dataset", "model", "out")
+    out = Path(config.out)
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"--out {out} exists and is not a folder", hint="give a RUN folder path")
+    check_output_parent(out)  # a parent that is a file, or no permission: refused before any model is loaded
     for name in ("lora_r", "lora_alpha", "per_device_train_batch_size", "gradient_accumulation_steps",
                  "logging_steps", "save_steps"):
         if getattr(config, name) < 1:
