@@ -86,3 +86,28 @@ def test_push_refuses_non_dataset_folder_and_bad_repo_id(dataset_dir, tmp_path):
         push_mod.push_dataset(tmp_path / "nothing", "alice/x", api=FakeHfApi())
     with pytest.raises(InvalidInputError, match="USER/NAME"):
         push_mod.push_dataset(dataset_dir, "no-slash", api=FakeHfApi())
+
+
+def test_cards_render_exactly_as_the_hub_client_renders_them(cli, tmp_path, monkeypatch):
+    """rlft renders cards with jinja2 and DatasetCardData (no Hub client import); the text must equal
+    ``huggingface_hub.DatasetCard.from_template``'s, for both card templates."""
+    from factories import make_minari_dataset
+    from rlft.hub import card, folder
+    from rlft.sources.collect import minari_root
+
+    rendered = []
+
+    def checked(spec):
+        text = card.render_card(spec)
+        assert text == card.render_card_with_hub_client(spec)
+        rendered.append(spec.template)
+        return text
+
+    monkeypatch.setattr(folder, "render_card", checked)
+    result = cli("data", "export-q", "frozenlake", "--out", tmp_path / "fl", "--episodes", "5")
+    assert result.exit_code == 0, result.output
+    with minari_root(tmp_path / "minari"):
+        make_minari_dataset("test/card-v0", env_id="CartPole-v1", episodes=3)
+        result = cli("data", "serialize", "test/card-v0", "--out", tmp_path / "cp")
+    assert result.exit_code == 0, result.output
+    assert rendered == ["frozenlake_q.md", "offline_rl.md"]

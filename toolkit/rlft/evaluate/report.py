@@ -191,13 +191,10 @@ def write_report(report: dict[str, Any], out: Path) -> dict[str, str]:
 
 
 def plot_returns(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rlft.core.plotting import figure, save_figure
 
     returns = np.asarray(report["returns"], dtype=float)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (ax1, ax2) = figure(1, 2, figsize=(10, 3.6))
     ax1.hist(returns, bins=min(30, max(5, len(returns) // 3)), color="tab:blue", alpha=0.8)
     ax1.axvline(report["return_mean"], color="k", ls="--", lw=1, label=f"mean {report['return_mean']:.3g}")
     ax1.set(title="Return distribution", xlabel="episode return", ylabel="episodes")
@@ -209,10 +206,7 @@ def plot_returns(report: dict[str, Any], path: Path) -> None:
         title += f", success {report['success_rate']:.3f}"
     fig.suptitle(title)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path)
 
 
 ARROWS = {0: (-1, 0), 1: (0, 1), 2: (1, 0), 3: (0, -1)}  # LEFT, DOWN, RIGHT, UP as (dx, dy) with y downwards
@@ -223,17 +217,15 @@ def plot_policy_map(report: dict[str, Any], path: Path) -> None:
     """The FrozenLake policy on its grid: in each visited state an arrow for the action taken most often (thicker
     when the policy always took it), red where it is not an optimal action, faint gray arrows for the optimal ones
     where they differ; holes dark, the goal green; unvisited states marked with a dot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
+
+    from rlft.core.plotting import figure, save_figure
 
     pm = report["policy_map"]
     rows = pm["rows"]
     nrow, ncol = len(rows), len(rows[0])
     size = max(4.0, 0.6 * max(nrow, ncol))
-    fig, ax = plt.subplots(figsize=(size, size * nrow / ncol + 0.6))
+    fig, ax = figure(figsize=(size, size * nrow / ncol + 0.6))
     wrong = 0
     for r, line in enumerate(rows):
         for c, cell in enumerate(line):
@@ -270,10 +262,7 @@ def plot_policy_map(report: dict[str, Any], path: Path) -> None:
     ax.set_title(f"{title}\n{wrong} visited state{'s' if wrong != 1 else ''} with a non-optimal action (red)",
                  fontsize=9)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path)
 
 
 def log_tensorboard(report: dict[str, Any], folder: Path) -> None:
@@ -363,14 +352,11 @@ def headline(report: dict[str, Any]) -> tuple[str, float, float]:
 def plot_compare(names: list[str], reports: list[dict[str, Any]], path: Path) -> Path:
     """One PNG: each report's headline metric as a bar with its standard error (and the exact optimal rate of a
     FrozenLake evaluation as a line)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rlft.core.plotting import figure, save_figure
 
     values = [headline(r) for r in reports]
     labels = {label for label, _, _ in values}
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(reports) + 1.5), 3.6))
+    fig, ax = figure(figsize=(max(4.0, 1.3 * len(reports) + 1.5), 3.6))
     xs = np.arange(len(reports))
     ax.bar(xs, [v for _, v, _ in values], yerr=[e for _, _, e in values], capsize=4, color="#5b8fb9")
     top = max([abs(v) + e for _, v, e in values] + [1e-9])
@@ -387,13 +373,7 @@ def plot_compare(names: list[str], reports: list[dict[str, Any]], path: Path) ->
     ax.set_title(f"{', '.join(envs)}: {'/'.join(map(str, episodes))} episodes each (error bars: one standard error)",
                  fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return save_figure(fig, path)
 
 
 def compare_table(paths: list[str | os.PathLike], reports: list[dict[str, Any]] | None = None):

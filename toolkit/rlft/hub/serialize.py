@@ -325,12 +325,9 @@ def _normalized(dataset, returns: np.ndarray) -> float | None:
 
 
 def _plot_returns(path: Path, scan: _Scan, splits, summary: dict) -> None:
-    import matplotlib
+    from rlft.core.plotting import figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (ax1, ax2) = figure(1, 2, figsize=(10, 3.6))
     for name, ids in splits.items():
         values = [scan.returns[int(i)] for i in ids]
         ax1.hist(values, bins=min(30, max(5, len(values) // 3)), alpha=0.6, label=f"{name} ({len(values)})")
@@ -341,8 +338,7 @@ def _plot_returns(path: Path, scan: _Scan, splits, summary: dict) -> None:
     ax2.set(title="Return per episode", xlabel="episode id", ylabel="return")
     fig.suptitle(f"{summary['source']}  mean {summary['return_mean']:.1f} +- {summary['return_std']:.1f}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _card(config: SerializeConfig, summary: dict, codec: Codec, splits, scan: _Scan, dataset) -> CardSpec:

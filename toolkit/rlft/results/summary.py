@@ -154,17 +154,14 @@ def summarize(name: str, results_dir: Path, title: str | None = None, descriptio
 def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: Path) -> bool:
     """Left: the main score of each policy per seed (with the exact optimal rate); right: decision accuracy
     against training step for each seed's runs. False when there is nothing to draw."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rlft.core.plotting import figure, save_figure
 
     histories = [(r["seed"], lab, run["criterion"]["history"]) for r in records
                  for lab, run in r.get("runs", {}).items() if (run.get("criterion") or {}).get("history")]
     labels = list(dict.fromkeys(lab for r in records for lab in r.get("reports", {})))
     if not labels and not histories:
         return False
-    fig, axes = plt.subplots(1, 2 if histories and labels else 1, figsize=(11 if histories and labels else 6, 3.8))
+    fig, axes = figure(1, 2 if histories and labels else 1, figsize=(11 if histories and labels else 6, 3.8))
     axes = np.atleast_1d(axes)
     if labels:
         ax = axes[0]
@@ -192,9 +189,5 @@ def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: P
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(summary["title"])
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path, dpi=100)
     return True
