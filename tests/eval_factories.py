@@ -109,11 +109,12 @@ class FakeOpenAIServer:
     """An OpenAI-format server on 127.0.0.1 answering every prompt with ``answer(prompt_text) -> str``.
 
     ``mode`` "ok" answers properly, "garbage" sends non-JSON, "nochoices" sends JSON without choices,
-    "http500" fails. Requests are recorded (endpoint, payload) for assertions.
+    "http500" fails; ``die_after`` N: from request N+1 on, connections are closed without an answer (a server
+    that died mid-run). Requests are recorded (endpoint, payload) for assertions.
     """
 
-    def __init__(self, answer, mode: str = "ok", stop_strips: bool = True):
-        self.answer, self.mode, self.stop_strips = answer, mode, stop_strips
+    def __init__(self, answer, mode: str = "ok", stop_strips: bool = True, die_after: int | None = None):
+        self.answer, self.mode, self.stop_strips, self.die_after = answer, mode, stop_strips, die_after
         self.requests: list[tuple[str, dict]] = []
         self.lock = threading.Lock()
         server = self
@@ -127,6 +128,10 @@ class FakeOpenAIServer:
                 payload = json.loads(self.rfile.read(length))
                 with server.lock:
                     server.requests.append((self.path, payload))
+                    dead = server.die_after is not None and len(server.requests) > server.die_after
+                if dead:
+                    self.close_connection = True  # no status line: the client sees the connection drop
+                    return
                 if server.mode == "http500":
                     self._send(500, b'{"error": "boom"}')
                     return

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from eval_factories import FakeOpenAIServer, free_port, frozenlake_dataset, minari_dataset_folder
 from rlft.core.errors import InvalidInputError, OfflineError
 from rlft.evaluate.config import EvalConfig
 from rlft.evaluate.runner import run_evaluation
-from rlft.policy.generation import OpenAIBackend, api_base
+from rlft.policy.openai_backend import OpenAIBackend, api_base
 
 
 def _run(**kwargs):
@@ -58,7 +60,7 @@ def test_unparsable_replies_are_counted(tmp_path_factory):
 
 
 @pytest.mark.parametrize(("mode", "message"), [
-    ("garbage", "malformed reply"), ("nochoices", "no 'choices'"), ("http500", "HTTP 500"),
+    ("garbage", "malformed reply"), ("nochoices", "no choices"), ("http500", "HTTP 500"),
 ])
 def test_bad_server_replies_are_one_line_errors(tmp_path_factory, cli, mode, message):
     data = frozenlake_dataset(tmp_path_factory)
@@ -74,7 +76,8 @@ def test_server_down_fails_fast(tmp_path_factory, cli):
     url = f"http://127.0.0.1:{free_port()}/v1"
     result = cli("eval", "--policy", "llm:m", "--codec", data, "--backend", "openai", "--api-url", url,
                  "--episodes", "1")
-    assert result.exit_code == 2 and "connection refused" in result.output and "Traceback" not in result.output
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "cannot reach the OpenAI-compatible server" in text and "Traceback" not in text
     with pytest.raises(OfflineError, match="cannot reach"):
         OpenAIBackend(url, "m", 8).generate(["hello"])
 
@@ -91,3 +94,18 @@ def test_backend_options_are_checked(tmp_path_factory):
         _run(policy="llm:m", codec=str(data), api_url="http://127.0.0.1:9/v1", constrained=True, episodes=1)
     with pytest.raises(InvalidInputError, match="no codec"):
         _run(policy="llm:m", api_url="http://127.0.0.1:9/v1", episodes=1)
+
+
+def test_a_server_that_dies_mid_run_keeps_the_finished_episodes(tmp_path_factory, cli, tmp_path):
+    data = minari_dataset_folder(tmp_path_factory, "CartPole-v1", episodes=30, precision=2)
+    out = tmp_path / "report.json"
+    with FakeOpenAIServer(lambda prompt: "<action>1</action>\n", die_after=25) as server:
+        result = cli("eval", "--policy", "llm:served", "--api-model", "tiny", "--codec", data, "--backend", "openai",
+                     "--api-url", server.url, "--episodes", "20", "--num-envs", "1", "--out", out)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "cannot reach the OpenAI-compatible server" in text and "finished before it are in" in text
+    report = json.loads(out.read_text())
+    assert report["incomplete"] is True and report["episodes_requested"] == 20
+    assert 1 <= report["episodes"] < 20 and len(report["returns"]) == report["episodes"]
+    assert report["error"].startswith("cannot reach")

@@ -49,6 +49,10 @@ def evaluate(
                                                            "the --codec dataset."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy decoding."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling (temperature > 0)."),
+    api_stop: bool = typer.Option(True, "--api-stop/--no-api-stop",
+                                  help="Send the answer's closing tag as a stop string (--backend openai). "
+                                       "transformers serve cannot match stop strings with rlft's tiny "
+                                       "word-level tokenizers: pass --no-api-stop for them."),
     cache: bool = typer.Option(True, "--cache/--no-cache", help="Greedy decoding: generate each distinct prompt "
                                                                  "once (FrozenLake: 11 generations, not thousands)."),
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens",
@@ -73,7 +77,8 @@ def evaluate(
         policy=policy, env_id=env, episodes=episodes, num_envs=num_envs, seed=seed, out=out, codec=codec,
         backend=backend, api_url=api_url, api_model=api_model, concurrency=concurrency, constrained=constrained,
         fallback_action=fallback_action, target_return=target_return, n_examples=n_examples,
-        temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, cache=cache, expert=expert, video=video,
+        temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, cache=cache, api_stop=api_stop,
+        expert=expert, video=video,
         video_episodes=video_episodes, max_episode_steps=max_episode_steps, overwrite=overwrite,
     ))
 

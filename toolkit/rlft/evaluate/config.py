@@ -35,6 +35,7 @@ class EvalConfig:
     top_p: float = 1.0
     max_new_tokens: int | None = None
     cache: bool = True  # greedy decoding: generate each distinct prompt once (rlft.policy.generation)
+    api_stop: bool = True  # send the answer's closing tag as a stop string to OpenAI-compatible servers
     expert: Path | None = None  # SB3 checkpoint to measure agreement against
     video: Path | None = None
     video_episodes: int = 3

@@ -76,8 +76,12 @@ class Agreement:
 
 def rollout(policy: Policy, env_fns: list[Callable], episodes: int, seed: int, idle_action,
             agreement: Agreement | None = None, video: VideoSlots | None = None,
-            on_episode: Callable[[EpisodeResult], None] | None = None) -> RolloutResult:
-    """Run ``episodes`` episodes (episode i seeded ``seed + i``) over ``len(env_fns)`` vector slots."""
+            on_episode: Callable[[EpisodeResult], None] | None = None,
+            result: RolloutResult | None = None) -> RolloutResult:
+    """Run ``episodes`` episodes (episode i seeded ``seed + i``) over ``len(env_fns)`` vector slots.
+
+    ``result`` (optional) is filled in place, so a caller keeps the finished episodes when the policy fails
+    mid-run (a generation server that dies): they are in ``result.episodes`` when the exception arrives."""
     import gymnasium as gym
     from gymnasium.vector import AutoresetMode
 
@@ -87,7 +91,7 @@ def rollout(policy: Policy, env_fns: list[Callable], episodes: int, seed: int, i
     envs = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.DISABLED)
     space = envs.single_action_space
     results: dict[int, EpisodeResult] = {}
-    result = RolloutResult([], 0.0, 0.0, 0.0, 0)
+    result = result if result is not None else RolloutResult([], 0.0, 0.0, 0.0, 0)
     slot_ep = list(range(k_envs))
     returns = np.zeros(k_envs)
     lengths = np.zeros(k_envs, dtype=np.int64)
@@ -152,11 +156,11 @@ def rollout(policy: Policy, env_fns: list[Callable], episodes: int, seed: int, i
                     policy.begin_episode(k, slot_ep[k], seed + slot_ep[k], obs[k])
     finally:
         result.seconds = time.perf_counter() - start
+        result.policy_seconds, result.env_seconds = t_policy, t_env
+        result.episodes = [results[i] for i in sorted(results)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             envs.close()
-    result.policy_seconds, result.env_seconds = t_policy, t_env
-    result.episodes = [results[i] for i in sorted(results)]
     if video is not None:
         result.videos = video.finish()
     return result

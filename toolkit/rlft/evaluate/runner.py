@@ -5,11 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlft.core.errors import InvalidInputError
+from rlft.core.errors import InvalidInputError, RlftError
 from rlft.evaluate.config import EvalConfig
-from rlft.evaluate.rollout import Agreement, rollout
+from rlft.evaluate.rollout import Agreement, RolloutResult, rollout
 from rlft.evaluate.setup import build_setup, check_sb3_spaces
 from rlft.evaluate.vector_envs import VideoSlots, check_video, make_env_fns
+
+
+def _keep_finished(config: EvalConfig, setup, result: RolloutResult, num_envs: int, exc: RlftError) -> RlftError:
+    """Write the report of the episodes finished before ``exc`` (marked incomplete) and return the error to
+    raise, which says where they are."""
+    from rlft.evaluate.report import build_report, write_report
+
+    if config.out is None or not result.episodes:
+        return exc
+    report = build_report(config, setup, result, num_envs)
+    report.update(incomplete=True, episodes_requested=config.episodes, error=exc.message)
+    write_report(report, Path(config.out))
+    return type(exc)(f"{exc.message}; the {len(result.episodes)} episodes finished before it are in {config.out} "
+                     "(marked incomplete)", hint=exc.hint)
 
 
 def run_evaluation(config: EvalConfig) -> dict[str, Any]:
@@ -63,11 +77,14 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
         else None
     from rlft.evaluate.policies import default_action
 
+    result = RolloutResult([], 0.0, 0.0, 0.0, 0)
     try:
         with progress(transient=True) as bar:
             task = bar.add_task(f"{config.policy} on {setup.env_id}", total=config.episodes)
-            result = rollout(setup.policy, env_fns, config.episodes, config.seed, default_action(setup.action_space),
-                             agreement, video, on_episode=lambda _r: bar.advance(task))
+            rollout(setup.policy, env_fns, config.episodes, config.seed, default_action(setup.action_space),
+                    agreement, video, on_episode=lambda _r: bar.advance(task), result=result)
+    except RlftError as exc:  # e.g. the generation server died: keep what was finished, then say so
+        raise _keep_finished(config, setup, result, num_envs, exc) from exc
     finally:
         setup.policy.close()
     report = build_report(config, setup, result, num_envs)

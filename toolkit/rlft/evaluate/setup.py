@@ -254,14 +254,14 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
     else:
         import os
 
-        from rlft.policy.generation import OpenAIBackend
+        from rlft.policy.openai_backend import OpenAIBackend
 
         if not config.api_url:
             raise InvalidInputError("--backend openai needs --api-url URL (e.g. http://127.0.0.1:8000/v1)")
         suffix = codec.template.answer_suffix
         backend = OpenAIBackend(config.api_url, config.api_model or model_arg, max_new, config.temperature,
                                 config.top_p, config.concurrency, api_key=config.api_key or os.environ.get(
-                                    "OPENAI_API_KEY"), stop=[suffix] if suffix else None,
+                                    "OPENAI_API_KEY"), stop=[suffix] if suffix and config.api_stop else None,
                                 answer_prefix=codec.template.answer_prefix, answer_suffix=suffix,
                                 seed=config.seed)
     target_return = _default_target_return(config, config.codec or run_dataset)

@@ -2,25 +2,19 @@
 
 * :class:`TransformersBackend`: a local causal LM; all prompts of a step go through ONE ``model.generate``
   call (left padding, KV cache), optionally with the codec's grammar as a logits processor.
-* :class:`OpenAIBackend`: any OpenAI-compatible server (vLLM, llama.cpp, ...): chat prompts to
-  ``/v1/chat/completions`` (one request per prompt), plain prompts to ``/v1/completions`` (several prompts per
-  request), requests in parallel up to a concurrency limit. Standard library only.
+* ``OpenAIBackend`` (:mod:`rlft.policy.openai_backend`): any OpenAI-compatible server (vLLM, llama.cpp,
+  ``transformers serve``) through the ``openai`` client.
 
 A prompt is what the codec builds: a string (plain style) or a list of chat messages (chat style).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
-import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.core.errors import InvalidInputError
 
 Prompt = str | list[dict[str, str]]
 
@@ -174,144 +168,3 @@ class TransformersBackend(GenerationBackend):
         if self.temperature > 0:
             info["top_p"] = self.top_p
         return info
-
-
-def api_base(url: str) -> str:
-    """``http://host:port`` or ``.../v1`` -> the ``.../v1`` base every endpoint hangs off."""
-    url = url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise InvalidInputError(f"--api-url must start with http:// or https://, got {url!r}")
-    return url if url.endswith("/v1") else url + "/v1"
-
-
-class OpenAIBackend(GenerationBackend):
-    """An OpenAI-compatible server over HTTP (urllib), requests in a thread pool."""
-
-    name = "openai"
-
-    def __init__(self, api_url: str, model: str, max_new_tokens: int, temperature: float = 0.0,
-                 top_p: float = 1.0, concurrency: int = 8, prompts_per_request: int = 16, timeout: float = 120.0,
-                 api_key: str | None = None, stop: list[str] | None = None, answer_prefix: str = "",
-                 answer_suffix: str = "", seed: int | None = None, cache: bool = True):
-        super().__init__(cache)
-        if not model:
-            raise InvalidInputError("--backend openai needs --api-model NAME (the model name the server serves)")
-        if concurrency < 1 or prompts_per_request < 1:
-            raise InvalidInputError("--concurrency and prompts per request must be at least 1")
-        self.base = api_base(api_url)
-        self.model = model
-        self.max_new_tokens = int(max_new_tokens)
-        self.temperature = float(temperature)
-        self.top_p = float(top_p)
-        self.concurrency = int(concurrency)
-        self.prompts_per_request = int(prompts_per_request)
-        self.timeout = float(timeout)
-        self.api_key = api_key
-        self.stop = list(stop or [])
-        self.answer_prefix, self.answer_suffix = answer_prefix, answer_suffix
-        self.seed = seed
-        self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="rlft-openai")
-
-    # -- HTTP ---------------------------------------------------------------------------------------------
-    def _post(self, endpoint: str, payload: dict[str, Any]) -> dict[str, Any]:
-        url = f"{self.base}/{endpoint}"
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:300].decode("utf-8", "replace").strip().replace("\n", " ")
-            raise InvalidInputError(f"the server at {url} answered HTTP {exc.code}: {detail or exc.reason}",
-                                    hint="check --api-model and the server's log") from exc
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, ConnectionRefusedError):
-                what = "connection refused"
-            elif isinstance(reason, socket.timeout | TimeoutError):
-                what = f"no answer within {self.timeout:g} s"
-            else:
-                what = str(reason)
-            raise OfflineError(f"cannot reach the OpenAI-compatible server at {self.base} ({what})",
-                               hint="start the server (e.g. `vllm serve MODEL`) or fix --api-url") from exc
-        except TimeoutError as exc:
-            raise OfflineError(f"the server at {self.base} sent no answer within {self.timeout:g} s") from exc
-        except (http.client.HTTPException, ConnectionError, OSError) as exc:
-            raise OfflineError(f"the connection to {self.base} failed: {type(exc).__name__}: {exc}") from exc
-        try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            snippet = body[:120].decode("utf-8", "replace")
-            raise InvalidInputError(f"malformed reply from {url}: not JSON ({snippet!r})") from exc
-        if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
-            raise InvalidInputError(f"malformed reply from {url}: no 'choices' list "
-                                    f"({json.dumps(data)[:160]})")
-        return data
-
-    def _params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_new_tokens,
-                                  "temperature": self.temperature}
-        if self.temperature > 0 and self.top_p < 1:
-            params["top_p"] = self.top_p
-        if self.stop:
-            params["stop"] = self.stop
-        if self.seed is not None:
-            params["seed"] = self.seed
-        return params
-
-    def _finish(self, text: str, finish_reason: str | None) -> str:
-        # a stop string is not returned by the server: close an answer block the stop string cut open
-        suffix = self.answer_suffix
-        if finish_reason == "stop" and suffix and suffix in self.stop and self.answer_prefix in text:
-            tail = text[text.rfind(self.answer_prefix) + len(self.answer_prefix):]
-            if suffix not in tail:
-                return text + suffix
-        return text
-
-    def _chat(self, messages: list[dict[str, str]]) -> str:
-        data = self._post("chat/completions", {**self._params(), "messages": messages})
-        try:
-            choice = data["choices"][0]
-            content = choice["message"]["content"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise InvalidInputError(f"malformed reply from {self.base}/chat/completions: no choices[0].message."
-                                    f"content ({json.dumps(data)[:160]})") from exc
-        return self._finish(content or "", choice.get("finish_reason"))
-
-    def _completions(self, prompts: list[str]) -> list[str]:
-        data = self._post("completions", {**self._params(), "prompt": prompts})
-        choices = data["choices"]
-        try:
-            ordered = sorted(choices, key=lambda c: c.get("index", 0))
-            texts = [self._finish(c["text"] or "", c.get("finish_reason")) for c in ordered]
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise InvalidInputError(f"malformed reply from {self.base}/completions: choices without text "
-                                    f"({json.dumps(data)[:160]})") from exc
-        if len(texts) != len(prompts):
-            raise InvalidInputError(f"malformed reply from {self.base}/completions: {len(texts)} choices for "
-                                    f"{len(prompts)} prompts")
-        return texts
-
-    def _generate(self, prompts: list[Prompt]) -> list[str]:
-        chat = [not isinstance(p, str) for p in prompts]
-        if any(chat) and not all(chat):
-            raise InvalidInputError("a batch mixes chat and plain prompts")
-        if chat[0]:
-            results = list(self._pool.map(self._chat, prompts))
-        else:
-            size = self.prompts_per_request
-            groups = [prompts[i : i + size] for i in range(0, len(prompts), size)]
-            results = [t for group in self._pool.map(self._completions, groups) for t in group]
-        self.calls += 1
-        self.requests += len(prompts)
-        return results
-
-    def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "api_url": self.base, "api_model": self.model,
-                "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
-                "concurrency": self.concurrency, "decoding": "sampling" if self.temperature > 0 else "greedy"}
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)

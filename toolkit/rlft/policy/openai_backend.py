@@ -1,0 +1,164 @@
+"""Generation through any OpenAI-compatible server (vLLM, llama.cpp, ``transformers serve``) with the ``openai``
+client: its connection handling, timeouts, retries (``max_retries``) and typed errors, turned into rlft's
+one-line errors. Chat prompts go to ``chat/completions`` (one request per prompt), plain prompts to
+``completions`` (several prompts per request); requests run in parallel up to ``concurrency``.
+
+The answer's closing tag is sent as a stop string (servers then stop as soon as an answer is complete) and put
+back on the text, since servers do not return the stop string itself. A server that refuses a list of prompts
+(``transformers serve``: "prompt must be a string") is then sent one prompt per request.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.policy.generation import GenerationBackend, Prompt
+
+
+def api_base(url: str) -> str:
+    """``http://host:port`` or ``.../v1`` -> the ``.../v1`` base every endpoint hangs off."""
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise InvalidInputError(f"--api-url must start with http:// or https://, got {url!r}")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+class OpenAIBackend(GenerationBackend):
+    """An OpenAI-compatible server, requests through the ``openai`` client in a thread pool."""
+
+    name = "openai"
+
+    def __init__(self, api_url: str, model: str, max_new_tokens: int, temperature: float = 0.0,
+                 top_p: float = 1.0, concurrency: int = 8, prompts_per_request: int = 16, timeout: float = 120.0,
+                 api_key: str | None = None, stop: list[str] | None = None, answer_prefix: str = "",
+                 answer_suffix: str = "", seed: int | None = None, cache: bool = True, max_retries: int = 2):
+        super().__init__(cache)
+        if not model:
+            raise InvalidInputError("--backend openai needs --api-model NAME (the model name the server serves)")
+        if concurrency < 1 or prompts_per_request < 1:
+            raise InvalidInputError("--concurrency and prompts per request must be at least 1")
+        import openai
+
+        self.base = api_base(api_url)
+        self.model = model
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.concurrency = int(concurrency)
+        self.prompts_per_request = int(prompts_per_request)
+        self.timeout = float(timeout)
+        self.stop = list(stop or [])
+        self.answer_prefix, self.answer_suffix = answer_prefix, answer_suffix
+        self.seed = seed
+        # servers started without a key accept any: the client insists on one
+        self.client = openai.OpenAI(base_url=self.base, api_key=api_key or "EMPTY", timeout=self.timeout,
+                                    max_retries=max_retries)
+        self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="rlft-openai")
+
+    # -- requests ---------------------------------------------------------------------------------------
+    def _request(self, endpoint: str, **payload):
+        """One request; the client's errors as rlft's (OfflineError: unreachable; InvalidInputError: refused)."""
+        import openai
+
+        create = self.client.chat.completions.create if endpoint == "chat/completions" \
+            else self.client.completions.create
+        url = f"{self.base}/{endpoint}"
+        try:
+            return create(**self._params(), **payload)
+        except openai.APITimeoutError as exc:
+            raise OfflineError(f"the server at {self.base} sent no answer within {self.timeout:g} s",
+                               hint="a slow model: raise the timeout, or lower --concurrency") from exc
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise OfflineError(f"cannot reach the OpenAI-compatible server at {self.base} ({type(cause).__name__}: "
+                               f"{str(cause)[:120]})",
+                               hint="start the server (vllm serve / transformers serve) or fix --api-url") from exc
+        except openai.APIStatusError as exc:
+            body = exc.body if isinstance(exc.body, dict) else {}
+            detail = " ".join(str(body.get("detail") or body.get("message") or exc.message).split())[:240]
+            error = InvalidInputError(f"the server at {url} answered HTTP {exc.status_code}: {detail}",
+                                      hint="check --api-model and the server's log")
+            error.status_code = exc.status_code
+            raise error from exc
+        except (openai.APIResponseValidationError, ValueError) as exc:
+            raise InvalidInputError(f"malformed reply from {url}: {str(exc)[:200]}") from exc
+
+    def _params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_new_tokens,
+                                  "temperature": self.temperature}
+        if self.temperature > 0 and self.top_p < 1:
+            params["top_p"] = self.top_p
+        if self.stop:
+            params["stop"] = self.stop
+        if self.seed is not None:
+            params["seed"] = self.seed
+        return params
+
+    def _finish(self, text: str, finish_reason: str | None) -> str:
+        # a stop string is not returned by the server: close an answer block the stop string cut open
+        suffix = self.answer_suffix
+        if finish_reason == "stop" and suffix and suffix in self.stop and self.answer_prefix in text:
+            tail = text[text.rfind(self.answer_prefix) + len(self.answer_prefix):]
+            if suffix not in tail:
+                return text + suffix
+        return text
+
+    @staticmethod
+    def _choices(reply, url: str) -> list:
+        choices = getattr(reply, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise InvalidInputError(f"malformed reply from {url}: no choices ({str(reply)[:160]})")
+        return choices
+
+    def _chat(self, messages: list[dict[str, str]]) -> str:
+        url = f"{self.base}/chat/completions"
+        choice = self._choices(self._request("chat/completions", messages=messages), url)[0]
+        message = getattr(choice, "message", None)
+        if message is None:
+            raise InvalidInputError(f"malformed reply from {url}: no choices[0].message ({str(choice)[:160]})")
+        return self._finish(message.content or "", choice.finish_reason)
+
+    def _completions(self, prompts: list[str]) -> list[str]:
+        url = f"{self.base}/completions"
+        try:
+            reply = self._request("completions", prompt=prompts if len(prompts) > 1 else prompts[0])
+        except InvalidInputError as exc:
+            if len(prompts) == 1 or getattr(exc, "status_code", None) not in (400, 422):
+                raise
+            self.prompts_per_request = 1  # a server that takes one prompt a request (transformers serve)
+            return [t for p in prompts for t in self._completions([p])]
+        choices = self._choices(reply, url)
+        try:
+            ordered = sorted(choices, key=lambda c: c.index or 0)
+            texts = [self._finish(c.text or "", c.finish_reason) for c in ordered]
+        except (AttributeError, TypeError) as exc:
+            raise InvalidInputError(f"malformed reply from {url}: choices without text") from exc
+        if len(texts) != len(prompts):
+            raise InvalidInputError(f"malformed reply from {url}: {len(texts)} choices for {len(prompts)} prompts")
+        return texts
+
+    def _generate(self, prompts: list[Prompt]) -> list[str]:
+        chat = [not isinstance(p, str) for p in prompts]
+        if any(chat) and not all(chat):
+            raise InvalidInputError("a batch mixes chat and plain prompts")
+        if chat[0]:
+            results = list(self._pool.map(self._chat, prompts))
+        else:
+            size = self.prompts_per_request
+            groups = [prompts[i : i + size] for i in range(0, len(prompts), size)]
+            results = [t for group in self._pool.map(self._completions, groups) for t in group]
+        self.calls += 1
+        self.requests += len(prompts)
+        return results
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "api_url": self.base, "api_model": self.model,
+                "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
+                "concurrency": self.concurrency, "prompts_per_request": self.prompts_per_request,
+                "stop": self.stop, "decoding": "sampling" if self.temperature > 0 else "greedy"}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
