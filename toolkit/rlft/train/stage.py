@@ -62,16 +62,21 @@ def _recorded(given: str) -> str:
     return str(path.resolve()) if path.exists() else str(given)
 
 
-def main_process() -> bool:
+def distributed_state():
+    """accelerate's process state. ``cpu=True`` without CUDA: only then does accelerate see a multi-process CPU
+    run (torchrun) as one (gloo); the state is a singleton, so the first call decides for the whole process."""
+    import torch
     from accelerate import PartialState
 
-    return PartialState().is_main_process
+    return PartialState(cpu=not torch.cuda.is_available())
+
+
+def main_process() -> bool:
+    return distributed_state().is_main_process
 
 
 def wait_for_everyone() -> None:
-    from accelerate import PartialState
-
-    PartialState().wait_for_everyone()
+    distributed_state().wait_for_everyone()
 
 
 def load_inputs(config: StageConfig, stage: str, needed_columns: tuple[str, ...]) -> StageInputs:
@@ -275,6 +280,7 @@ def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, 
                criterion=None) -> dict:
     """Save the adapter (or full model) and tokenizer at RUN, complete ``rlft_run.json``, write the summary
     (with the criterion's record when there was one)."""
+    metrics = {**metrics, "processes": int(trainer.args.world_size)}  # > 1: accelerate launch --num_processes
     if criterion is not None:
         metrics = {**metrics, "criterion": criterion.summary()}
     trainer.save_model(str(run_dir))  # PEFT: adapter_config + adapter_model.safetensors; else the full model
