@@ -1,6 +1,7 @@
 """Serialization speed: rlft's vectorised records per codec against a plain per-step f-string loop, same data,
-same process, printed as ratios; then the end-to-end `rlft data serialize` of a 1M-step HalfCheetah-shaped
-Minari dataset with its wall time and peak memory (measured in a child process).
+same process, printed as ratios; then whole processes: ``rlft data serialize`` against a plain script doing the
+same job (open the Minari dataset, one f-string prompt per step, pandas to Parquet), each started as a command,
+on a small and a large HalfCheetah-shaped dataset (start-up included), and the peak memory of the large one.
 
 Run: ``.venv/bin/python benchmarks/serialize.py [--steps 200000] [--full-steps 1000000]``; the tables are also
 written to ``results/benchmarks/serialize.json`` (rendered into the README by ``rlft results render``).
@@ -13,7 +14,6 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -92,39 +92,74 @@ def synthetic_slice(chunk, a: int, b: int):
                                                             "truncated", "episode_id", "step")))
 
 
-CHILD = """
-import json, os, resource, sys, time
-from rlft.hub.serialize import SerializeConfig, serialize
-t0 = time.perf_counter()
-summary = serialize(SerializeConfig(source=sys.argv[1], out=sys.argv[2], format=sys.argv[3], overwrite=True))
-wall = time.perf_counter() - t0
-print("RESULT", json.dumps({"wall_s": wall, "steps": summary["steps"],
-      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+PLAIN_SCRIPT = """
+import sys
+import minari
+import pandas as pd
+ds = minari.load_dataset(sys.argv[1])
+rows = []
+for ep in ds.iterate_episodes():
+    for t in range(len(ep.actions)):
+        obs = " ".join(f"{v:.3f}" for v in ep.observations[t])
+        act = " ".join(f"{v:.3f}" for v in ep.actions[t])
+        rows.append({"prompt": f"<observation>{obs}</observation>\\n", "completion": f"<action>{act}</action>",
+                     "episode_id": ep.id, "step": t, "reward": float(ep.rewards[t])})
+pd.DataFrame(rows).to_parquet(sys.argv[2])
 """
 
 
-def end_to_end(steps: int, fmt: str) -> dict:
+def make_minari(steps: int, dataset_id: str) -> None:
+    """A HalfCheetah-shaped Minari dataset (HDF5) of ``steps`` steps in episodes of 1,000 (random numbers)."""
     import gymnasium as gym
     import minari
     from minari.data_collector.episode_buffer import EpisodeBuffer
 
-    root = Path(tempfile.mkdtemp(prefix="rlft-bench-"))
-    os.environ["MINARI_DATASETS_PATH"] = str(root / "minari")
     rng = np.random.default_rng(0)
+    length = min(EPISODE, steps)
     buffers = [
-        EpisodeBuffer(id=e, observations=rng.standard_normal((EPISODE + 1, OBS_DIM)),
-                      actions=rng.uniform(-1, 1, (EPISODE, ACT_DIM)).astype(np.float32),
-                      rewards=rng.standard_normal(EPISODE), terminations=np.zeros(EPISODE, bool),
-                      truncations=np.r_[np.zeros(EPISODE - 1, bool), True])
-        for e in range(steps // EPISODE)
+        EpisodeBuffer(id=e, observations=rng.standard_normal((length + 1, OBS_DIM)),
+                      actions=rng.uniform(-1, 1, (length, ACT_DIM)).astype(np.float32),
+                      rewards=rng.standard_normal(length), terminations=np.zeros(length, bool),
+                      truncations=np.r_[np.zeros(length - 1, bool), True])
+        for e in range(max(1, steps // length))
     ]
-    minari.create_dataset_from_buffers("bench/halfcheetah-v0", buffers, env=gym.make("HalfCheetah-v5"),
+    minari.create_dataset_from_buffers(dataset_id, buffers, env=gym.make("HalfCheetah-v5"),
                                        ref_min_score=-280.178953, ref_max_score=12135.0)
-    del buffers
-    out = subprocess.run([sys.executable, "-c", CHILD, "bench/halfcheetah-v0", str(root / "out"), fmt],
-                         capture_output=True, text=True, env=os.environ, check=True).stdout
-    line = next(s for s in out.splitlines() if s.startswith("RESULT"))
-    return json.loads(line[len("RESULT "):])
+
+
+WRAPPER = """
+import resource, subprocess, sys, time
+t0 = time.perf_counter()
+subprocess.run(sys.argv[1:], check=True, capture_output=True)
+print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+"""
+
+
+def timed_process(cmd: list[str], env: dict) -> tuple[float, float]:
+    """(wall seconds, peak RSS MB) of one command, run under a wrapper process whose only child it is."""
+    out = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], env=env, check=True, capture_output=True, text=True)
+    wall, rss = out.stdout.split()
+    return float(wall), float(rss)
+
+
+def whole_process(sizes: list[int], repeat: int) -> list[tuple[str, dict]]:
+    """Best-of-``repeat`` wall time of ``rlft data serialize`` and of the plain script, per dataset size."""
+    root = Path(tempfile.mkdtemp(prefix="rlft-bench-"))
+    env = {**os.environ, "MINARI_DATASETS_PATH": str(root / "minari"), "OMP_NUM_THREADS": "1"}
+    os.environ["MINARI_DATASETS_PATH"] = env["MINARI_DATASETS_PATH"]
+    rlft = str(Path(sys.executable).with_name("rlft"))
+    rows = []
+    for steps in sizes:
+        dataset_id = f"bench/halfcheetah{steps}-v0"
+        make_minari(steps, dataset_id)
+        ours = [timed_process([rlft, "data", "serialize", dataset_id, "--out", str(root / f"out{steps}"),
+                               "--overwrite"], env) for _ in range(repeat)]
+        plain = [timed_process([sys.executable, "-c", PLAIN_SCRIPT, dataset_id, str(root / f"plain{steps}.parquet")],
+                               env) for _ in range(repeat)]
+        best, best_plain = min(w for w, _ in ours), min(w for w, _ in plain)
+        rows.append((f"{steps:,} steps", {"rlft": best, "plain": best_plain, "ratio": best_plain / best,
+                                         "rss": max(m for _, m in ours)}))
+    return rows
 
 
 def main() -> None:
@@ -133,30 +168,31 @@ def main() -> None:
     from rlft.results.tables import column, table, write_benchmark
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=200_000)
-    parser.add_argument("--full-steps", type=int, default=1_000_000)
+    parser.add_argument("--steps", type=int, default=200_000, help="steps of the in-process comparison")
+    parser.add_argument("--process-steps", default="1000,300000", help="dataset sizes of the whole-process runs")
+    parser.add_argument("--repeat", type=int, default=3, help="whole-process runs per command (best is kept)")
     parser.add_argument("--no-write", action="store_true", help="print only, leave results/ as it is")
     args = parser.parse_args()
     rows = [(row["method"], {"rate": row["steps/s"], "ratio": row["ratio"]}) for row in in_process(args.steps)]
     tables = [table(f"method ({args.steps:,} steps, 17-dim obs, 6-dim action)",
                     [column("rate", "steps/s", ",.0f"), column("ratio", "speedup vs plain loop", "x")], rows)]
-    if args.full_steps:
-        result = end_to_end(args.full_steps, "raw")
-        tables.append(table("end to end (HDF5 -> Parquet, raw codec)",
-                            [column("steps", "steps", ",d"), column("wall", "wall s", ".1f"),
-                             column("rate", "steps/s", ",.0f"), column("rss", "peak RSS MB", ".0f")],
-                            [("rlft data serialize", {"steps": result["steps"], "wall": result["wall_s"],
-                                                      "rate": result["steps"] / result["wall_s"],
-                                                      "rss": result["peak_rss_mb"]})]))
+    sizes = [int(s) for s in args.process_steps.split(",") if s]
+    if sizes:
+        tables.append(table("whole process (start-up included)",
+                            [column("rlft", "rlft data serialize s", ".2f"), column("plain", "plain script s", ".2f"),
+                             column("ratio", "speedup", "x"), column("rss", "rlft peak RSS MB", ".0f")],
+                            whole_process(sizes, args.repeat)))
     for t in tables:
         console.print("\n".join(table_markdown(t)), markup=False, highlight=False)
     if not args.no_write:
         write_benchmark(OUT, "Serialization: prompt/completion records", tables,
                         "python benchmarks/serialize.py",
-                        description="rlft's vectorised records per codec against a plain per-step f-string loop "
-                                    "on the same HalfCheetah-shaped data in one process (steady state, untimed "
-                                    "warm-up); then the whole rlft data serialize of a "
-                                    f"{args.full_steps:,}-step Minari HDF5 dataset in a child process")
+                        description="rlft's vectorised records per codec against a plain per-step f-string loop on "
+                                    "the same HalfCheetah-shaped data in one process (steady state, untimed "
+                                    "warm-up); then whole commands, best of "
+                                    f"{args.repeat}: `rlft data serialize` of a Minari HDF5 dataset against a plain "
+                                    "script that opens it with minari, writes one f-string prompt per step and "
+                                    "saves Parquet with pandas")
         console.print(f"-> {OUT}")
 
 
