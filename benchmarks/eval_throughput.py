@@ -77,10 +77,10 @@ def main() -> None:
     torch.set_num_threads(1)
     from rlft.core.console import console, records_table
     from rlft.evaluate.config import EvalConfig
-    from rlft.evaluate.policies import default_action
     from rlft.evaluate.rollout import rollout
     from rlft.evaluate.setup import build_setup
-    from rlft.evaluate.vector_envs import make_env_fns
+    from rlft.policy.policies import default_action
+    from rlft.policy.vector_envs import make_env_fns
 
     with tempfile.TemporaryDirectory(prefix="rlft-eval-bench-") as tmp:
         if args.model:

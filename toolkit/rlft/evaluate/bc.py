@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from rlft.evaluate.policies import Policy
+from rlft.policy.policies import Policy
 
 
 class BCPolicy(Policy):

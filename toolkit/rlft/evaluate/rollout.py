@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
-from rlft.evaluate.policies import Policy
-from rlft.evaluate.vector_envs import VideoSlots
+from rlft.policy.policies import Policy
+from rlft.policy.vector_envs import VideoSlots
 
 
 @dataclass

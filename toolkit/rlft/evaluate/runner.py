@@ -9,7 +9,7 @@ from rlft.core.errors import InvalidInputError, RlftError
 from rlft.evaluate.config import EvalConfig
 from rlft.evaluate.rollout import Agreement, RolloutResult, rollout
 from rlft.evaluate.setup import build_setup, check_sb3_spaces
-from rlft.evaluate.vector_envs import VideoSlots, check_video, make_env_fns
+from rlft.policy.vector_envs import VideoSlots, check_video, make_env_fns
 
 
 def _keep_finished(config: EvalConfig, setup, result: RolloutResult, num_envs: int, exc: RlftError) -> RlftError:
@@ -75,7 +75,7 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     env_fns = make_env_fns(setup.env_id, setup.env_kwargs, num_envs, config.max_episode_steps, video)
     agreement = Agreement(setup.qtable, expert_model) if (setup.qtable is not None or expert_model is not None) \
         else None
-    from rlft.evaluate.policies import default_action
+    from rlft.policy.policies import default_action
 
     result = RolloutResult([], 0.0, 0.0, 0.0, 0)
     try:

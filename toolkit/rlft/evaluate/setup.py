@@ -9,8 +9,8 @@ from typing import Any
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
 from rlft.evaluate.config import BACKENDS, EvalConfig, parse_policy_spec
-from rlft.evaluate.policies import Policy
-from rlft.evaluate.vector_envs import check_spaces
+from rlft.policy.policies import Policy
+from rlft.policy.vector_envs import check_spaces
 
 
 @dataclass
@@ -102,15 +102,15 @@ def build_setup(config: EvalConfig) -> Setup:
     qtable = _qtable(config.codec, codec, obs_space)
 
     if kind == "random":
-        from rlft.evaluate.policies import RandomPolicy
+        from rlft.policy.policies import RandomPolicy
 
         policy: Policy = RandomPolicy(act_space, config.seed)
     elif kind == "constant":
-        from rlft.evaluate.policies import ConstantPolicy, parse_action_value
+        from rlft.policy.policies import ConstantPolicy, parse_action_value
 
         policy = ConstantPolicy(act_space, parse_action_value(arg, act_space, codec) if arg else None)
     elif kind == "expert":
-        from rlft.evaluate.policies import ExpertPolicy
+        from rlft.policy.policies import ExpertPolicy
 
         path, model, metadata = expert_policy
         policy = ExpertPolicy(model, metadata, str(path))
@@ -123,7 +123,7 @@ def build_setup(config: EvalConfig) -> Setup:
         if qtable is None:
             raise InvalidInputError(f"--policy q-greedy: {codec_source} holds no Q-values (state, q_values, "
                                     "optimal_actions columns)", hint="make one with rlft data export-q frozenlake")
-        from rlft.evaluate.policies import TablePolicy
+        from rlft.policy.policies import TablePolicy
 
         policy = TablePolicy(qtable.greedy, qtable.source)
     return Setup(policy, env_id, env_kwargs, codec, codec_source, qtable, notes, None, obs_space, act_space)
@@ -185,10 +185,10 @@ def _default_target_return(config: EvalConfig, dataset: str | None) -> float | N
 
 def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_source: str | None,
                notes: list[str]) -> Setup:
-    from rlft.evaluate.llm_policy import LLMPolicy, load_few_shot
-    from rlft.evaluate.policies import default_action, parse_action_value
     from rlft.policy.constrained import build_token_table
     from rlft.policy.generation import default_max_new_tokens
+    from rlft.policy.llm_policy import LLMPolicy, load_few_shot
+    from rlft.policy.policies import default_action, parse_action_value
 
     model = tokenizer = None
     run_dataset = None  # the dataset a RUN folder was trained on (its Q-values grade the actions)

@@ -14,8 +14,8 @@ import numpy as np
 
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
-from rlft.evaluate.policies import Policy, stack_actions
 from rlft.policy.generation import GenerationBackend, Prompt
+from rlft.policy.policies import Policy, stack_actions
 
 MAX_INVALID_EXAMPLES = 5
 
