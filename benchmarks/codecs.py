@@ -105,6 +105,9 @@ def measure(env_id: str, steps: int, smollm2) -> list[tuple[str, dict]]:
     if smollm2 is not None:
         cells.update(smol_obs=count(smollm2, reference), smol_act=None)
     rows.append((f"{env_id}: RLFT4RL 5-decimal commas (reference)", cells))
+    if smollm2 is not None:  # the ratio against the reference prompt, measured on the same observations
+        for _, row in rows:
+            row["smol_ratio"] = row["smol_obs"] / cells["smol_obs"]
     env.close()
     return rows
 
@@ -127,7 +130,8 @@ def main() -> None:
     columns = [column("tiny_obs", "tiny: obs tokens", ".1f"), column("tiny_act", "tiny: action tokens", ".1f")]
     if smollm2 is not None:
         columns += [column("smol_obs", "SmolLM2: obs tokens", ".1f"),
-                    column("smol_act", "SmolLM2: action tokens", ".1f")]
+                    column("smol_act", "SmolLM2: action tokens", ".1f"),
+                    column("smol_ratio", "SmolLM2 obs tokens / RLFT4RL's", ".2f")]
     columns.append(column("error", "action round-trip error", ".4f"))
     result = table("codec", columns, rows)
     console.print("\n".join(table_markdown(result)), markup=False, highlight=False)
