@@ -23,7 +23,7 @@ def cartpole():
 def test_raw_cartpole_with_history_and_rtg(cli, tmp_path, cartpole):
     out = tmp_path / "cp"
     result = cli("data", "serialize", "cartpole/random-v0", "--out", out, "--history", "2", "--return-to-go",
-                 "--splits", "0.5,0.25,0.25", "--seed", "1")
+                 "--splits", "0.5,0.25,0.25", "--seed", "1", "--plot")
     assert result.exit_code == 0, result.output
     ds = _load(out)
     assert set(ds) == {"train", "validation", "test"}
@@ -73,6 +73,8 @@ def test_continuous_formats_round_trip_and_normalized_score(cli, tmp_path, fmt):
         assert np.all(np.abs(decoded - np.asarray(row["action"])) <= max(widths, 5e-4) + 1e-6)
     card = (out / "README.md").read_text()
     assert "normalized score (D4RL, x100)" in card
+    # Without --plot no figure is drawn and the card links none (no broken image on the Hub).
+    assert not (out / "plots").exists() and "plots/returns.png" not in card
 
 
 def test_nonfinite_is_refused_with_episode_and_step(cli, tmp_path):

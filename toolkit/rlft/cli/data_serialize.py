@@ -40,6 +40,8 @@ def serialize(
     max_episodes: int | None = typer.Option(None, help="Use only the first N episodes."),
     download: bool = typer.Option(False, help="Download a remote Minari dataset if it is not local."),
     card_extra: Path | None = typer.Option(None, help="Markdown file of dataset-specific prose for the card."),
+    plot: bool = typer.Option(False, help="Draw plots/returns.png (return histogram and per episode) for the card; "
+                                          "importing matplotlib adds about half a second."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
     """Serialize a Minari dataset into prompt/completion records with a reversible codec."""
@@ -51,7 +53,7 @@ def serialize(
             source=source, out=out, format=format, precision=precision, bins=bins, edges_from=edges_from,
             tokens=tokens, prompt_style=prompt_style, history=history, return_to_go=return_to_go,
             splits=_fractions(splits), seed=seed, drop_nonfinite=drop_nonfinite, max_episodes=max_episodes,
-            download=download, card_extra=card_extra, overwrite=overwrite,
+            download=download, card_extra=card_extra, plot=plot, overwrite=overwrite,
         )
     )
 

@@ -48,6 +48,7 @@ class SerializeConfig:
     in_memory_steps: int = 2_000_000
     download: bool = False
     card_extra: Path | None = None
+    plot: bool = False  # plots/returns.png: opt-in, matplotlib's import is most of a small dataset's run time
     overwrite: bool = False
     system: str | None = None
     extra_info: dict = field(default_factory=dict)
@@ -256,8 +257,8 @@ def serialize(config: SerializeConfig) -> dict:
         for name, split_ids in splits.items():
             folder.write_split(name, chunks_of(split_ids))
         folder.save_codec(codec)
-        plot = folder.plot_path("returns.png")
-        _plot_returns(plot, scan, splits, summary)
+        if config.plot:
+            _plot_returns(folder.plot_path("returns.png"), scan, splits, summary)
         folder.write_info(summary)
         folder.write_card(_card(config, summary, codec, splits, scan, dataset))
     _print_summary(summary)
@@ -365,6 +366,7 @@ def _card(config: SerializeConfig, summary: dict, codec: Codec, splits, scan: _S
             "example_prompt": example_prompt,
             "example_completion": example_completion,
             "split_stats": summary["splits"],
+            "returns_plot": config.plot,
         },
         extra_markdown=read_extra_markdown(config.card_extra),
     )
