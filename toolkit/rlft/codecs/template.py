@@ -38,6 +38,9 @@ class PromptTemplate:
     return_to_go: bool = False
     rtg_format: str = "<return_to_go>{rtg}</return_to_go>\n"
     rtg_precision: int = 1
+    # Multi-turn conversations (episodic GRPO): 0 = one observation per prompt; K > 0 = the prompt is the episode
+    # so far as turns (user: observation, assistant: the model's answer), the last K turns kept (current included).
+    turns: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -45,6 +48,8 @@ class PromptTemplate:
             raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {self.style!r}")
         if self.answer_format.count("{action}") != 1:
             raise ValueError("answer_format must contain {action} exactly once")
+        if self.turns < 0:
+            raise ValueError(f"turns must be >= 0, got {self.turns}")
 
     # -- building -------------------------------------------------------------------------------------
     @property
@@ -77,6 +82,21 @@ class PromptTemplate:
         if self.style == "plain":
             return f"{self.system}\n\n{user}" if self.system else user
         messages = [{"role": "system", "content": self.system}] if self.system else []
+        return messages + [{"role": "user", "content": user}]
+
+    def build_conversation(self, past: list[tuple[str, str]], observation: str,
+                           context: str = "") -> str | list[dict[str, str]]:
+        """The prompt of one turn of an episode: the last ``turns - 1`` (user text, answer text) pairs of ``past``
+        as earlier turns, then the current observation. Chat: alternating user / assistant messages. Plain: the
+        turns one after another, each answer followed by a newline."""
+        keep = list(past)[-(self.turns - 1):] if self.turns > 1 else []
+        user = self.user_text(observation, context)
+        if self.style == "plain":
+            text = "".join(f"{u}{a}\n" for u, a in keep) + user
+            return f"{self.system}\n\n{text}" if self.system else text
+        messages = [{"role": "system", "content": self.system}] if self.system else []
+        for u, a in keep:
+            messages += [{"role": "user", "content": u}, {"role": "assistant", "content": a}]
         return messages + [{"role": "user", "content": user}]
 
     def answer_text(self, action_text: str) -> str:

@@ -125,7 +125,8 @@ class TransformersBackend(GenerationBackend):
             return self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not chat[0])
         raise InvalidInputError("a batch mixes chat and plain prompts")
 
-    def _generate(self, prompts: list[Prompt]) -> list[str]:
+    def _run(self, prompts: list[Prompt], scores: bool = False):
+        """One ``generate`` call: (output, prompt length in tokens)."""
         torch = self.torch
         batch = self.encode(prompts).to(self.device)
         prompt_len = batch["input_ids"].shape[1]
@@ -134,7 +135,7 @@ class TransformersBackend(GenerationBackend):
             raise InvalidInputError(
                 f"a prompt of {prompt_len} tokens plus {self.max_new_tokens} new tokens exceeds the model's "
                 f"{limit} positions",
-                hint="use a model with a longer context, fewer --n-examples, or a lower --max-new-tokens",
+                hint="use a model with a longer context, fewer --n-examples or turns, or a lower --max-new-tokens",
             )
         kwargs: dict[str, Any] = dict(
             max_new_tokens=self.max_new_tokens,
@@ -154,13 +155,41 @@ class TransformersBackend(GenerationBackend):
             kwargs["logits_processor"] = LogitsProcessorList(
                 [GrammarLogitsProcessor(self.token_table, len(prompts), prompt_len)]
             )
+        if scores:
+            kwargs.update(output_scores=True, return_dict_in_generate=True)
         with torch.inference_mode():
             out = self.model.generate(**batch, **kwargs)
-        new = out[:, prompt_len:]
         self.calls += 1
         self.requests += len(prompts)
+        return out, prompt_len
+
+    def _generate(self, prompts: list[Prompt]) -> list[str]:
+        out, prompt_len = self._run(prompts)
+        new = out[:, prompt_len:]
         self.new_tokens += int((new != self.tokenizer.pad_token_id).sum())
         return self.tokenizer.batch_decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def sample_ids(self, prompts: list[Prompt]) -> tuple[list[list[int]], list[str], list[list[float]]]:
+        """For training rollouts: per prompt the generated token ids up to and including the first EOS (no
+        padding), their text (as :meth:`generate` returns it) and each token's log-probability under the
+        distribution it was sampled from (temperature, top-p and the grammar applied)."""
+        out, prompt_len = self._run(prompts, scores=True)
+        new = out.sequences[:, prompt_len:]
+        logps = self.torch.stack(out.scores, dim=1).float().log_softmax(-1)  # (batch, steps, vocab)
+        eos = set(self.eos)
+        ids, logprobs = [], []
+        for row, lp in zip(new.tolist(), logps, strict=True):
+            end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
+            ids.append(row[:end])
+            logprobs.append([float(lp[i, t]) for i, t in enumerate(row[:end])])
+        self.new_tokens += sum(len(r) for r in ids)
+        texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return ids, texts, logprobs
+
+    def prompt_ids(self, prompt: Prompt) -> list[int]:
+        """The token ids the model is given for one prompt (what :meth:`encode` pads into a batch)."""
+        chat = not isinstance(prompt, str)
+        return self.tokenizer(self.prompt_text(prompt), add_special_tokens=not chat)["input_ids"]
 
     def describe(self) -> dict[str, Any]:
         info = {"backend": self.name, "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,

@@ -2,8 +2,10 @@
 
 Per slot the policy keeps the history of (observation text, action text) pairs and the return-to-go
 (``target_return`` minus the rewards collected so far) when the codec's template conditions on them, so the
-prompt at evaluation is the prompt the model was trained on. Unparsable output never raises: the slot takes
-the fallback action and the miss is counted (the invalid-action rate).
+prompt at evaluation is the prompt the model was trained on. A template with ``turns`` (a model trained by
+episodic GRPO) makes each prompt the episode so far as a conversation, the model's own earlier answers
+verbatim, exactly as :mod:`rlft.train.episodes` built them in training. Unparsable output never raises: the
+slot takes the fallback action and the miss is counted (the invalid-action rate).
 """
 
 from __future__ import annotations
@@ -104,12 +106,15 @@ class LLMPolicy(Policy):
         self.use_context = bool(self.template.history) or self.template.return_to_go
         self.history: dict[int, list[tuple[str, str]]] = {}
         self.rtg: dict[int, float] = {}
+        self.turns: dict[int, list[tuple[str, str]]] = {}  # per slot: (user text, the model's answer text)
         self._obs_text: dict[int, str] = {}
+        self._user_text: dict[int, str] = {}
         self.invalid_examples: list[dict[str, str]] = []
         self.invalid_reasons: dict[str, int] = {}
 
     def begin_episode(self, slot, episode, seed, obs):
         self.history[slot] = []
+        self.turns[slot] = []
         self.rtg[slot] = float(self.target_return) if self.target_return is not None else 0.0
 
     def prompt(self, obs, slot: int) -> Prompt:
@@ -120,12 +125,20 @@ class LLMPolicy(Policy):
         if self.use_context:
             context = self.template.context(self.history[slot], self.rtg[slot] if self.template.return_to_go
                                             else None)
-        prompt = self.template.build_prompt(obs_text, context)
+        if self.template.turns:
+            self._user_text[slot] = self.template.user_text(obs_text, context)
+            prompt = self.template.build_conversation(self.turns[slot], obs_text, context)
+        else:
+            prompt = self.template.build_prompt(obs_text, context)
         return self.few_shot.apply(prompt) if self.few_shot is not None else prompt
 
     def act(self, obs, slots):
         prompts = [self.prompt(o, s) for o, s in zip(obs, slots, strict=True)]
         texts = self.backend.generate(prompts)
+        if self.template.turns:
+            for slot, text in zip(slots, texts, strict=True):
+                self.turns[slot].append((self._user_text[slot], text))
+                del self.turns[slot][: -self.template.turns]
         actions = []
         for text in texts:
             self.decisions += 1

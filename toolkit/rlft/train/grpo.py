@@ -32,6 +32,8 @@ from rlft.train.stage import (
 )
 
 GRPO_COLUMNS = ("prompt",)
+EPISODE_METRICS = ("episode/return", "episode/success_rate", "episode/invalid_rate", "episode/turns",
+                   "episode/truncated_rate", "episode/rollout_seconds", "episode/episodes_per_second")
 SCALE_REWARDS = ("group", "batch", "none")
 
 
@@ -66,8 +68,17 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
 
     ``callbacks`` are extra ``transformers.TrainerCallback`` objects (e.g. to inspect weights during training).
     """
+    from rlft.train.episodes import ROLLOUTS
+
     limit_threads()
-    names = parse_reward_names(config.rewards)
+    if config.rollout not in ROLLOUTS:
+        raise InvalidInputError(f"--rollout must be one of {', '.join(ROLLOUTS)}, got {config.rollout!r}")
+    episodic = config.rollout == "episode"
+    if episodic:
+        given = config.rewards.split(",") if isinstance(config.rewards, str) else list(config.rewards)
+        names = [n.strip() for n in given if n.strip()]
+    else:
+        names = parse_reward_names(config.rewards)
     if config.reward_weights is not None and len(config.reward_weights) != len(names):
         raise InvalidInputError(
             f"--reward-weights has {len(config.reward_weights)} values for {len(names)} rewards ({','.join(names)})"
@@ -82,7 +93,18 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         raise InvalidInputError(f"--temperature must be positive, got {config.temperature}")
     check_vllm(config)
     inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
-    rewards = build_rewards(names, inputs.codec, inputs.train.column_names, reward_options(config, names))
+    check_inputs = inputs  # the criterion checks decisions on the dataset's rows
+    if episodic:
+        from dataclasses import replace
+
+        from rlft.train.episodes import check_episode_env, episode_rewards, episode_starts
+
+        check_episode_env(inputs.codec)
+        rewards = episode_rewards(names, inputs.codec, config.max_turns)
+        starts = episode_starts(inputs.codec, config.episode_starts, config.seed)
+        inputs = replace(inputs, train=starts, conversational=isinstance(starts[0]["prompt"], list))
+    else:
+        rewards = build_rewards(names, inputs.codec, inputs.train.column_names, reward_options(config, names))
     generation_batch = config.per_device_train_batch_size * config.gradient_accumulation_steps
     if generation_batch % config.num_generations:
         raise InvalidInputError(
@@ -91,13 +113,22 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
             hint="each prompt's completions are scored as one group",
         )
 
-    criterion = criterion_callback(config, inputs)
+    criterion = criterion_callback(config, check_inputs)
     seed_everything(config.seed)
     model, tokenizer = load_model_for_training(inputs)
+    rollout = None
+    if episodic:
+        from rlft.train.episodes import EpisodeRollout, check_context
+
+        rollout = EpisodeRollout(inputs.codec, tokenizer, config.max_turns, config.temperature, config.top_p,
+                                 config.constrained)  # sets the codec's template.turns, saved with the run
+        check_context(rollout, tokenizer, model)
     run_dir, checkpoint, info = start_run(
         config, "grpo", inputs,
         {"rewards": [{"name": r.name, "low": r.low, "high": r.high} for r in rewards],
-         "reward_weights": config.reward_weights},
+         "reward_weights": config.reward_weights, "rollout": config.rollout,
+         **({"max_turns": config.max_turns, "episode_starts": config.episode_starts,
+             "constrained_sampling": config.constrained} if episodic else {})},
     )
 
     from trl import GRPOConfig, GRPOTrainer
@@ -117,7 +148,8 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
             scale_rewards=config.scale_rewards,
             loss_type=config.loss_type,
             reward_weights=config.reward_weights,
-            mask_truncated_completions=config.mask_truncated_completions,
+            # an episode's last answer need not end in EOS (the episode can end on any turn)
+            mask_truncated_completions=config.mask_truncated_completions and not episodic,
             log_completions=config.log_completions,
             use_vllm=config.use_vllm,
             vllm_mode=config.vllm_mode,
@@ -128,7 +160,12 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         raise InvalidInputError(f"invalid GRPO settings: {exc}") from exc
     if args[checkpointing_field()] and config.lora:
         model.enable_input_require_grads()
-    trainer = GRPOTrainer(
+    trainer_class = GRPOTrainer
+    if episodic:
+        from rlft.train.episodes import episode_trainer_class
+
+        trainer_class = episode_trainer_class()
+    trainer = trainer_class(
         model=model,
         reward_funcs=rewards,
         args=grpo_args,
@@ -136,6 +173,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         processing_class=tokenizer,
         peft_config=lora_config(config) if config.lora else None,
         callbacks=stage_callbacks(criterion, run_dir, callbacks),
+        **({"rollout_func": rollout} if episodic else {}),
     )
     console.print(f"[bold]GRPO[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}; rewards "
                   + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
@@ -145,6 +183,8 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         for reward in rewards:
             if hasattr(reward, "close"):
                 reward.close()
+        if rollout is not None:
+            rollout.close()
     history = trainer.state.log_history
     metrics: dict[str, Any] = {
         "train_rows": len(inputs.train),
@@ -154,8 +194,10 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         **parameter_metrics(trainer.model),
         **prompt_token_metrics(inputs.train, tokenizer, inputs.conversational),
     }
+    if rollout is not None:  # turns whose rendered conversation re-tokenized the model's answer differently
+        metrics["episode_retokenized_turns"] = rollout.retokenized
     keys = ["reward", *[f"rewards/{r.name}/mean" for r in rewards], "parse_rate", "optimal_action_rate",
-            "completions/mean_length"]
+            "completions/mean_length", *EPISODE_METRICS]
     for key in keys:
         first, last = first_logged(history, key), last_logged(history, key)
         if last is not None:

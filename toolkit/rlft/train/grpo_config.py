@@ -38,6 +38,16 @@ class GRPOStageConfig(StageConfig):
     env_policy: str = field(default="repeat", metadata={"help": "env reward lookahead policy: repeat or random."})
     env_gamma: float = field(default=1.0, metadata={"help": "env reward: discount of the lookahead steps."})
     env_samples: int = field(default=1, metadata={"help": "env reward: seeded rollouts averaged per completion."})
+    rollout: str = field(
+        default="step",
+        metadata={"help": "step: one answer per recorded state, scored by the rewards; episode: whole episodes "
+                          "played in the environment, rewarded by their return (see rlft.train.episodes)."},
+    )
+    max_turns: int = field(default=16, metadata={"help": "episode rollout: turns (actions) per episode at most."})
+    episode_starts: int = field(default=64, metadata={"help": "episode rollout: distinct reset seeds to train on."})
+    constrained: bool = field(
+        default=True, metadata={"help": "episode rollout: sample answers within the codec's grammar."}
+    )
     env_bounds: list[float] | None = field(
         default=None, metadata={"help": "env reward: per-step reward bounds low,high (default per env)."}
     )

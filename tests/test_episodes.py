@@ -1,0 +1,279 @@
+"""Episodic GRPO (``--rollout episode``): conversations as prompts, episodes played by a tiny model, the rewards
+TRL optimises, and the errors of bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from tests.factories import make_minari_dataset, write_map
+
+from rlft.codecs.template import PromptTemplate
+from rlft.core.errors import InvalidInputError
+from rlft.train.grpo_config import GRPOStageConfig
+
+
+def _invoke(*args):
+    from typer.testing import CliRunner
+
+    from rlft.cli.main import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    """FrozenLake exact-Q data on a 2x2 slippery lake (a random policy reaches the goal within 4 turns often
+    enough for GRPO groups to differ), chat prompts, and a tiny model with room for the turns."""
+    root = tmp_path_factory.mktemp("episodes-lake")
+    data, model = root / "frozenlake-q", root / "tiny"
+    lake_map = write_map(root, ["SF", "FG"])
+    result = _invoke("data", "export-q", "frozenlake", "--map", lake_map, "--out", data, "--episodes", "10",
+                     "--wording", "compact")
+    assert result.exit_code == 0, result.output
+    result = _invoke("model", "init", "--dataset", data, "--out", model, "--max-positions", "512")
+    assert result.exit_code == 0, result.output
+    return data, model
+
+
+@pytest.fixture(scope="module")
+def pole(tmp_path_factory):
+    """CartPole random-play data serialized with plain prompts, and a tiny model for it."""
+    root = tmp_path_factory.mktemp("episodes-pole")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MINARI_DATASETS_PATH", str(root / "minari"))
+        make_minari_dataset("cartpole/random-v0", episodes=6, seed=1)
+        data, model = root / "cartpole", root / "tiny"
+        result = _invoke("data", "serialize", "cartpole/random-v0", "--out", data, "--prompt-style", "plain",
+                         "--precision", "2")
+        assert result.exit_code == 0, result.output
+    result = _invoke("model", "init", "--dataset", data, "--out", model, "--max-positions", "512")
+    assert result.exit_code == 0, result.output
+    return data, model
+
+
+def _rollout(data, model_dir, max_turns=4, temperature=1.0, constrained=True):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlft.codecs import load_codec
+    from rlft.train.episodes import EpisodeRollout
+
+    codec = load_codec(data)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    return EpisodeRollout(codec, tokenizer, max_turns, temperature, constrained=constrained), model
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the template's conversations
+# ------------------------------------------------------------------------------------------------------------
+def test_conversation_keeps_the_last_turns_chat_and_plain():
+    past = [(f"<o>{i}</o>", f"<a>{i}</a>") for i in range(5)]
+    chat = PromptTemplate(style="chat", system="S", instruction="{observation}", turns=3)
+    messages = chat.build_conversation(past, "<o>9</o>")
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert [m["content"] for m in messages[1:]] == ["<o>3</o>", "<a>3</a>", "<o>4</o>", "<a>4</a>", "<o>9</o>"]
+    plain = PromptTemplate(style="plain", instruction="{observation}\n", turns=2)
+    assert plain.build_conversation(past, "<o>9</o>") == "<o>4</o><a>4</a>\n<o>9</o>\n"
+    # turns 0 or 1 (and no past): the single-turn prompt, so old codecs read back unchanged
+    assert PromptTemplate(style="chat", system="S").build_conversation(past, "x") == \
+        PromptTemplate(style="chat", system="S").build_prompt("x")
+    with pytest.raises(ValueError, match="turns"):
+        PromptTemplate(turns=-1)
+
+
+def test_llm_policy_builds_the_conversation_from_its_own_answers(lake):
+    from rlft.codecs import load_codec
+    from rlft.policy.generation import GenerationBackend
+    from rlft.policy.llm_policy import LLMPolicy
+
+    codec = load_codec(lake[0])
+    codec.template.turns = 3
+    valid = codec.template.answer_text(codec.encode_action(2))
+
+    class Scripted(GenerationBackend):
+        """A valid answer the first time, then something unparsable."""
+
+        def _generate(self, prompts):
+            self.requests += len(prompts)
+            return [valid if self.requests == 1 else "no idea" for _ in prompts]
+
+    policy = LLMPolicy(codec, Scripted(cache=False), 0, codec.make_env().action_space)
+    policy.begin_episode(0, 0, 0, 0)
+    assert policy.act([0], [0]).tolist() == [2]
+    assert policy.act([1], [0]).tolist() == [0]  # the fallback
+    prompt = policy.prompt(2, 0)
+    obs = [codec.encode_observation(o) for o in (0, 1, 2)]
+    users = [codec.template.user_text(o) for o in obs]
+    assert prompt == codec.template.build_conversation([(users[0], valid), (users[1], "no idea")], obs[2])
+    assert policy.invalid == 1
+
+
+# ------------------------------------------------------------------------------------------------------------
+# playing episodes
+# ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("which", ["lake", "pole"])
+def test_episodes_are_the_conversations_evaluation_sees_and_replay_exactly(which, request):
+    data, model_dir = request.getfixturevalue(which)
+    rollout, model = _rollout(data, model_dir)
+    episodes = rollout.play(model, [11, 11, 12, 13])
+    backend = rollout.backend(model)
+    for episode in episodes:
+        assert 1 <= episode.turns <= 4 and len(episode.answers) == episode.turns
+        assert len(episode.completion_ids) == len(episode.env_mask) == len(episode.logprobs)
+        assert all(lp <= 0.0 for lp in episode.logprobs)
+        assert episode.truncated == (not episode.done or episode.truncated)
+        # the tokens before the last answer are exactly evaluation's prompt for the last turn
+        last = rollout.template.build_conversation(
+            list(zip(episode.users[:-1], episode.answers[:-1], strict=True)),
+            episode.observations[-1])
+        ids = backend.prompt_ids(last)
+        assert episode.sequence()[: len(ids)] == ids
+        cut = len(ids) - len(episode.prompt_ids)
+        assert all(episode.env_mask[cut:])  # after it, only the model's last answer
+        # before it, the tokens marked as the model's are its earlier answers (the rest is the environment's)
+        eos = set(backend.eos)
+        mine = [t for t, m in zip(episode.completion_ids[:cut], episode.env_mask[:cut], strict=True)
+                if m and t not in eos]
+        written = rollout.tokenizer.decode(mine, skip_special_tokens=True)
+        assert "".join(written.split()) == "".join("".join(episode.answers[:-1]).split())
+        # replaying the actions in a fresh environment with the same seed gives the same return
+        env = rollout.codec.make_env()
+        env.reset(seed=episode.seed)
+        total = 0.0
+        for action in episode.actions:
+            _, reward, terminated, truncated, _ = env.step(action)
+            total += reward
+        assert total == pytest.approx(episode.ret)
+        assert (terminated or truncated) == episode.done
+
+
+def test_unparsable_answers_play_the_fallback_and_score_lowest(lake, monkeypatch):
+    from rlft.policy.generation import TransformersBackend
+
+    data, model_dir = lake
+    rollout, model = _rollout(data, model_dir, max_turns=3, constrained=False)
+
+    def garbage(self, prompts):
+        ids = self.tokenizer("nonsense", add_special_tokens=False)["input_ids"]
+        return [list(ids)] * len(prompts), ["nonsense"] * len(prompts), [[-1.0] * len(ids)] * len(prompts)
+
+    monkeypatch.setattr(TransformersBackend, "sample_ids", garbage)
+    episodes = rollout.play(model, [1, 2])
+    out = rollout.output(episodes)
+    assert [e.invalid for e in episodes] == [e.turns for e in episodes]
+    assert all(a == rollout.fallback for e in episodes for a in e.actions)
+    assert out["episode_valid"] == [0.0, 0.0]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# training through TRL
+# ------------------------------------------------------------------------------------------------------------
+def test_episodic_grpo_trains_the_adapter_and_rewards_are_the_replayed_returns(lake, tmp_path, monkeypatch):
+    import torch
+    from transformers import TrainerCallback
+
+    from rlft.train import episodes as episodes_module
+    from rlft.train.grpo import run_grpo
+
+    played = []
+    original = episodes_module.EpisodeRollout.output
+
+    def recording(self, episodes):
+        out = original(self, episodes)
+        played.append((list(episodes), out))
+        return out
+
+    monkeypatch.setattr(episodes_module.EpisodeRollout, "output", recording)
+
+    class Watch(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            self.before = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
+
+        def on_train_end(self, args, state, control, model=None, **kwargs):
+            self.after = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
+
+    data, model_dir = lake
+    watch = Watch()
+    out = tmp_path / "run"
+    config = GRPOStageConfig(dataset=str(data), model=str(model_dir), out=out, rollout="episode",
+                             rewards=["return", "format"], max_turns=4, episode_starts=8, num_generations=4,
+                             per_device_train_batch_size=16, learning_rate=5e-3, max_steps=3, logging_steps=1,
+                             seed=2)
+    info = run_grpo(config, callbacks=[watch])
+    changed = [n for n in watch.before if not torch.equal(watch.before[n], watch.after[n])]
+    assert watch.before and changed, "no LoRA parameter changed"
+    assert played, "the rollout was never called"
+    from rlft.codecs import load_codec
+
+    codec = load_codec(out)
+    assert codec.template.turns == 4  # evaluation of the run builds the same conversations
+    for episodes, output in played:
+        for episode, reward in zip(episodes, output["episode_return"], strict=True):
+            env = codec.make_env()
+            env.reset(seed=episode.seed)
+            assert sum(env.step(a)[1] for a in episode.actions) == pytest.approx(reward)
+    metrics = info["metrics"]
+    for key in ("episode/return_last", "episode/success_rate_last", "episode/turns_last",
+                "episode/invalid_rate_last", "rewards/return/mean_last", "rewards/format/mean_last"):
+        assert key in metrics, key
+    assert 1.0 <= metrics["episode/turns_last"] <= 4.0
+    saved = json.loads((out / "rlft_run.json").read_text())
+    assert saved["rollout"] == "episode" and saved["max_turns"] == 4
+    assert [r["name"] for r in saved["rewards"]] == ["return", "format"]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# bad input: refused before training
+# ------------------------------------------------------------------------------------------------------------
+def test_bad_episode_settings_fail_before_training(lake, tmp_path):
+    from rlft.train.grpo import run_grpo
+
+    data, model_dir = lake
+
+    def config(**kw):
+        base = dict(dataset=str(data), model=str(model_dir), out=tmp_path / "bad", rollout="episode",
+                    rewards=["return"], max_turns=2, episode_starts=2, num_generations=2,
+                    per_device_train_batch_size=4, max_steps=1)
+        return GRPOStageConfig(**{**base, **kw})
+
+    with pytest.raises(InvalidInputError, match="--rollout must be one of"):
+        run_grpo(config(rollout="episodes"))
+    with pytest.raises(InvalidInputError, match="unknown reward 'q-advantage'"):
+        run_grpo(config(rewards=["return", "q-advantage"]))
+    with pytest.raises(InvalidInputError, match="needs the 'return' reward"):
+        run_grpo(config(rewards=["format"]))
+    with pytest.raises(InvalidInputError, match="positions"):
+        run_grpo(config(max_turns=40))
+    with pytest.raises(InvalidInputError, match="--episode-starts"):
+        run_grpo(config(episode_starts=0))
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_codec_without_an_environment_is_refused(lake, tmp_path):
+    from rlft.codecs import load_codec
+    from rlft.train.episodes import check_episode_env
+
+    codec = load_codec(lake[0])
+    codec.env_id = None
+    with pytest.raises(InvalidInputError, match="env id"):
+        check_episode_env(codec)
+    codec.env_id = "NoSuchEnv-v9"
+    with pytest.raises(InvalidInputError, match="cannot make environment"):
+        check_episode_env(codec)
+
+
+def test_episode_starts_are_seeded_resets():
+    import gymnasium as gym
+
+    from rlft.codecs import make_codec
+    from rlft.train.episodes import episode_starts
+
+    env = gym.make("CartPole-v1")
+    codec = make_codec("raw", env.observation_space, env.action_space, env_id="CartPole-v1", precision=2,
+                       observations=np.zeros((2, 4)), actions=np.zeros(2, dtype=int))
+    starts = episode_starts(codec, 3, seed=5)
+    assert starts["reset_seed"] == [500_015, 500_016, 500_017]
+    obs, _ = env.reset(seed=500_016)
+    assert starts[1]["prompt"] == codec.build_prompt(obs)

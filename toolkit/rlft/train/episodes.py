@@ -1,0 +1,377 @@
+"""Episodic GRPO (``rlft train grpo --rollout episode``): the LLM plays whole episodes in the real environment
+while it trains, and the reward is what happened over the episode (its return, optionally a format term).
+
+Why TRL's ``rollout_func`` and not ``environment_factory``: ``environment_factory`` exposes an environment as
+*tools* that the model calls in its chat template's tool-call syntax. rlft's policies answer in the codec's
+grammar (``<action>2</action>``), which is what the datasets, the SFT models, the parser and evaluation share; a
+tool-call format would be a second format for the same action (one codec, one truth), and the tiny models have no
+tool-calling template. ``rollout_func`` lets rlft play the turns while TRL does all of the optimisation (group
+advantages, clipping, KL, LoRA, accelerate): no home-made GRPO loop.
+
+One episode is one GRPO sample. Each prompt row is an episode start (a reset seed); TRL repeats it
+``num_generations`` times, so a group is G episodes played from the same seed by the current model. Turn ``t``'s
+prompt is ``template.build_conversation`` (the earlier turns, the model's own answers verbatim, then the current
+observation) tokenized by the same backend evaluation uses; :class:`rlft.policy.llm_policy.LLMPolicy` builds the
+same prompts when the saved codec has ``turns`` set, so the model is evaluated on what it was trained on. All live
+episodes of a batch generate together: one ``generate`` call per turn.
+
+How the environment's turns stay out of the loss: the sample is ``prompt_ids`` (turn 0's prompt) and
+``completion_ids`` (everything after it: each answer the model sampled, and between answers the tokens that the
+chat template and the next observation add) with ``env_mask`` = 1 on sampled tokens and 0 on the environment's.
+TRL multiplies its completion mask by ``env_mask``, so only the model's tokens get gradient, KL and entropy.
+
+Unparsable answers never raise: the fallback action is played, the miss counted, and the ``format`` reward
+(the share of valid answers) pays for it; an episode of only unparsable answers gets the lowest format reward.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlft.codecs.base import ActionParseError, Codec
+from rlft.core.errors import InvalidInputError
+
+ROLLOUTS = ("step", "episode")
+EPISODE_REWARDS = ("return", "format")
+
+
+@dataclass
+class Episode:
+    """One played episode: what the rollout returns to TRL, and what a test replays."""
+
+    seed: int
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    actions: list[Any] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)  # each turn's observation text (through the codec)
+    users: list[str] = field(default_factory=list)  # each turn's user text (instruction around the observation)
+    answers: list[str] = field(default_factory=list)  # each turn's answer text as the model wrote it
+    rewards: list[float] = field(default_factory=list)
+    invalid: int = 0
+    done: bool = False
+    truncated: bool = False
+    text: str = ""  # the latest prompt's text, and the answers' character spans in it
+    spans: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def ret(self) -> float:
+        return float(sum(self.rewards))
+
+    @property
+    def turns(self) -> int:
+        return len(self.actions)
+
+    def add_model_tokens(self, ids: list[int], logprobs: list[float]) -> None:
+        self.completion_ids += ids
+        self.env_mask += [1] * len(ids)
+        self.logprobs += logprobs
+
+    def add_env_tokens(self, ids: list[int]) -> None:
+        self.completion_ids += ids
+        self.env_mask += [0] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+
+    def sequence(self) -> list[int]:
+        return self.prompt_ids + self.completion_ids
+
+
+def episode_starts(codec: Codec, count: int, seed: int):
+    """A ``datasets.Dataset`` of ``count`` episode starts: the first observation's prompt and its reset seed."""
+    from datasets import Dataset
+
+    if count < 1:
+        raise InvalidInputError(f"--episode-starts must be at least 1, got {count}")
+    env = codec.make_env()
+    try:
+        rows = []
+        for i in range(count):
+            reset_seed = int(seed) * 100_003 + i
+            obs, _ = env.reset(seed=reset_seed)
+            rows.append({"prompt": codec.template.build_conversation([], codec.encode_observation(obs)),
+                         "reset_seed": reset_seed})
+    finally:
+        env.close()
+    return Dataset.from_list(rows)
+
+
+def check_episode_env(codec: Codec) -> None:
+    """The codec must name an environment rlft can make, with the spaces the codec was built for."""
+    from rlft.policy.vector_envs import check_spaces
+
+    if not codec.env_id:
+        raise InvalidInputError("--rollout episode needs a codec that records its env id (codec.env_id)",
+                                hint="serialize the dataset from an environment rlft can step")
+    try:
+        env = codec.make_env()
+    except InvalidInputError:
+        raise
+    except Exception as exc:  # gymnasium raises several types for an id it cannot make
+        raise InvalidInputError(f"--rollout episode: cannot make environment {codec.env_id!r}: {exc}") from exc
+    try:
+        check_spaces("the dataset's codec", codec.observation_space, codec.action_space, codec.env_id,
+                     env.observation_space, env.action_space)
+    finally:
+        env.close()
+
+
+class EpisodeRollout:
+    """TRL ``rollout_func``: plays one episode per prompt row with the trainer's current model."""
+
+    def __init__(self, codec: Codec, tokenizer, max_turns: int, temperature: float, top_p: float = 1.0,
+                 constrained: bool = True, max_new_tokens: int | None = None):
+        from rlft.policy.policies import default_action
+
+        if max_turns < 1:
+            raise InvalidInputError(f"--max-turns must be at least 1, got {max_turns}")
+        self.codec = codec
+        self.template = codec.template
+        self.template.turns = max_turns
+        self.tokenizer = tokenizer
+        self.max_turns = max_turns
+        self.temperature = temperature
+        self.top_p = top_p
+        self.constrained = constrained
+        self.max_new_tokens = max_new_tokens
+        self._envs: list = []
+        env = codec.make_env()
+        self.fallback = default_action(env.action_space)
+        env.close()
+        self.frozenlake = codec.env_id.startswith("FrozenLake")
+        self.retokenized = 0
+        self.last: list[Episode] = []  # the latest batch (tests replay it)
+
+    # -- the TRL hook -----------------------------------------------------------------------------------
+    def __call__(self, prompts: list, trainer) -> dict[str, list]:
+        rows = getattr(trainer, "rlft_rows", None)
+        if rows is None or len(rows) != len(prompts):
+            raise RuntimeError("episode rollouts need the EpisodeGRPOTrainer (it passes the rows' reset seeds)")
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        start = time.perf_counter()
+        episodes = self.play(model, [int(r["reset_seed"]) for r in rows])
+        seconds = time.perf_counter() - start
+        self.log(trainer, episodes, seconds)
+        return self.output(episodes)
+
+    def output(self, episodes: list[Episode]) -> dict[str, list]:
+        return {
+            "prompt_ids": [e.prompt_ids for e in episodes],
+            "completion_ids": [e.completion_ids for e in episodes],
+            "logprobs": [e.logprobs for e in episodes],
+            "env_mask": [e.env_mask for e in episodes],
+            "episode_return": [e.ret for e in episodes],
+            "episode_valid": [1.0 - e.invalid / max(1, e.turns) for e in episodes],
+        }
+
+    def log(self, trainer, episodes: list[Episode], seconds: float) -> None:
+        mode = "train" if trainer.model.training else "eval"
+        metrics = trainer._metrics[mode]
+        metrics["episode/return"].append(float(np.mean([e.ret for e in episodes])))
+        metrics["episode/turns"].append(float(np.mean([e.turns for e in episodes])))
+        metrics["episode/invalid_rate"].append(
+            sum(e.invalid for e in episodes) / max(1, sum(e.turns for e in episodes)))
+        metrics["episode/truncated_rate"].append(float(np.mean([e.truncated for e in episodes])))
+        metrics["episode/rollout_seconds"].append(seconds)
+        metrics["episode/episodes_per_second"].append(len(episodes) / max(seconds, 1e-9))
+        if self.frozenlake:
+            metrics["episode/success_rate"].append(float(np.mean([e.ret > 0 for e in episodes])))
+
+    # -- playing ------------------------------------------------------------------------------------------
+    def env(self, slot: int):
+        while len(self._envs) <= slot:
+            self._envs.append(self.codec.make_env())
+        return self._envs[slot]
+
+    def backend(self, model):
+        from rlft.policy.generation import TransformersBackend, default_max_new_tokens
+
+        table = None
+        if self.constrained:
+            from rlft.policy.constrained import build_token_table
+
+            table = build_token_table(self.codec, self.tokenizer, model)
+        limit = self.max_new_tokens or default_max_new_tokens(self.codec, table)
+        return TransformersBackend(model, self.tokenizer, limit, temperature=self.temperature, top_p=self.top_p,
+                                   token_table=table, cache=False)
+
+    def play(self, model, seeds: list[int]) -> list[Episode]:
+        """Play one episode per seed, all live episodes generating together (one ``generate`` call per turn)."""
+        was_training = model.training
+        model.eval()
+        side = self.tokenizer.padding_side
+        try:
+            backend = self.backend(model)
+            episodes = [Episode(seed=s) for s in seeds]
+            observations = [self.env(i).reset(seed=s)[0] for i, s in enumerate(seeds)]
+            past: list[list[tuple[str, str]]] = [[] for _ in seeds]
+            for _turn in range(self.max_turns):
+                live = [i for i, e in enumerate(episodes) if not e.done]
+                if not live:
+                    break
+                prompts, users = [], []
+                for i in live:
+                    obs_text = self.codec.encode_observation(observations[i])
+                    episodes[i].observations.append(obs_text)
+                    prompt = self.template.build_conversation(past[i], obs_text)
+                    self._extend(backend, episodes[i], prompt)
+                    prompts.append(prompt)
+                    users.append(self.template.user_text(obs_text))
+                ids, texts, logprobs = backend.sample_ids(prompts)
+                for i, user, new, text, lps in zip(live, users, ids, texts, logprobs, strict=True):
+                    episode = episodes[i]
+                    episode.add_model_tokens(new, lps)
+                    episode.users.append(user)
+                    episode.answers.append(text)
+                    past[i].append((user, text))
+                    try:
+                        action = self.codec.decode_action(text)
+                    except ActionParseError:
+                        action = self.fallback
+                        episode.invalid += 1
+                    observations[i], reward, terminated, truncated, _ = self.env(i).step(action)
+                    episode.actions.append(action)
+                    episode.rewards.append(float(reward))
+                    episode.done = bool(terminated or truncated)
+                    episode.truncated = bool(truncated)
+            for episode in episodes:
+                if not episode.done:
+                    episode.truncated = True  # stopped by --max-turns
+            self.last = episodes
+            return episodes
+        finally:
+            self.tokenizer.padding_side = side
+            if was_training:
+                model.train()
+
+    def _extend(self, backend, episode: Episode, prompt) -> None:
+        """Grow the episode's tokens to this turn's prompt, which is exactly what evaluation would tokenize.
+
+        Common case: the new prompt's tokens start with the episode's tokens (earlier prompt + the sampled
+        answer), and the rest are the environment's tokens. Plain prompts have no EOS after an answer: the
+        sampled EOS is dropped. Otherwise the model wrote its answer in a non-canonical tokenization (e.g. a
+        closing tag letter by letter): the episode takes the canonical tokens of the rendered conversation,
+        the answers' characters marked as the model's (their sampled log-probabilities are then unknown: 0)."""
+        text = backend.prompt_text(prompt)
+        full = backend.prompt_ids(prompt)
+        if not episode.prompt_ids:
+            episode.prompt_ids = list(full)
+            episode.text = text
+            return
+        answer = episode.answers[-1]
+        start = len(episode.text)
+        if text[:start] != episode.text or text.find(answer.strip(), start) < 0:
+            raise InvalidInputError(
+                "the prompt template does not extend an episode's conversation turn by turn (the next turn's "
+                "prompt does not start with the previous one and the model's answer)",
+                hint="use --prompt-style plain, or a model whose chat template keeps earlier turns verbatim")
+        begin = text.find(answer.strip(), start)
+        episode.spans.append((begin, begin + len(answer.strip())))
+        episode.text = text
+        held = episode.sequence()
+        if full[: len(held)] == held:
+            episode.add_env_tokens(full[len(held):])
+            return
+        eos = set(backend.eos)
+        if episode.completion_ids and episode.completion_ids[-1] in eos and full[: len(held) - 1] == held[:-1]:
+            for seq in (episode.completion_ids, episode.env_mask, episode.logprobs):
+                seq.pop()
+            episode.add_env_tokens(full[len(held) - 1:])
+            return
+        self.retokenized += 1
+        chat = not isinstance(prompt, str)
+        offsets = self.tokenizer(text, add_special_tokens=not chat, return_offsets_mapping=True)["offset_mapping"]
+        n0 = len(episode.prompt_ids)
+        if full[:n0] != episode.prompt_ids or len(offsets) != len(full):
+            raise InvalidInputError("the tokenizer splits an episode's first prompt differently once the "
+                                    "conversation goes on", hint="use --prompt-style plain or another model")
+        old_ids, old_lps = episode.completion_ids, episode.logprobs
+        ids, mask, logprobs = full[n0:], [], []
+        n = min(len(old_ids), len(ids))  # the sampled tokens that the canonical ones keep
+        same = next((k for k in range(n) if old_ids[k] != ids[k]), n)
+        for k, (token, (a, b)) in enumerate(zip(ids, offsets[n0:], strict=True)):
+            inside = any(lo <= a and b <= hi and b > a for lo, hi in episode.spans)
+            closes = token in eos and any(a == hi for _, hi in episode.spans)
+            mask.append(int(inside or closes))
+            logprobs.append(old_lps[k] if k < same and mask[-1] else 0.0)
+        episode.completion_ids, episode.env_mask, episode.logprobs = list(ids), mask, logprobs
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+        self._envs = []
+
+
+class EpisodeReward:
+    """A reward read from what the rollout played (TRL passes the rollout's extra fields to reward functions)."""
+
+    def __init__(self, name: str, key: str, low: float, high: float):
+        self.name = self.__name__ = name
+        self.key, self.low, self.high = key, low, high
+
+    def __call__(self, prompts=None, completions=None, completion_ids=None, **kwargs) -> list[float]:
+        values = kwargs.get(self.key)
+        if values is None:
+            raise RuntimeError(f"reward {self.name!r} needs the episode rollout (--rollout episode)")
+        return [float(v) for v in values]
+
+
+def episode_rewards(names: list[str], codec: Codec, max_turns: int) -> list[EpisodeReward]:
+    """The rewards of episodic GRPO: ``return`` (the episode's return) and ``format`` (share of valid answers)."""
+    unknown = [n for n in names if n not in EPISODE_REWARDS]
+    if unknown:
+        raise InvalidInputError(f"--rollout episode: unknown reward {', '.join(map(repr, unknown))}",
+                                hint=f"episode rewards: {', '.join(EPISODE_REWARDS)}")
+    if "return" not in names:
+        raise InvalidInputError("--rollout episode needs the 'return' reward (e.g. --reward return,format)")
+    from rlft.train.rewards import step_bounds
+
+    lo, hi = step_bounds(codec.env_id)
+    out = []
+    for name in names:
+        if name == "return":
+            out.append(EpisodeReward("return", "episode_return", min(lo, max_turns * lo), max(hi, max_turns * hi)))
+        else:
+            out.append(EpisodeReward("format", "episode_valid", 0.0, 1.0))
+    return out
+
+
+def episode_trainer_class():
+    """``GRPOTrainer`` that keeps the batch's rows where the rollout can read their reset seeds (TRL hands a
+    ``rollout_func`` only the prompts, and FrozenLake's episodes all start from the same prompt)."""
+    from trl import GRPOTrainer
+
+    class EpisodeGRPOTrainer(GRPOTrainer):
+        def _generate_and_score_completions(self, inputs):
+            self.rlft_rows = inputs
+            return super()._generate_and_score_completions(inputs)
+
+    return EpisodeGRPOTrainer
+
+
+def check_context(rollout: EpisodeRollout, tokenizer, model) -> int:
+    """Tokens of the longest turn prompt (``max_turns`` turns of the first observation and a canonical answer);
+    refuses, before training, a model whose positions cannot hold it."""
+    from rlft.policy.generation import TransformersBackend
+
+    env = rollout.codec.make_env()
+    obs, _ = env.reset(seed=0)
+    env.close()
+    obs_text = rollout.codec.encode_observation(obs)
+    answer = rollout.template.answer_text(rollout.codec.encode_action(rollout.fallback))
+    past = [(rollout.template.user_text(obs_text), answer)] * (rollout.max_turns - 1)
+    prompt = rollout.template.build_conversation(past, obs_text)
+    side = tokenizer.padding_side
+    backend = TransformersBackend(model, tokenizer, 1, cache=False)
+    tokenizer.padding_side = side
+    n = len(backend.prompt_ids(prompt)) + len(tokenizer(answer, add_special_tokens=False)["input_ids"]) + 1
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit and n > limit:
+        raise InvalidInputError(
+            f"an episode of --max-turns {rollout.max_turns} needs about {n} tokens; the model has {limit} positions",
+            hint="lower --max-turns, or make the model with rlft model init --max-positions N")
+    return n
