@@ -219,6 +219,7 @@ def test_episodic_grpo_trains_the_adapter_and_rewards_are_the_replayed_returns(l
                 "episode/invalid_rate_last", "rewards/return/mean_last", "rewards/format/mean_last"):
         assert key in metrics, key
     assert 1.0 <= metrics["episode/turns_last"] <= 4.0
+    assert metrics["episodes_played"] == 3 * 16 and 0.0 < metrics["rollout_share"] < 1.0
     saved = json.loads((out / "rlft_run.json").read_text())
     assert saved["rollout"] == "episode" and saved["max_turns"] == 4
     assert [r["name"] for r in saved["rewards"]] == ["return", "format"]

@@ -215,10 +215,16 @@ def preflight(runs: list[tuple[str, list[str]]], produced: list[Path] | None = N
             _, nested = load_pipeline(Path(argv[2]), Path(out), "--overwrite" in argv, sets, seeds)
             preflight(nested, produced)
             continue
+        episodic = ("--rollout", "episode") in options
         for key, value in options:
             if key == "--reward":
                 try:
-                    parse_reward_names(value)
+                    if episodic:
+                        from rlft.train.episodes import parse_episode_reward_names
+
+                        parse_episode_reward_names(value)
+                    else:
+                        parse_reward_names(value)
                 except InvalidInputError as exc:
                     raise InvalidInputError(f"{where}: {exc.message}", hint=exc.hint) from exc
             labelled = argv[:2] == ["results", "record"]

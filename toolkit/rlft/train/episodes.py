@@ -144,6 +144,8 @@ class EpisodeRollout:
         env.close()
         self.frozenlake = codec.env_id.startswith("FrozenLake")
         self.retokenized = 0
+        self.seconds = 0.0  # playing episodes, all calls (the rest of a step is TRL's optimisation)
+        self.episodes = 0
         self.last: list[Episode] = []  # the latest batch (tests replay it)
 
     # -- the TRL hook -----------------------------------------------------------------------------------
@@ -155,6 +157,8 @@ class EpisodeRollout:
         start = time.perf_counter()
         episodes = self.play(model, [int(r["reset_seed"]) for r in rows])
         seconds = time.perf_counter() - start
+        self.seconds += seconds
+        self.episodes += len(episodes)
         self.log(trainer, episodes, seconds)
         return self.output(episodes)
 
@@ -320,14 +324,22 @@ class EpisodeReward:
         return [float(v) for v in values]
 
 
-def episode_rewards(names: list[str], codec: Codec, max_turns: int) -> list[EpisodeReward]:
-    """The rewards of episodic GRPO: ``return`` (the episode's return) and ``format`` (share of valid answers)."""
+def parse_episode_reward_names(text: str | list[str]) -> list[str]:
+    """``"return,format"`` -> the names, refused unless they are episode rewards and include ``return``."""
+    given = text.split(",") if isinstance(text, str) else list(text)
+    names = [n.strip() for n in given if n.strip()]
     unknown = [n for n in names if n not in EPISODE_REWARDS]
     if unknown:
         raise InvalidInputError(f"--rollout episode: unknown reward {', '.join(map(repr, unknown))}",
                                 hint=f"episode rewards: {', '.join(EPISODE_REWARDS)}")
     if "return" not in names:
         raise InvalidInputError("--rollout episode needs the 'return' reward (e.g. --reward return,format)")
+    return names
+
+
+def episode_rewards(names: list[str], codec: Codec, max_turns: int) -> list[EpisodeReward]:
+    """The rewards of episodic GRPO: ``return`` (the episode's return) and ``format`` (share of valid answers)."""
+    names = parse_episode_reward_names(names)
     from rlft.train.rewards import step_bounds
 
     lo, hi = step_bounds(codec.env_id)

@@ -75,8 +75,9 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         raise InvalidInputError(f"--rollout must be one of {', '.join(ROLLOUTS)}, got {config.rollout!r}")
     episodic = config.rollout == "episode"
     if episodic:
-        given = config.rewards.split(",") if isinstance(config.rewards, str) else list(config.rewards)
-        names = [n.strip() for n in given if n.strip()]
+        from rlft.train.episodes import parse_episode_reward_names
+
+        names = parse_episode_reward_names(config.rewards)
     else:
         names = parse_reward_names(config.rewards)
     if config.reward_weights is not None and len(config.reward_weights) != len(names):
@@ -194,8 +195,14 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         **parameter_metrics(trainer.model),
         **prompt_token_metrics(inputs.train, tokenizer, inputs.conversational),
     }
-    if rollout is not None:  # turns whose rendered conversation re-tokenized the model's answer differently
-        metrics["episode_retokenized_turns"] = rollout.retokenized
+    if rollout is not None:
+        runtime = metrics["train_runtime_s"] or 0.0
+        metrics.update({
+            "episodes_played": rollout.episodes,
+            "episodes_per_second": rollout.episodes / runtime if runtime else None,
+            "rollout_share": rollout.seconds / runtime if runtime else None,  # generation+env vs optimisation
+            "episode_retokenized_turns": rollout.retokenized,  # answers re-tokenized canonically
+        })
     keys = ["reward", *[f"rewards/{r.name}/mean" for r in rewards], "parse_rate", "optimal_action_rate",
             "completions/mean_length", *EPISODE_METRICS]
     for key in keys:
