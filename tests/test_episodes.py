@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from tests.factories import make_minari_dataset, write_map
 
+from factories import make_minari_dataset, write_map
 from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError
 from rlft.train.grpo_config import GRPOStageConfig

@@ -180,3 +180,19 @@ def test_card_states_the_behaviour_policys_own_evaluation():
     card = render_card(CardSpec(pretty_name="x", template="offline_rl.md", splits={"train": 20}, context=context))
     assert "| behaviour policy | `experts/hc.zip`: sac trained 130000 steps; its own evaluation 4607.3 +- 69.3" in card
     assert "(normalized 39.4) |\n| environment |" in card
+
+
+def test_serialize_imports_neither_pandas_nor_matplotlib(tmp_path, cartpole):
+    """Start-up is most of a small serialize: pyarrow's pandas check and the plot's matplotlib stay out."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom rlft.cli.main import app\n"
+              "try:\n    app(sys.argv[1:])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+              "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))")
+    for extra in ([], ["--format", "discretized", "--prompt-style", "chat", "--history", "2", "--return-to-go"]):
+        out = subprocess.run([sys.executable, "-c", script, "data", "serialize", "cartpole/random-v0", "--out",
+                              str(tmp_path / "out"), "--overwrite", *extra], capture_output=True, text=True,
+                             env=os.environ.copy(), check=True)
+        assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:]

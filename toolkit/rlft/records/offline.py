@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from rlft.codecs.base import Codec
 from rlft.core.textfmt import format_fixed
-from rlft.records.textops import concat_text, fill_template, messages, shifted
+from rlft.records.textops import concat_text, fill_template, from_numpy, messages, shifted, text_scalar
 
 GLOSSARY = {
     "prompt": "model input: the observation (and optional history / return-to-go) in the codec's format; "
@@ -58,9 +58,9 @@ class EpisodeChunk:
 def _value_column(values: np.ndarray) -> pa.Array:
     """(N, D) floats -> list<float32>; (N,) ints -> int64."""
     if values.ndim == 1:
-        return pa.array(values.astype(np.int64))
-    flat = pa.array(values.astype(np.float32).ravel())
-    offsets = pa.array(np.arange(0, values.size + 1, values.shape[1], dtype=np.int32))
+        return from_numpy(values.astype(np.int64))
+    flat = from_numpy(values.astype(np.float32).ravel())
+    offsets = from_numpy(np.arange(0, values.size + 1, values.shape[1], dtype=np.int32))
     return pa.ListArray.from_arrays(offsets, flat)
 
 
@@ -80,7 +80,7 @@ def build_records(chunk: EpisodeChunk, codec: Codec) -> pa.Table:
             template.history_format, {"observation": shifted(obs_text, chunk.step, lag),
                                       "action": shifted(act_text, chunk.step, lag)}, n
         )
-        context_parts.append(pc.fill_null(piece, ""))
+        context_parts.append(pc.fill_null(piece, text_scalar("")))
     if template.return_to_go:
         rtg_text = format_fixed(rtg, template.rtg_precision)
         context_parts.append(fill_template(template.rtg_format, {"rtg": rtg_text}, n))
@@ -102,11 +102,11 @@ def build_records(chunk: EpisodeChunk, codec: Codec) -> pa.Table:
             "completion": completion,
             "observation": _value_column(chunk.observations),
             "action": _value_column(chunk.actions),
-            "reward": pa.array(chunk.rewards.astype(np.float64)),
-            "return_to_go": pa.array(rtg),
-            "episode_id": pa.array(chunk.episode_id.astype(np.int64)),
-            "step": pa.array(chunk.step.astype(np.int64)),
-            "terminated": pa.array(chunk.terminated.astype(bool)),
-            "truncated": pa.array(chunk.truncated.astype(bool)),
+            "reward": from_numpy(chunk.rewards.astype(np.float64)),
+            "return_to_go": from_numpy(rtg),
+            "episode_id": from_numpy(chunk.episode_id.astype(np.int64)),
+            "step": from_numpy(chunk.step.astype(np.int64)),
+            "terminated": from_numpy(chunk.terminated.astype(bool)),
+            "truncated": from_numpy(chunk.truncated.astype(bool)),
         }
     )
