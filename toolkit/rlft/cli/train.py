@@ -187,4 +187,4 @@ def grpo(
 
 
 # Commands defined in their own modules register themselves on ``app`` (imported last: they import ``app``).
-from rlft.cli import train_bc  # noqa: E402,F401
+from rlft.cli import train_bc, train_online  # noqa: E402,F401

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
 
-POLICY_KINDS = ("llm", "random", "constant", "expert", "bc", "q-greedy")
+POLICY_KINDS = ("llm", "random", "constant", "expert", "bc", "q-greedy", "online")
 BACKENDS = ("transformers", "openai")
 
 
@@ -45,16 +45,17 @@ class EvalConfig:
 
 
 def parse_policy_spec(spec: str) -> tuple[str, str | None]:
-    """``llm:MODEL``, ``random``, ``constant[:VALUE]``, ``expert:FILE.zip``, ``bc:FILE``, ``q-greedy``."""
+    """``llm:MODEL``, ``random``, ``constant[:VALUE]``, ``expert:FILE.zip``, ``bc:FILE``, ``q-greedy``,
+    ``online:RUN`` (an ``rlft train online`` run)."""
     kind, _, arg = str(spec).partition(":")
     kind = kind.strip().lower()
     arg = arg.strip() or None
     if kind not in POLICY_KINDS:
         raise InvalidInputError(
             f"unknown policy {spec!r}",
-            hint="use llm:MODEL, random, constant[:VALUE], expert:FILE.zip, bc:FILE or q-greedy",
+            hint="use llm:MODEL, random, constant[:VALUE], expert:FILE.zip, bc:FILE, q-greedy or online:RUN",
         )
-    if kind in ("expert", "bc") and not arg:
+    if kind in ("expert", "bc", "online") and not arg:
         raise InvalidInputError(f"--policy {kind} needs a file: {kind}:FILE")
     if kind == "llm" and not arg:
         raise InvalidInputError("--policy llm needs a model: llm:MODEL (a model folder, a RUN folder or a Hub id)")

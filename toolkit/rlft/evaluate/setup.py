@@ -91,6 +91,13 @@ def build_setup(config: EvalConfig) -> Setup:
         model, metadata = load_expert(path)
         fallback_env = metadata.get("env_id")
         expert_policy = (path, model, metadata)
+    elif kind == "online":
+        from rlft.policy.backbone import load_online
+
+        path = Path(arg)
+        model, metadata = load_online(path)
+        fallback_env = metadata.get("env_id")
+        expert_policy = (path, model, metadata)
     if kind == "q-greedy" and codec is None:
         raise InvalidInputError("--policy q-greedy needs --codec DATASET_DIR (a FrozenLake Q dataset: "
                                 "rlft data export-q frozenlake)")
@@ -109,11 +116,12 @@ def build_setup(config: EvalConfig) -> Setup:
         from rlft.policy.policies import ConstantPolicy, parse_action_value
 
         policy = ConstantPolicy(act_space, parse_action_value(arg, act_space, codec) if arg else None)
-    elif kind == "expert":
+    elif kind in ("expert", "online"):
         from rlft.policy.policies import ExpertPolicy
 
         path, model, metadata = expert_policy
         policy = ExpertPolicy(model, metadata, str(path))
+        policy.kind = kind
         check_sb3_spaces(model, env_id, obs_space, act_space, str(path))
     elif kind == "bc":
         check_spaces(f"the behaviour-cloning policy {arg}", bc_policy.observation_space, bc_policy.action_space,

@@ -1,0 +1,197 @@
+"""``rlft train online``: PPO (Stable-Baselines3) or TRPO (sb3-contrib) whose policy network is a language model.
+
+The observation goes through the codec into text, the transformer reads it, and SB3's action and value heads
+sit on the last real token's hidden state (:class:`rlft.policy.backbone.TransformerFeatures`, one backbone
+shared by both heads). ``--backbone mlp`` is SB3's own MLP policy with everything else identical (algorithm,
+hyperparameters from the shipped RL-Zoo files, heads, seeds), the baseline the LLM is measured against.
+
+A RUN folder holds ``online.zip`` (the SB3 checkpoint), ``rlft_online.json`` (settings, learning curve,
+steps/s, final evaluation), the codec and, for an LLM backbone, its config and tokenizer under ``backbone/``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlft.core.errors import InvalidInputError
+from rlft.train.online_config import ONLINE_ALGOS, OnlineConfig
+
+
+def algo_class(algo: str):
+    from rlft.core.errors import require
+
+    if algo == "trpo":
+        return require("sb3_contrib", package="sb3-contrib").TRPO
+    return require("stable_baselines3", package="stable-baselines3").PPO
+
+
+def check_config(config: OnlineConfig) -> None:
+    """Refuse bad settings before any model is built or anything is written."""
+    from rlft.core.io import check_output_dir
+    from rlft.envs.registry import check_env_id
+    from rlft.policy.backbone import BACKBONE_MODES
+
+    if config.algo not in ONLINE_ALGOS:
+        raise InvalidInputError(f"--algo must be one of {', '.join(ONLINE_ALGOS)}, got {config.algo!r}")
+    check_env_id(config.env)
+    if config.backbone_mode not in BACKBONE_MODES:
+        raise InvalidInputError(f"--backbone-mode must be one of {', '.join(BACKBONE_MODES)}, "
+                                f"got {config.backbone_mode!r}")
+    if config.backbone != "mlp" and not Path(config.backbone).is_dir():
+        raise InvalidInputError(f"--backbone {config.backbone} is not a model folder",
+                                hint="make one with rlft model init / rlft model fetch, or use --backbone mlp")
+    if config.timesteps is not None and config.timesteps < 1:
+        raise InvalidInputError(f"--timesteps must be at least 1, got {config.timesteps}")
+    if config.num_envs is not None and config.num_envs < 1:
+        raise InvalidInputError(f"--num-envs must be at least 1, got {config.num_envs}")
+    if config.eval_episodes < 1:
+        raise InvalidInputError(f"--eval-episodes must be at least 1, got {config.eval_episodes}")
+    if config.format != "raw" and config.codec is None:
+        raise InvalidInputError(f"--format {config.format} needs --codec DATASET_DIR (its bins or tokens come from "
+                                "data); without a dataset use --format raw")
+    check_output_dir(config.out, config.overwrite)
+
+
+def build_codec(config: OnlineConfig, env):
+    """The codec that writes observations: the dataset's, or a raw codec of the env's spaces."""
+    from rlft.codecs import load_codec, make_codec
+    from rlft.codecs.spaces import space_to_dict
+    from rlft.policy.vector_envs import check_spaces
+
+    if config.codec is not None:
+        codec = load_codec(config.codec)
+        check_spaces(f"the codec of {config.codec}", codec.observation_space, codec.action_space, config.env,
+                     env.observation_space, env.action_space)
+        return codec
+    if config.precision < 0:
+        raise InvalidInputError(f"--precision must be >= 0, got {config.precision}")
+    return make_codec("raw", space_to_dict(env.observation_space), space_to_dict(env.action_space),
+                      precision=config.precision, prompt_style="plain", env_id=config.env)
+
+
+def policy_kwargs(config: OnlineConfig, codec, base: dict | None) -> dict[str, Any]:
+    kwargs = dict(base or {})
+    if config.backbone == "mlp":
+        return kwargs
+    from rlft.policy.backbone import TransformerFeatures
+
+    kwargs.update(
+        features_extractor_class=TransformerFeatures,
+        features_extractor_kwargs={"backbone": str(Path(config.backbone).resolve()), "codec": codec.to_dict(),
+                                   "mode": config.backbone_mode, "lora_r": config.lora_r},
+        share_features_extractor=True,  # one transformer pass feeds both heads
+    )
+    return kwargs
+
+
+def _curve_callback(bar, task, curve: list[tuple[int, float]]):
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Curve(BaseCallback):
+        """The progress bar, and each finished training episode's return (Monitor's ``episode`` info)."""
+
+        def _on_step(self) -> bool:
+            for info in self.locals.get("infos", []):
+                if "episode" in info:
+                    curve.append((int(self.num_timesteps), float(info["episode"]["r"])))
+            bar.update(task, completed=self.num_timesteps)
+            return True
+
+    return Curve()
+
+
+def plot_curve(path: Path, curve: list[tuple[int, float]], title: str) -> None:
+    from rlft.core.plotting import figure, save_figure
+
+    fig, ax = figure(figsize=(6.0, 3.6))
+    if curve:
+        steps, returns = np.array(curve).T
+        ax.plot(steps, returns, ".", ms=2, alpha=0.4, label="episode return")
+        window = max(1, len(returns) // 20)
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, "-", label=f"mean of {window}")
+        ax.legend()
+    ax.set(title=title, xlabel="environment steps", ylabel="return")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def train_online(config: OnlineConfig) -> dict[str, Any]:
+    """Train, evaluate and save one online run; returns its metadata (``rlft_online.json``)."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from rlft.core.console import console, progress
+    from rlft.core.io import atomic_output_dir, atomic_write_text
+    from rlft.core.seeding import limit_threads, seed_everything
+    from rlft.envs.registry import make_env
+    from rlft.policy.backbone import BACKBONE_DIR, ONLINE_FILE, ONLINE_INFO, policy_kwargs_for_info
+    from rlft.sources.experts import EVAL_SEED_OFFSET, evaluate, normalized_score
+    from rlft.sources.hyperparams import load_hyperparams
+
+    check_config(config)
+    limit_threads()
+    seed_everything(config.seed)
+    probe = make_env(config.env)
+    codec = build_codec(config, probe) if config.backbone != "mlp" else None
+    probe.close()
+    hp = load_hyperparams(config.algo, config.env, config.hyperparams)
+    timesteps = config.timesteps or hp.n_timesteps
+    if not timesteps:
+        raise InvalidInputError("--timesteps is required (the hyperparameter file gives no n_timesteps)")
+    n_envs = config.num_envs or hp.n_envs
+    algo_kwargs = hp.algo_kwargs()
+    kwargs = policy_kwargs(config, codec, algo_kwargs.pop("policy_kwargs", None))
+    venv = make_vec_env(config.env, n_envs=n_envs, seed=config.seed)
+    model = algo_class(config.algo)(hp.policy, venv, seed=config.seed, verbose=0, device="cpu",
+                                    policy_kwargs=kwargs or None, **algo_kwargs)
+    trainable = sum(p.numel() for p in model.policy.parameters() if p.requires_grad)
+    curve: list[tuple[int, float]] = []
+    start = time.perf_counter()
+    with progress() as bar:
+        task = bar.add_task(f"{config.algo} {config.env} ({config.backbone})", total=timesteps)
+        model.learn(total_timesteps=timesteps, callback=_curve_callback(bar, task, curve))
+    train_s = time.perf_counter() - start
+    venv.close()
+    ev = evaluate(model, config.env, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
+    info = {
+        "env_id": config.env,
+        "algo": config.algo,
+        "backbone": config.backbone if config.backbone == "mlp" else str(Path(config.backbone).resolve()),
+        "backbone_mode": config.backbone_mode if config.backbone != "mlp" else None,
+        "codec": codec.describe() if codec is not None else None,
+        "timesteps": int(model.num_timesteps),
+        "num_envs": n_envs,
+        "seed": config.seed,
+        "hyperparams": hp.raw,
+        "hyperparams_source": hp.source,
+        "policy_kwargs": policy_kwargs_for_info(kwargs) if config.backbone != "mlp" else {},
+        "trainable_parameters": int(trainable),
+        "train_seconds": round(train_s, 3),
+        "steps_per_second": model.num_timesteps / train_s if train_s else None,
+        "eval": {"mean": ev.mean, "std": ev.std, "episodes": ev.episodes, "seed": ev.seed, "returns": ev.returns},
+        "normalized_score": normalized_score(config.env, ev.mean),
+        "curve": [[s, r] for s, r in curve],
+    }
+    import json
+
+    with atomic_output_dir(config.out, config.overwrite) as tmp:
+        model.save(tmp / ONLINE_FILE)
+        if codec is not None:
+            codec.save(tmp)
+            extractor = model.policy.features_extractor
+            if config.backbone_mode == "frozen":  # its weights are not in the checkpoint
+                extractor.backbone.save_pretrained(tmp / BACKBONE_DIR)
+            else:
+                extractor.backbone.config.save_pretrained(tmp / BACKBONE_DIR)
+            extractor.tokenizer.save_pretrained(tmp / BACKBONE_DIR)
+        plot_curve(tmp / "curve.png", curve,
+                   f"{config.algo.upper()} {config.env}, backbone {Path(config.backbone).name}")
+        atomic_write_text(tmp / ONLINE_INFO, json.dumps(info, indent=1) + "\n")
+    console.print(f"{config.algo} {config.env} ({Path(config.backbone).name}): {model.num_timesteps} steps in "
+                  f"{train_s:.1f} s ({info['steps_per_second']:.0f} steps/s); eval return {ev.mean:.1f} +- "
+                  f"{ev.std:.1f} -> {config.out}")
+    return info

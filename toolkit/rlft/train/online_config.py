@@ -1,0 +1,29 @@
+"""``rlft train online`` settings: on-policy RL (PPO, TRPO) whose policy network is a language model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ONLINE_ALGOS = ("ppo", "trpo")
+
+
+@dataclass
+class OnlineConfig:
+    """Stable-Baselines3 PPO / sb3-contrib TRPO with an LLM backbone (or the plain MLP, identical otherwise)."""
+
+    env: str = field(metadata={"help": "Gymnasium env id, e.g. CartPole-v1 or HalfCheetah-v5."})
+    out: Path = field(metadata={"help": "RUN folder to write."})
+    algo: str = field(default="ppo", metadata={"help": "ppo or trpo."})
+    backbone: str = field(default="mlp", metadata={"help": "A model folder (rlft model init / fetch) or mlp."})
+    backbone_mode: str = field(default="full", metadata={"help": "frozen, lora or full (trainable transformer)."})
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank with --backbone-mode lora."})
+    codec: str | None = field(default=None, metadata={"help": "Dataset folder whose codec writes observations."})
+    format: str = field(default="raw", metadata={"help": "Without --codec: a raw codec (fixed-precision numbers)."})
+    precision: int = field(default=2, metadata={"help": "Decimals of the raw codec."})
+    timesteps: int | None = field(default=None, metadata={"help": "Environment steps (default: the Zoo's)."})
+    num_envs: int | None = field(default=None, metadata={"help": "Parallel envs (default: the Zoo's)."})
+    hyperparams: Path | None = field(default=None, metadata={"help": "RL-Zoo style YAML (default: shipped)."})
+    eval_episodes: int = field(default=10, metadata={"help": "Deterministic episodes evaluated at the end."})
+    seed: int = field(default=0, metadata={"help": "Seeds torch, numpy and the environments."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace an existing RUN folder."})
