@@ -53,7 +53,7 @@ def _backbone_weights(path):
     return {n: p.detach().clone() for n, p in AutoModel.from_pretrained(path).named_parameters()}
 
 
-@pytest.mark.parametrize("algo,mode", [("ppo", "full"), ("trpo", "frozen")])
+@pytest.mark.parametrize("algo,mode", [("ppo", "frozen"), ("trpo", "full")])
 def test_llm_backbone_trains_saves_loads_and_evaluates(pole, tmp_path, algo, mode):
     from rlft.policy.backbone import TransformerFeatures, load_online
     from rlft.train.online import train_online

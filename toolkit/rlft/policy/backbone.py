@@ -37,7 +37,7 @@ class TransformerFeatures(_extractor_base()):
     """
 
     def __init__(self, observation_space, backbone: str, codec: dict, mode: str = "full", lora_r: int = 8,
-                 pretrained: bool = True):
+                 pretrained: bool = True, attn_implementation: str | None = None):
         from gymnasium import spaces
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -47,8 +47,9 @@ class TransformerFeatures(_extractor_base()):
             raise InvalidInputError(f"--backbone-mode must be one of {', '.join(BACKBONE_MODES)}, got {mode!r}")
         try:
             tokenizer = AutoTokenizer.from_pretrained(backbone)
-            model = (AutoModel.from_pretrained(backbone) if pretrained
-                     else AutoModel.from_config(AutoConfig.from_pretrained(backbone)))
+            attn = {"attn_implementation": attn_implementation} if attn_implementation else {}
+            model = (AutoModel.from_pretrained(backbone, **attn) if pretrained
+                     else AutoModel.from_config(AutoConfig.from_pretrained(backbone), **attn))
         except (OSError, ValueError) as exc:
             raise InvalidInputError(f"--backbone {backbone} cannot be loaded as a transformers model: {exc}",
                                     hint="a folder from rlft model init / rlft model fetch, or mlp") from exc

@@ -81,8 +81,11 @@ def policy_kwargs(config: OnlineConfig, codec, base: dict | None) -> dict[str, A
 
     kwargs.update(
         features_extractor_class=TransformerFeatures,
-        features_extractor_kwargs={"backbone": str(Path(config.backbone).resolve()), "codec": codec.to_dict(),
-                                   "mode": config.backbone_mode, "lora_r": config.lora_r},
+        features_extractor_kwargs={
+            "backbone": str(Path(config.backbone).resolve()), "codec": codec.to_dict(), "mode": config.backbone_mode,
+            "lora_r": config.lora_r,
+            # TRPO differentiates twice (Hessian-vector products): CPU's fused attention has no double backward
+            "attn_implementation": "eager" if config.algo == "trpo" and config.backbone_mode != "frozen" else None},
         share_features_extractor=True,  # one transformer pass feeds both heads
     )
     return kwargs
