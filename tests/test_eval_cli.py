@@ -146,6 +146,10 @@ def test_report_files_schema_and_compare(cli, tmp_path, tmp_path_factory):
     (["--policy", "random", "--env", "CartPole-v1", "--out", "report.txt"], ".json"),
     (["--policy", "random", "--env", "CartPole-v1", "--backend", "vllm"], "--backend must be"),
     (["--policy", "random", "--env", "CartPole-v1", "--backend", "openai"], "for llm policies"),
+    (["--policy", "random", "--env", "CartPole-v1", "--temperature", "-1"], "--temperature must be >= 0"),
+    (["--policy", "random", "--env", "CartPole-v1", "--top-p", "0"], "--top-p must be in (0, 1]"),
+    (["--policy", "online", "--env", "CartPole-v1"], "needs a file"),
+    (["--policy", "online:/no/such/run", "--env", "CartPole-v1"], "not an online RUN folder"),
 ])
 def test_bad_input_is_a_one_line_error(cli, args, message):
     result = cli("eval", *args)

@@ -91,11 +91,23 @@ def test_nonfinite_is_refused_with_episode_and_step(cli, tmp_path):
     assert 2 not in set().union(*(set(s["episode_id"]) for s in ds.values()))
 
 
-def test_bad_options_and_existing_output(cli, tmp_path, cartpole):
+def test_bad_options_and_existing_output(cli, tmp_path, cartpole, monkeypatch):
+    import rlft.sources.minari_source as source
+
+    def never(*args, **kwargs):
+        raise AssertionError("a bad option must be refused before the source is read")
+
+    monkeypatch.setattr(source, "load_minari", never)
     for args, message in [(["--format", "json"], "--format"), (["--splits", "0.5,0.5"], "three"),
-                          (["--splits", "0.9,0.2,0.1"], "sum")]:
+                          (["--splits", "0.9,0.2,0.1"], "sum"), (["--bins", "0"], "--bins must be at least 2"),
+                          (["--tokens", "1", "--format", "tokenized"], "--tokens must be at least 2"),
+                          (["--edges-from", "bogus"], "--edges-from must be one of"),
+                          (["--max-episodes", "0"], "--max-episodes must be at least 1"),
+                          (["--max-episodes", "-1"], "--max-episodes must be at least 1")]:
         result = cli("data", "serialize", "cartpole/random-v0", "--out", tmp_path / "x", *args)
-        assert result.exit_code == 2 and message in result.output
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+        assert not (tmp_path / "x").exists()
+    monkeypatch.undo()
     out = tmp_path / "taken"
     out.mkdir()
     (out / "f").write_text("keep")

@@ -38,6 +38,10 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
         raise InvalidInputError(f"--num-envs must be at least 1, got {config.num_envs}")
     if config.max_episode_steps is not None and config.max_episode_steps < 1:
         raise InvalidInputError("--max-episode-steps must be at least 1")
+    if config.temperature < 0:
+        raise InvalidInputError(f"--temperature must be >= 0 (0: greedy), got {config.temperature}")
+    if not 0.0 < config.top_p <= 1.0:
+        raise InvalidInputError(f"--top-p must be in (0, 1], got {config.top_p}")
     if config.out is not None:
         out = Path(config.out)
         if out.suffix.lower() != ".json":

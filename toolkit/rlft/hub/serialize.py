@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rlft.codecs.base import Codec
+from rlft.codecs.discretized import EDGE_SOURCES
 from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.console import console, kv_table, progress, records_table
 from rlft.core.errors import InvalidInputError
@@ -80,6 +81,18 @@ def validate_config(config: SerializeConfig) -> None:
         raise InvalidInputError("--history must be >= 0")
     if not 0 <= config.precision <= 6:
         raise InvalidInputError("--precision must be in 0..6")
+    # codec options are checked whatever the format (a --bins 0 beside --format raw is a mistake too)
+    if config.bins < 2:
+        raise InvalidInputError(f"--bins must be at least 2, got {config.bins}")
+    if config.tokens < 2:
+        raise InvalidInputError(f"--tokens must be at least 2, got {config.tokens}")
+    if config.edges_from not in EDGE_SOURCES:
+        raise InvalidInputError(f"--edges-from must be one of {', '.join(EDGE_SOURCES)}, got {config.edges_from!r}")
+    if config.max_episodes is not None and config.max_episodes < 1:
+        raise InvalidInputError(f"--max-episodes must be at least 1, got {config.max_episodes}",
+                                hint="leave it out to serialize every episode")
+    if config.chunk_steps < 1 or config.in_memory_steps < 0:
+        raise InvalidInputError("chunk_steps must be >= 1 and in_memory_steps >= 0")
     check_output_dir(config.out, config.overwrite)
     read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before the data scan
 
@@ -232,7 +245,7 @@ def serialize(config: SerializeConfig) -> dict:
     validate_config(config)
     dataset = load_minari(config.source, download=config.download)
     ids = np.asarray(dataset.episode_indices, dtype=np.int64)
-    if config.max_episodes:
+    if config.max_episodes is not None:
         ids = ids[: config.max_episodes]
     scan = _Scan(config.in_memory_steps, config.drop_nonfinite)
     with progress(transient=True) as bar:
