@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -13,13 +15,25 @@ from rlft.core.errors import RlftError
 EXIT_USAGE = 2
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so every ``finally`` and temporary-folder cleanup runs as on
+    Ctrl-C (the default SIGTERM action kills the process and leaves temporary folders behind)."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn :class:`RlftError` into ``Error: <message>`` on stderr and exit code 2 (no traceback)."""
+    """Turn :class:`RlftError` into ``Error: <message>`` on stderr and exit code 2 (no traceback); SIGINT and
+    SIGTERM into a one-line note and exit code 130 / 143 after the cleanups have run."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from rlft.core.console import err_console
 
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminate) if main else None
         try:
             return func(*args, **kwargs)
         except RlftError as exc:
@@ -27,10 +41,14 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(EXIT_USAGE) from exc
         except KeyboardInterrupt as exc:
             err_console.print(
-                "[bold red]Interrupted:[/] dataset folders and reports are written atomically, so none was left "
-                "half-written; a training run keeps its checkpoints for --resume."
+                f"[bold red]{'Terminated' if isinstance(exc, Terminated) else 'Interrupted'}:[/] dataset folders "
+                "and reports are written atomically, so none was left half-written; a training run keeps its "
+                "checkpoints for --resume."
             )
-            raise typer.Exit(130) from exc
+            raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from exc
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, previous)
 
     return wrapper
 

@@ -83,6 +83,24 @@ def _is_output_fault(exc: OSError, *roots: Path) -> bool:
     return any(str(Path(n).absolute()).startswith(str(root.absolute())) for n in names for root in roots)
 
 
+def leftovers(out: Path) -> list[Path]:
+    """Temporary siblings of ``out`` that a killed run (SIGKILL, power loss) could not remove."""
+    if not out.parent.is_dir():
+        return []
+    return sorted(p for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*") for p in out.parent.glob(pattern))
+
+
+def warn_leftovers(out: Path) -> None:
+    """Name them (another run writing the same folder right now would own one, so nothing is deleted)."""
+    found = leftovers(out)
+    if found:
+        from rlft.core.console import err_console
+
+        err_console.print(f"[yellow]Warning:[/] {len(found)} temporary folder(s) of an interrupted run beside "
+                          f"{out}: {', '.join(p.name for p in found)}; remove them if no other run is writing "
+                          "there.", highlight=False, soft_wrap=True)
+
+
 @contextlib.contextmanager
 def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success it replaces ``out`` in one rename.
@@ -91,6 +109,7 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
     so an interrupted run never leaves a half-written dataset where a good one was.
     """
     out = check_output_dir(out, overwrite).resolve()
+    warn_leftovers(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))

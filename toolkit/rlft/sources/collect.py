@@ -131,6 +131,13 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
     model, policy_meta = _load_policy(config)
     root = datasets_root()
     root.mkdir(parents=True, exist_ok=True)
+    stale = sorted(p.name for p in root.glob(".rlft-collect-*"))
+    if stale:  # named, not deleted: another collect may be running into the same root
+        from rlft.core.console import err_console
+
+        err_console.print(f"[yellow]Warning:[/] temporary folder(s) of an interrupted collect in {root}: "
+                          f"{', '.join(stale)}; remove them if no other collect is running.", highlight=False,
+                          soft_wrap=True)
     tmp_root = Path(tempfile.mkdtemp(prefix=".rlft-collect-", dir=root))
     try:
         with minari_root(tmp_root):
