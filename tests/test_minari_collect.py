@@ -58,14 +58,27 @@ def test_truncation_kept_apart_from_termination(cli):
         assert len(ep.rewards) == 5 and ep.truncations[-1] and not ep.terminations.any()
 
 
-def test_seeds_reproduce_the_same_episodes(cli):
-    for name, num_envs in (("a", "1"), ("b", "1"), ("c", "3")):
-        _collect(cli, "--env", "CartPole-v1", "--episodes", "6", "--dataset-id", f"cartpole/{name}-v0",
-                 "--seed", "11", "--num-envs", num_envs, "--noise", "0.3")
-    a, b, c = (minari.load_dataset(f"cartpole/{n}-v0") for n in "abc")
+@pytest.fixture
+def ppo_zip(tmp_path):
+    """A deterministic SB3 policy (PPO, untrained): noise is the only randomness in its episodes."""
+    from stable_baselines3 import PPO
+
+    path = tmp_path / "ppo.zip"
+    PPO("MlpPolicy", gym.make("CartPole-v1"), seed=0, device="cpu").save(path)
+    return path
+
+
+def test_seeds_reproduce_the_same_episodes_whatever_the_num_envs(cli, ppo_zip):
+    for name, num_envs, noise in (("a", "1", "0.3"), ("b", "2", "0.3"), ("c", "4", "0.3"), ("d", "4", "0")):
+        _collect(cli, "--env", "CartPole-v1", "--policy", ppo_zip, "--episodes", "6", "--dataset-id",
+                 f"cartpole/{name}-v0", "--seed", "11", "--num-envs", num_envs, "--noise", noise)
+    a, b, c, d = (minari.load_dataset(f"cartpole/{n}-v0") for n in "abcd")
     for ea, eb, ec in zip(a.iterate_episodes(), b.iterate_episodes(), c.iterate_episodes(), strict=True):
-        assert np.array_equal(ea.observations, eb.observations) and np.array_equal(ea.actions, ec.actions)
-        assert np.array_equal(ea.observations, ec.observations)
+        assert np.array_equal(ea.actions, eb.actions) and np.array_equal(ea.actions, ec.actions)
+        assert np.array_equal(ea.observations, eb.observations) and np.array_equal(ea.observations, ec.observations)
+    # the noise really acts: the same policy and seeds without it play other actions
+    assert any(not np.array_equal(ea.actions, ed.actions) for ea, ed in
+               zip(a.iterate_episodes(), d.iterate_episodes(), strict=True))
     # The recorded seed is the reset seed: the first observation is reproduced by a fresh env.
     first = list(a.storage.get_episode_metadata([4]))[0]
     obs, _ = gym.make("CartPole-v1").reset(seed=first["seed"])
@@ -208,6 +221,9 @@ def test_blocks_and_noise_helpers():
     rngs = [np.random.default_rng(i) for i in range(4)]
     noisy = add_noise(box, np.full((4, 3), 0.99, np.float32), 0.5, rngs)
     assert noisy.dtype == np.float32 and np.all(np.abs(noisy) <= 1.0) and not np.allclose(noisy, 0.99)
-    flipped = add_noise(gym.spaces.Discrete(2), np.zeros(4, np.int64), 1.0, rngs)
-    assert set(flipped.tolist()) <= {0, 1}
+    # noise 1.0 on Discrete(2): every action is replaced by a uniform one, so about half become 1
+    many = [np.random.default_rng(i) for i in range(2000)]
+    flipped = add_noise(gym.spaces.Discrete(2), np.zeros(2000, np.int64), 1.0, many)
+    assert 0.45 < flipped.mean() < 0.55
+    assert add_noise(gym.spaces.Discrete(2), np.zeros(2000, np.int64), 0.2, many).mean() < 0.15
     assert np.array_equal(add_noise(gym.spaces.Discrete(2), np.zeros(4, np.int64), 0.0, rngs), np.zeros(4))

@@ -118,8 +118,8 @@ def add_noise(space, actions: np.ndarray, noise: float, rngs: list[np.random.Gen
     if noise > 1:
         raise InvalidInputError(f"--noise for a discrete action space is a probability in [0, 1], got {noise}")
     flips = np.array([r.random() < noise for r in rngs])
-    if not flips.any():
-        return actions
+    # every stream draws its random action every step, flipped or not: an episode's draws then depend on its
+    # own stream only, never on how many other envs flipped in the batch (data independent of --num-envs)
     random = random_actions(space, rngs)
     return np.where(flips.reshape((-1,) + (1,) * (actions.ndim - 1)), random, actions).astype(actions.dtype)
 
