@@ -58,9 +58,26 @@ def format_scaled(q: np.ndarray, precision: int) -> pa.StringArray:
     return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
+def quantize(values: np.ndarray, precision: int) -> np.ndarray:
+    """``values * 10**precision`` rounded to integers exactly as Python's ``format(x, f".{precision}f")`` rounds
+    (the exact binary value, half to even). The product in floating point can land on the wrong side of a tie
+    (87.2505 is 87.25050000000000238... but 87.2505 * 1000 is 87250.49999999999), so values within a few ulps
+    of a tie are redone with Python's own correctly rounded formatting."""
+    scaled = values * 10.0**precision
+    q = np.round(scaled)
+    frac = np.abs(scaled - np.floor(scaled) - 0.5)
+    near = np.flatnonzero(frac <= 1e-9 * np.maximum(1.0, np.abs(scaled)))
+    if near.size:
+        flat_values, flat_q = values.reshape(-1), q.reshape(-1)
+        for i in near:
+            flat_q[i] = float(format(float(flat_values[i]), f".{precision}f").replace(".", ""))
+    return q.astype(np.int64)
+
+
 def format_fixed(values, precision: int) -> pa.StringArray:
-    """Rows of ``values`` (N, D) (or (N,)) as ``"v1 v2 ..."`` with ``precision`` decimals, rounded half to even
-    (``-0.000`` prints ``0.000``)."""
+    """Rows of ``values`` (N, D) (or (N,)) as ``"v1 v2 ..."`` with ``precision`` decimals: each value's text is
+    Python's ``format(x, f".{precision}f")`` (correctly rounded, half to even), except that a value rounding
+    to zero never prints a minus sign (``-0.0001`` prints ``0.000``, not ``-0.000``)."""
     values = np.asarray(values, dtype=np.float64)
     if values.ndim == 1:
         values = values[:, None]
@@ -68,7 +85,7 @@ def format_fixed(values, precision: int) -> pa.StringArray:
         raise ValueError("cannot format NaN or inf")
     if not 0 <= precision <= MAX_PRECISION:
         raise ValueError(f"precision must be in 0..{MAX_PRECISION}")
-    return format_scaled(np.round(values * 10.0**precision).astype(np.int64), precision)
+    return format_scaled(quantize(values, precision), precision)
 
 
 def format_ints(values) -> pa.StringArray:
