@@ -169,6 +169,14 @@ def test_env_reward_lookahead_and_bounds(lake_codec):
     assert (reward.low, reward.high) == (0.0, 3.0)
     values = reward(completions=[_chat("<answer>DOWN</answer>")], state=[0])
     assert 0.0 <= values[0] <= 3.0
+    # a deterministic corridor S F F F G: from the start, RIGHT repeated reaches the goal on the 4th step
+    from rlft.envs.frozenlake import LakeMap
+
+    corridor = FrozenLakeGridCodec.for_map(LakeMap("corridor", ("SFFFG",)), slippery=False, style="chat")
+    right, left = _chat("<answer>RIGHT</answer>"), _chat("<answer>LEFT</answer>")
+    assert EnvReward(corridor, horizon=4, policy="repeat")(completions=[right, left], state=[0, 0]) == [1.0, 0.0]
+    assert EnvReward(corridor, horizon=3, policy="repeat")(completions=[right], state=[0]) == [0.0]
+    assert EnvReward(corridor, horizon=1)(completions=[right], state=[3]) == [1.0]
     with pytest.raises(InvalidInputError, match="policy"):
         EnvReward(lake_codec, policy="greedy")
     box = make_codec("raw", gym.spaces.Box(-1, 1, (1,)), gym.spaces.Box(-1, 1, (1,)), precision=1)
