@@ -26,10 +26,13 @@ class FakeHfApi:
 
     def upload_folder(self, **kwargs):
         self.calls.append(("upload_folder", kwargs))
+        from huggingface_hub.utils import filter_repo_objects  # the real client's own filtering
+
         root = Path(kwargs["folder_path"])
-        for path in root.rglob("*"):
-            if path.is_file() and not path.name.startswith("."):
-                self.uploaded[str(path.relative_to(root))] = path.read_bytes()
+        files = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
+        for name in filter_repo_objects(files, allow_patterns=kwargs.get("allow_patterns"),
+                                        ignore_patterns=kwargs.get("ignore_patterns")):
+            self.uploaded[name] = (root / name).read_bytes()
 
 
 @pytest.fixture
@@ -46,8 +49,12 @@ def test_push_uploads_folder_with_card(cli, dataset_dir, monkeypatch):
     monkeypatch.setattr(push_mod, "hf_api", lambda token: fake)
     monkeypatch.setattr(push_mod, "check_online", lambda *a, **k: None)
     monkeypatch.setenv("HF_TOKEN", "hf_test")
+    (dataset_dir / "data" / ".partial-shard.tmp").write_text("left by an editor or a killed run")
+    (dataset_dir / ".cache").mkdir()
+    (dataset_dir / ".cache" / "x").write_text("local")
     result = cli("data", "push", dataset_dir, "--repo-id", "alice/frozenlake-q", "--private", "--revision", "v1")
     assert result.exit_code == 0, result.output
+    assert not [name for name in fake.uploaded if "/." in f"/{name}"], sorted(fake.uploaded)
     names = [c[0] for c in fake.calls]
     assert names == ["create_repo", "create_branch", "upload_folder"]
     assert fake.calls[0][1] == {"repo_id": "alice/frozenlake-q", "repo_type": "dataset", "private": True,

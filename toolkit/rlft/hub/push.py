@@ -11,6 +11,10 @@ from rlft.hub.layout import CARD_FILENAME, DATA_DIR
 
 HUB_HOST = "huggingface.co"
 
+# Hidden files and folders at any depth stay local (temporary files, caches): fnmatch's "*" crosses "/",
+# so "*/.*" catches "data/.tmp-x", which ".*" alone lets through.
+UPLOAD_IGNORE = (".*", "*/.*")
+
 
 def hf_api(token: str | None):
     """The client used to upload (a seam for tests: they pass a fake with the same methods)."""
@@ -77,6 +81,6 @@ def push_dataset(
         repo_type="dataset",
         revision=revision,
         commit_message=commit_message or f"Upload {folder.name} with rlft",
-        ignore_patterns=[".*"],
+        ignore_patterns=list(UPLOAD_IGNORE),
     )
     return str(url)
