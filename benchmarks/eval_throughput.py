@@ -30,27 +30,12 @@ OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "eval_thr
 
 def build_model(work: Path, sft_steps: int) -> tuple[str, str]:
     """CartPole random data -> raw codec dataset -> tiny model -> short SFT run; returns (run, dataset)."""
-    import gymnasium as gym
-    from minari import DataCollector
-
-    from rlft.hub.serialize import SerializeConfig, serialize
+    from bench_fixtures import random_cartpole_dataset
     from rlft.train.models import ModelInitConfig, init_model
     from rlft.train.sft import run_sft
     from rlft.train.sft_config import SFTStageConfig
 
-    os.environ["MINARI_DATASETS_PATH"] = str(work / "minari")
-    env = DataCollector(gym.make("CartPole-v1"), record_infos=False)
-    env.action_space.seed(0)
-    for ep in range(40):
-        env.reset(seed=ep)
-        done = False
-        while not done:
-            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-            done = terminated or truncated
-    env.create_dataset(dataset_id="cartpole/bench-v0", algorithm_name="random")
-    env.close()
-    dataset = work / "cartpole-raw"
-    serialize(SerializeConfig(source="cartpole/bench-v0", out=dataset, format="raw", precision=2))
+    dataset = random_cartpole_dataset(work)
     init_model(ModelInitConfig(dataset=str(dataset), out=work / "tiny"))
     run = work / "run"
     run_sft(SFTStageConfig(dataset=str(dataset), model=str(work / "tiny"), out=run, lora=False,

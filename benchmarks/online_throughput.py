@@ -28,25 +28,10 @@ OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "online_t
 
 def build_backbone(work: Path) -> tuple[str, str]:
     """CartPole random data -> raw codec dataset -> tiny model; returns (model, dataset)."""
-    import gymnasium as gym
-    from minari import DataCollector
-
-    from rlft.hub.serialize import SerializeConfig, serialize
+    from bench_fixtures import random_cartpole_dataset
     from rlft.train.models import ModelInitConfig, init_model
 
-    os.environ["MINARI_DATASETS_PATH"] = str(work / "minari")
-    env = DataCollector(gym.make("CartPole-v1"), record_infos=False)
-    env.action_space.seed(0)
-    for ep in range(40):
-        env.reset(seed=ep)
-        done = False
-        while not done:
-            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-            done = terminated or truncated
-    env.create_dataset(dataset_id="cartpole/bench-v0", algorithm_name="random")
-    env.close()
-    dataset = work / "cartpole-raw"
-    serialize(SerializeConfig(source="cartpole/bench-v0", out=dataset, format="raw", precision=2))
+    dataset = random_cartpole_dataset(work)
     init_model(ModelInitConfig(dataset=str(dataset), out=work / "tiny"))
     return str(work / "tiny"), str(dataset)
 

@@ -86,3 +86,27 @@ def make_continuous_minari_dataset(dataset_id: str, episodes: int = 4, steps: in
         dataset_id, buffers, env=gym.make("HalfCheetah-v5"), algorithm_name="random",
         ref_min_score=-280.178953, ref_max_score=12135.0,
     )
+
+
+def make_cartpole_text_model(root: Path, max_positions: int | None = 512) -> tuple[Path, Path]:
+    """A random-play CartPole Minari dataset serialized with the raw codec (2 decimals, plain prompts), and a
+    tiny from-scratch model whose tokenizer reads it: (dataset folder, model folder)."""
+    import os
+
+    from rlft.hub.serialize import SerializeConfig, serialize
+    from rlft.train.models import ModelInitConfig, init_model
+
+    previous = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(root / "minari")
+    try:
+        make_minari_dataset("cartpole/random-v0", episodes=6, seed=1)
+        data, model = root / "cartpole", root / "tiny"
+        serialize(SerializeConfig(source="cartpole/random-v0", out=data, format="raw", precision=2,
+                                  prompt_style="plain"))
+    finally:
+        if previous is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = previous
+    init_model(ModelInitConfig(dataset=str(data), out=model, max_positions=max_positions))
+    return data, model

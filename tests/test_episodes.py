@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from factories import make_minari_dataset, write_map
+from factories import make_cartpole_text_model, write_map
 from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError
 from rlft.train.grpo_config import GRPOStageConfig
@@ -39,18 +39,8 @@ def lake(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pole(tmp_path_factory):
-    """CartPole random-play data serialized with plain prompts, and a tiny model for it."""
-    root = tmp_path_factory.mktemp("episodes-pole")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MINARI_DATASETS_PATH", str(root / "minari"))
-        make_minari_dataset("cartpole/random-v0", episodes=6, seed=1)
-        data, model = root / "cartpole", root / "tiny"
-        result = _invoke("data", "serialize", "cartpole/random-v0", "--out", data, "--prompt-style", "plain",
-                         "--precision", "2")
-        assert result.exit_code == 0, result.output
-    result = _invoke("model", "init", "--dataset", data, "--out", model, "--max-positions", "512")
-    assert result.exit_code == 0, result.output
-    return data, model
+    """CartPole random-play data (raw codec, plain prompts) and a tiny model whose tokenizer reads it."""
+    return make_cartpole_text_model(tmp_path_factory.mktemp("episodes-pole"))
 
 
 def _rollout(data, model_dir, max_turns=4, temperature=1.0, constrained=True):

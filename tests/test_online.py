@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from factories import make_minari_dataset
+from factories import make_cartpole_text_model
 from rlft.core.errors import InvalidInputError
 from rlft.train.online_config import OnlineConfig
 
@@ -33,18 +33,8 @@ def _invoke(*args):
 
 @pytest.fixture(scope="module")
 def pole(tmp_path_factory):
-    """A CartPole dataset (raw codec, 2 decimals, plain prompts) and a tiny model whose tokenizer reads it."""
-    root = tmp_path_factory.mktemp("online")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MINARI_DATASETS_PATH", str(root / "minari"))
-        make_minari_dataset("cartpole/random-v0", episodes=6, seed=1)
-        data, model = root / "cartpole", root / "tiny"
-        result = _invoke("data", "serialize", "cartpole/random-v0", "--out", data, "--prompt-style", "plain",
-                         "--precision", "2")
-        assert result.exit_code == 0, result.output
-    result = _invoke("model", "init", "--dataset", data, "--out", model)
-    assert result.exit_code == 0, result.output
-    return data, model
+    """CartPole random-play data (raw codec, plain prompts) and a tiny model whose tokenizer reads it."""
+    return make_cartpole_text_model(tmp_path_factory.mktemp("online"))
 
 
 def _backbone_weights(path):

@@ -1,0 +1,29 @@
+"""What several benchmarks build before they measure: small real datasets in a temporary folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def random_cartpole_dataset(work: Path, episodes: int = 40) -> Path:
+    """A random-policy CartPole-v1 Minari dataset, serialized with the raw codec (2 decimals, plain prompts)."""
+    import gymnasium as gym
+    from minari import DataCollector
+
+    from rlft.hub.serialize import SerializeConfig, serialize
+
+    os.environ["MINARI_DATASETS_PATH"] = str(work / "minari")
+    env = DataCollector(gym.make("CartPole-v1"), record_infos=False)
+    env.action_space.seed(0)
+    for ep in range(episodes):
+        env.reset(seed=ep)
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            done = terminated or truncated
+    env.create_dataset(dataset_id="cartpole/bench-v0", algorithm_name="random")
+    env.close()
+    dataset = work / "cartpole-raw"
+    serialize(SerializeConfig(source="cartpole/bench-v0", out=dataset, format="raw", precision=2))
+    return dataset
