@@ -89,7 +89,9 @@ def test_report_files_schema_and_compare(cli, tmp_path, tmp_path_factory):
     assert "success rate" in result.output and "Evaluation" in result.output
     report = json.loads(q.read_text())
     check_schema(report)
-    assert report["success_rate"] is not None and report["codec"] == "frozenlake-grid (4x4)" and report["seed"] == 5
+    assert report["codec"] == "frozenlake-grid (4x4)" and report["seed"] == 5
+    # success is reaching the goal (return 1) in each of the 20 episodes the report lists
+    assert report["success_rate"] == pytest.approx(sum(r > 0 for r in report["returns"]) / 20)
     assert report["optimal_success_exact"] == pytest.approx(0.7401649, abs=1e-6)  # from the dataset's exact solve
     # FrozenLake reports carry the policy on the grid: every visited state's actions, every state's optimal set
     pm = report["policy_map"]
