@@ -26,7 +26,7 @@ def train(
     eval_freq: int = typer.Option(10_000, "--eval-freq", help="Env steps between periodic evaluations (0: none)."),
     eval_freq_episodes: int = typer.Option(5, "--eval-freq-episodes", help="Episodes per periodic evaluation."),
     hyperparams: Path | None = typer.Option(
-        None, "--hyperparams", help="YAML keyed by env id (default: pipelines/hyperparams/<algo>.yaml)."
+        None, "--hyperparams", help="YAML keyed by env id (default: the shipped rlft/sources/zoo/<algo>.yaml)."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing checkpoint."),
 ) -> None:

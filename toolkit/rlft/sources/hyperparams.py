@@ -1,4 +1,4 @@
-"""RL-Zoo-style hyperparameter files: ``pipelines/hyperparams/<algo>.yaml`` keyed by env id.
+"""RL-Zoo-style hyperparameter files: ``rlft/sources/zoo/<algo>.yaml`` (shipped inside the package) keyed by env id.
 
 An entry holds keyword arguments of the SB3 algorithm plus three RL-Zoo keys that are not arguments:
 ``n_envs``, ``n_timesteps`` and ``policy``. Values written as ``lin_<x>`` become a schedule that decays
@@ -14,8 +14,8 @@ from typing import Any
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import read_yaml_mapping
 
-# pipelines/ sits at the repository root, three levels above this package folder (toolkit/rlft/sources).
-HYPERPARAMS_DIR = Path(__file__).resolve().parents[3] / "pipelines" / "hyperparams"
+# Inside the package (package data), so an installed rlft (not only a checkout) trains with the tuned settings.
+HYPERPARAMS_DIR = Path(__file__).resolve().parent / "zoo"
 NON_ALGO_KEYS = ("n_envs", "n_timesteps", "policy")
 UNSUPPORTED_KEYS = ("normalize", "frame_stack", "env_wrapper", "callback", "vec_env_wrapper")
 
@@ -75,9 +75,9 @@ def load_hyperparams(algo: str, env_id: str, path: str | Path | None = None) -> 
 
 
 def _display_path(file: Path) -> str:
-    """The file relative to the repository when it is inside it, so metadata does not leak local paths."""
+    """A shipped file as ``rlft/sources/zoo/NAME`` (metadata does not leak local paths); another file as given."""
     try:
-        return str(file.resolve().relative_to(HYPERPARAMS_DIR.parents[1]))
+        return str(file.resolve().relative_to(HYPERPARAMS_DIR.parents[2]))
     except ValueError:
         return str(file)
 
