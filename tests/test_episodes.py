@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from factories import make_cartpole_text_model, write_map
+from factories import make_cartpole_text_model, make_continuous_minari_dataset, write_map
 from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError
 from rlft.train.grpo_config import GRPOStageConfig
@@ -53,6 +53,21 @@ def _rollout(data, model_dir, max_turns=4, temperature=1.0, constrained=True):
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     return EpisodeRollout(codec, tokenizer, max_turns, temperature, constrained=constrained), model
+
+
+@pytest.fixture(scope="module")
+def cheetah(tmp_path_factory):
+    """HalfCheetah-shaped data (raw codec, 1 decimal, plain prompts) and a tiny model: continuous actions."""
+    from rlft.hub.serialize import SerializeConfig, serialize
+    from rlft.train.models import ModelInitConfig, init_model
+
+    root = tmp_path_factory.mktemp("episodes-cheetah")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MINARI_DATASETS_PATH", str(root / "minari"))
+        make_continuous_minari_dataset("mujoco/fake-v0", episodes=3, steps=20)
+        serialize(SerializeConfig(source="mujoco/fake-v0", out=root / "data", precision=1, prompt_style="plain"))
+    init_model(ModelInitConfig(dataset=str(root / "data"), out=root / "tiny", max_positions=1024))
+    return root / "data", root / "tiny"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -103,10 +118,10 @@ def test_llm_policy_builds_the_conversation_from_its_own_answers(lake):
 # ------------------------------------------------------------------------------------------------------------
 # playing episodes
 # ------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("which", ["lake", "pole"])
+@pytest.mark.parametrize("which", ["lake", "pole", "cheetah"])
 def test_episodes_are_the_conversations_evaluation_sees_and_replay_exactly(which, request):
     data, model_dir = request.getfixturevalue(which)
-    rollout, model = _rollout(data, model_dir)
+    rollout, model = _rollout(data, model_dir, max_turns=3 if which == "cheetah" else 4)
     episodes = rollout.play(model, [11, 11, 12, 13])
     backend = rollout.backend(model)
     for episode in episodes:
