@@ -173,6 +173,19 @@ def test_malformed_output_raises_with_reason(fmt, kind, answer, reason):
         codec_for(fmt, kind).decode_action(answer)
 
 
+def test_lenient_forms_rlft4rl_writes_decode_to_the_same_action():
+    codec = codec_for("raw")
+    strict = codec.decode_action("<action>0.1 -0.25 0.3 0.4 0.5 0.6</action>")
+    for text in ("<action>0.1,-0.25,0.3,0.4,0.5,0.6</action>",  # commas between values
+                 "0.1,-0.25,0.3,0.4,0.5,0.6</action>",  # the opening tag was prefilled in the prompt
+                 " 0.1, -0.25, 0.3, 0.4, 0.5, 0.6 </action> trailing words"):
+        np.testing.assert_array_equal(codec.decode_action(text), strict)
+    with pytest.raises(ActionParseError, match="no answer block"):
+        codec.decode_action("0.1 -0.25 0.3 0.4 0.5 0.6")  # neither tag: still refused
+    with pytest.raises(ActionParseError, match="no answer block"):
+        codec.decode_action("<action>0.1 0.2</actio>")  # an opening tag with a broken closing one
+
+
 def test_raw_decoding_clips_to_action_bounds():
     action = codec_for("raw").decode_action("<action>2.5 -3 0.25 1.0004 -1 0</action>")
     np.testing.assert_array_equal(action, np.array([1, -1, 0.25, 1, -1, 0], dtype=np.float32))

@@ -97,11 +97,22 @@ class Codec(ABC):
         """
         inner = self.template.extract_answer(text)
         if inner is None:
+            inner = self._prefilled_answer(text)
+        if inner is None:
             fmt = self.template.answer_format.replace("{action}", "...")
             raise ActionParseError(f"no answer block of the form {fmt}", text if isinstance(text, str) else "")
         if not inner:
             raise ActionParseError("empty answer", inner)
         return self.parse_action_text(inner)
+
+    def _prefilled_answer(self, text) -> str | None:
+        """An answer whose opening tag was in the prompt (RLFT4RL prefills ``<action>``): ``v1,v2</action>``."""
+        if isinstance(text, list):
+            text = text[-1]["content"] if text else ""
+        prefix, suffix = self.template.answer_prefix, self.template.answer_suffix
+        if not suffix or suffix not in text or (prefix and prefix in text):
+            return None
+        return text[: text.find(suffix)].strip()
 
     def build_prompt(self, obs, context: str = ""):
         return self.template.build_prompt(self.encode_observation(obs), context)

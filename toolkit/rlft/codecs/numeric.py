@@ -158,8 +158,9 @@ class NumericCodec(Codec):
 
     # -- decoding ---------------------------------------------------------------------------------------
     def parse_action_text(self, text: str):
-        """Discrete -> int; Box -> float32 array of the space's shape, clipped to its bounds."""
-        tokens = text.split()
+        """Discrete -> int; Box -> float32 array of the space's shape, clipped to its bounds. Values may be
+        separated by whitespace or commas (RLFT4RL writes ``v1,v2``)."""
+        tokens = text.replace(",", " ").split()
         space = self.action_space
         if len(tokens) != self.action_dims:
             plural = "s" if self.action_dims != 1 else ""
