@@ -61,7 +61,8 @@ def evaluate(
     """Evaluate a saved expert: mean/std return and normalized score."""
     from rlft.core.console import console, kv_table
     from rlft.core.seeding import limit_threads
-    from rlft.sources.experts import evaluate_expert, normalized_score
+    from rlft.envs.registry import normalized_score
+    from rlft.sources.experts import evaluate_expert
 
     limit_threads()
     ev, meta = evaluate_expert(checkpoint, episodes, seed, num_envs)

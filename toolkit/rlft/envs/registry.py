@@ -62,6 +62,13 @@ def reference_scores(env_id: str) -> ReferenceScores | None:
     return REFERENCE_SCORES.get(env_id)
 
 
+def normalized_score(env_id: str, mean_return: float) -> float | None:
+    """D4RL-style normalized score x100 (0 = random, 100 = expert) of ``env_id``, or None without reference
+    scores: the one place experts, evaluation reports and results compute it."""
+    ref = reference_scores(env_id)
+    return None if ref is None else 100.0 * ref.normalize(mean_return)
+
+
 def make_env(env_id: str, **kwargs: Any):
     """``gymnasium.make`` after checking the id (kwargs such as ``max_episode_steps`` pass through)."""
     import gymnasium as gym

@@ -59,7 +59,7 @@ def _versions() -> dict[str, str]:
 
 def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
     """The report dict (JSON-able; the schema is tested)."""
-    from rlft.envs.registry import reference_scores
+    from rlft.envs.registry import normalized_score, reference_scores
 
     eps = result.episodes
     returns = np.array([e.episode_return for e in eps], dtype=np.float64)
@@ -107,7 +107,7 @@ def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
         "success_rate": float(np.mean(returns > 0)) if frozenlake else None,
         "optimal_success_exact": (setup.qtable.exact_success_within(config.max_episode_steps)
                                   if frozenlake and setup.qtable is not None else None),
-        "normalized_score": None if ref is None else 100.0 * ref.normalize(float(returns.mean())),
+        "normalized_score": normalized_score(setup.env_id, float(returns.mean())),
         "reference_scores": None if ref is None else {"random": ref.random, "expert": ref.expert,
                                                         "source": ref.source},
         "decisions": int(decisions),

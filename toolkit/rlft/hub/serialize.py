@@ -330,12 +330,15 @@ def _summary(config, dataset, scan: _Scan, splits, codec: Codec) -> dict:
 
 
 def _normalized(dataset, returns: np.ndarray) -> float | None:
-    """D4RL-style normalized score x100 of the mean return, when the source has reference scores."""
+    """D4RL-style normalized score x100 of the mean return (Minari's own ``get_normalized_score``), when the
+    source has reference scores."""
+    from minari import get_normalized_score
+
     meta = getattr(dataset.storage, "metadata", {}) or {}
     lo, hi = meta.get("ref_min_score"), meta.get("ref_max_score")
     if lo is None or hi is None or hi == lo:
         return None
-    return float(100.0 * (returns.mean() - lo) / (hi - lo))
+    return float(100.0 * get_normalized_score(dataset, np.asarray([returns.mean()]))[0])
 
 
 def _plot_returns(path: Path, scan: _Scan, splits, summary: dict) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
-from rlft.envs.registry import check_env_id, make_env, reference_scores
+from rlft.envs.registry import check_env_id, make_env, normalized_score, reference_scores
 from rlft.sources.hyperparams import load_hyperparams
 from rlft.sources.rollouts import policy_act, run_episodes
 
@@ -92,12 +92,6 @@ def evaluate(model, env_id: str, episodes: int, seed: int, num_envs: int = 8, en
             env.close()
     returns, lengths = [s.episode_return for s in stats], [s.length for s in stats]
     return Evaluation(float(np.mean(returns)), float(np.std(returns)), episodes, seed, returns, lengths)
-
-
-def normalized_score(env_id: str, mean_return: float) -> float | None:
-    """D4RL-style normalized score x100 (0 = random, 100 = expert), or None without reference scores."""
-    ref = reference_scores(env_id)
-    return None if ref is None else 100.0 * ref.normalize(mean_return)
 
 
 def _callbacks(config: ExpertConfig, bar, task, history: list[dict]):

@@ -130,9 +130,9 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
     from rlft.core.console import console, progress
     from rlft.core.io import atomic_output_dir, atomic_write_text
     from rlft.core.seeding import limit_threads, seed_everything
-    from rlft.envs.registry import make_env
+    from rlft.envs.registry import make_env, normalized_score
     from rlft.policy.backbone import BACKBONE_DIR, ONLINE_FILE, ONLINE_INFO, policy_kwargs_for_info
-    from rlft.sources.experts import EVAL_SEED_OFFSET, evaluate, normalized_score
+    from rlft.sources.experts import EVAL_SEED_OFFSET, evaluate
     from rlft.sources.hyperparams import load_hyperparams
 
     check_config(config)
