@@ -54,8 +54,18 @@ def test_make_dataset_pipeline_end_to_end(cli, tmp_path):
     out = tmp_path / "frozenlake-q"
     result = cli("pipeline", "run", "pipelines/frozenlake-q.yaml", "--out", out, "--set", "episodes=20")
     assert result.exit_code == 0, result.output
-    assert (out / "README.md").exists() and (tmp_path / "frozenlake-q.csv").exists()
     assert "Why this dataset" in (out / "README.md").read_text()  # the datasets_cards/ prose is in the card
+    # the CSV beside it holds the same Q-values as the dataset, one row per decision state
+    import datasets
+    import pandas as pd
+
+    csv = pd.read_csv(tmp_path / "frozenlake-q.csv")
+    train = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf"))["train"]
+    q_by_state = {row["state"]: row["q_values"] for row in train}
+    assert sorted(csv["state"]) == sorted(q_by_state)
+    columns = ["q_value_left", "q_value_down", "q_value_right", "q_value_up"]
+    for row in csv.itertuples():
+        assert [getattr(row, c) for c in columns] == pytest.approx(q_by_state[row.state], abs=1e-12)
 
 
 def test_pipeline_step_error_propagates_exit_code(cli, tmp_path):
