@@ -115,7 +115,7 @@ def test_model_and_dataset_names_resolve_or_fail_clearly(tmp_path, tiny, monkeyp
     def unreachable(*args, **kwargs):
         raise OfflineError("cannot reach huggingface.co")
 
-    monkeypatch.setattr("rlft.hub.push.check_online", unreachable)
+    monkeypatch.setattr("rlft.hub.push.check_hub_online", unreachable)
     with pytest.raises(OfflineError, match="Hub cannot be reached"):
         resolve_model("someone/some-model-that-is-not-cached")
 

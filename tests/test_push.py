@@ -47,7 +47,7 @@ def dataset_dir(tmp_path):
 def test_push_uploads_folder_with_card(cli, dataset_dir, monkeypatch):
     fake = FakeHfApi()
     monkeypatch.setattr(push_mod, "hf_api", lambda token: fake)
-    monkeypatch.setattr(push_mod, "check_online", lambda *a, **k: None)
+    monkeypatch.setattr(push_mod, "check_hub_online", lambda *a, **k: None)
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     (dataset_dir / "data" / ".partial-shard.tmp").write_text("left by an editor or a killed run")
     (dataset_dir / ".cache").mkdir()
@@ -77,7 +77,7 @@ def test_push_offline_fails_fast(dataset_dir, monkeypatch):
         push_mod.push_dataset(dataset_dir, "alice/x", token="hf_test")
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     with pytest.raises(OfflineError, match="cannot reach"):  # a closed loopback port stands for the Hub
-        push_mod.check_online(host="127.0.0.1", port=_closed_port(), timeout=1.0)
+        push_mod.check_hub_online(host="127.0.0.1", port=_closed_port(), timeout=1.0)
 
 
 def _closed_port() -> int:

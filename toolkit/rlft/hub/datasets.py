@@ -56,10 +56,10 @@ def hub_snapshot(repo_id: str, repo_type: str) -> str:
             f"{what} {repo_id!r} is not a local folder, and HF_HUB_OFFLINE is set so the Hub is not asked",
             hint=f"pass a local {what} folder" + (" (rlft model init / rlft model fetch)" if what == "model" else ""),
         )
-    from rlft.hub.push import check_online
+    from rlft.hub.push import check_hub_online
 
     try:
-        check_online()
+        check_hub_online()
     except OfflineError as exc:
         raise OfflineError(
             f"{what} {repo_id!r} is not a local folder and the Hugging Face Hub cannot be reached ({exc.message})",

@@ -35,7 +35,7 @@ def check_dataset_folder(folder: Path) -> None:
         raise InvalidInputError(f"{folder}/{DATA_DIR} holds no Parquet file")
 
 
-def check_online(host: str = HUB_HOST, port: int = 443, timeout: float = 3.0) -> None:
+def check_hub_online(host: str = HUB_HOST, port: int = 443, timeout: float = 3.0) -> None:
     """Fail in seconds, with a clear message, when the Hub cannot be reached or offline mode is set."""
     if hub_offline():
         raise OfflineError("HF_HUB_OFFLINE is set", hint="unset it to push to the Hub")
@@ -70,7 +70,7 @@ def push_dataset(
         raise InvalidInputError(f"--repo-id must be USER/NAME, got {repo_id!r}")
     if api is None:
         token = resolve_token(token)
-        check_online()
+        check_hub_online()
         api = hf_api(token)
     url = api.create_repo(repo_id=repo_id, repo_type="dataset", private=private, exist_ok=True)
     if revision:

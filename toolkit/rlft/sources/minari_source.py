@@ -49,7 +49,7 @@ def remote_endpoint() -> tuple[str, int]:
     return endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
 
 
-def check_online(timeout: float = CONNECT_TIMEOUT_S) -> None:
+def check_minari_remote(timeout: float = CONNECT_TIMEOUT_S) -> None:
     """Raise :class:`OfflineError` unless a TCP connection to the remote opens within ``timeout`` seconds."""
     hf_remote = os.environ.get("MINARI_REMOTE", "hf://farama-minari").startswith("hf://")
     if hf_remote and hub_offline():
@@ -112,7 +112,7 @@ def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False):
             f"Minari dataset {text} is not in {datasets_root()}",
             hint="pass --download to fetch a remote dataset, or create it with `rlft data collect`",
         )
-    check_online()
+    check_minari_remote()
     return minari.load_dataset(text, download=True)
 
 
