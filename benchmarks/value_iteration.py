@@ -24,7 +24,7 @@ GAMMA, TOL = 0.99, 1e-10
 OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "value_iteration.json"
 
 
-def plain_value_iteration(P, gamma: float, tol: float) -> np.ndarray:
+def plain_value_iteration(P, gamma: float, tol: float) -> np.ndarray:  # noqa: N803 - gymnasium's name
     """The textbook loop over P[s][a] (baseline)."""
     v = [0.0] * len(P)
     while True:

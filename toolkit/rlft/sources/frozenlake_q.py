@@ -30,7 +30,7 @@ class TabularModel:
     @classmethod
     def from_env(cls, env) -> TabularModel:
         """Read gymnasium's toy-text ``P[s][a] = [(p, s', r, done), ...]`` into arrays."""
-        P = env.unwrapped.P
+        P = env.unwrapped.P  # noqa: N806 - gymnasium's name for the transition table
         n_s, n_a = len(P), len(P[0])
         k = max(len(P[s][a]) for s in range(n_s) for a in range(n_a))
         ns = np.zeros((n_s, n_a, k), dtype=np.int64)
