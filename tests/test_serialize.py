@@ -211,3 +211,53 @@ def test_serialize_imports_neither_pandas_nor_matplotlib(tmp_path, cartpole):
                               str(tmp_path / "out"), "--overwrite", *extra], capture_output=True, text=True,
                              env=os.environ.copy(), check=True)
         assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:]
+
+
+def _shaped_dataset(dataset_id: str, obs_space, steps: int = 10, episodes: int = 3):
+    """A Minari dataset from buffers with any observation space (no env: spaces given)."""
+    import gymnasium as gym
+    import minari
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    act_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    rng = np.random.default_rng(0)
+    buffers = [
+        EpisodeBuffer(id=e, observations=np.stack([obs_space.sample() for _ in range(steps + 1)]),
+                      actions=rng.uniform(-1, 1, (steps, 2)).astype(np.float32), rewards=rng.standard_normal(steps),
+                      terminations=np.zeros(steps, bool), truncations=np.r_[np.zeros(steps - 1, bool), True])
+        for e in range(episodes)
+    ]
+    return minari.create_dataset_from_buffers(dataset_id, buffers, action_space=act_space,
+                                              observation_space=obs_space, algorithm_name="random")
+
+
+def test_multidimensional_box_observations_are_flattened_row_major(cli, tmp_path):
+    import gymnasium as gym
+    import minari
+
+    space = gym.spaces.Box(-1.0, 1.0, (3, 3, 3), np.float32)
+    space.seed(0)
+    _shaped_dataset("shapes/cube-v0", space)
+    out = tmp_path / "cube"
+    result = cli("data", "serialize", "shapes/cube-v0", "--out", out, "--precision", "2")
+    assert result.exit_code == 0, result.output
+    train = _load(out)["train"]
+    codec = load_codec(out)
+    source = minari.load_dataset("shapes/cube-v0")
+    first = next(iter(source.iterate_episodes(episode_indices=[int(train[0]["episode_id"])])))
+    step = int(train[0]["step"])
+    flat = np.asarray(first.observations[step], dtype=np.float32).reshape(-1)  # row-major
+    np.testing.assert_allclose(np.asarray(train[0]["observation"], dtype=np.float32), flat)
+    assert len(codec.encode_observation(first.observations[step]).split()) == 27
+    assert train[0]["prompt"].count(" ") >= 26
+
+
+def test_image_observations_are_refused_in_one_line(cli, tmp_path):
+    import gymnasium as gym
+
+    space = gym.spaces.Box(0, 255, (64, 72, 3), np.uint8)
+    space.seed(0)
+    _shaped_dataset("shapes/image-v0", space, steps=3, episodes=1)
+    result = cli("data", "serialize", "shapes/image-v0", "--out", tmp_path / "img")
+    assert result.exit_code == 2 and "(64, 72, 3)" in result.output and "13,824 values" in result.output
+    assert "--allow-large-observations" in result.output and not (tmp_path / "img").exists()

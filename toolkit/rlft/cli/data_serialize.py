@@ -42,6 +42,8 @@ def serialize(
     card_extra: Path | None = typer.Option(None, help="Markdown file of dataset-specific prose for the card."),
     plot: bool = typer.Option(False, help="Draw plots/returns.png (return histogram and per episode) for the card; "
                                           "importing matplotlib adds about half a second."),
+    allow_large_observations: bool = typer.Option(False, help="Serialize observations of more than 1,024 values "
+                                                              "(images) as text anyway."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
     """Serialize a Minari dataset into prompt/completion records with a reversible codec."""
@@ -53,7 +55,8 @@ def serialize(
             source=source, out=out, format=format, precision=precision, bins=bins, edges_from=edges_from,
             tokens=tokens, prompt_style=prompt_style, history=history, return_to_go=return_to_go,
             splits=_fractions(splits), seed=seed, drop_nonfinite=drop_nonfinite, max_episodes=max_episodes,
-            download=download, card_extra=card_extra, plot=plot, overwrite=overwrite,
+            download=download, card_extra=card_extra, plot=plot, allow_large_observations=allow_large_observations,
+            overwrite=overwrite,
         )
     )
 

@@ -50,6 +50,7 @@ class SerializeConfig:
     download: bool = False
     card_extra: Path | None = None
     plot: bool = False  # plots/returns.png: opt-in, matplotlib's import is most of a small dataset's run time
+    allow_large_observations: bool = False
     overwrite: bool = False
     system: str | None = None
     extra_info: dict = field(default_factory=dict)
@@ -238,12 +239,31 @@ def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan) -> Codec:
     )
 
 
+LARGE_OBSERVATION = 1024  # values per observation beyond which an image-like Box is refused by default
+
+
+def check_observation_size(space, allow_large: bool) -> None:
+    """Refuse image-like observations (more than 1,024 values) in one line: as text they make prompts of
+    thousands of tokens. ``--allow-large-observations`` lets them through."""
+    from gymnasium import spaces
+
+    if allow_large or not isinstance(space, spaces.Box):
+        return
+    size = int(np.prod(space.shape))
+    if size > LARGE_OBSERVATION:
+        raise InvalidInputError(
+            f"observations of shape {tuple(space.shape)} ({size:,} values, {space.dtype}) would make prompts of "
+            f"thousands of tokens", hint="shrink them first (gymnasium's ResizeObservation / GrayscaleObservation "
+            "wrappers when collecting), or pass --allow-large-observations")
+
+
 def serialize(config: SerializeConfig) -> dict:
     """Write the dataset folder for ``config`` and return its summary (also printed as tables)."""
     from rlft.sources.minari_source import load_minari
 
     validate_config(config)
     dataset = load_minari(config.source, download=config.download)
+    check_observation_size(dataset.observation_space, config.allow_large_observations)
     ids = np.asarray(dataset.episode_indices, dtype=np.int64)
     if config.max_episodes is not None:
         ids = ids[: config.max_episodes]

@@ -56,11 +56,13 @@ class EpisodeChunk:
 
 
 def _value_column(values: np.ndarray) -> pa.Array:
-    """(N, D) floats -> list<float32>; (N,) ints -> int64."""
+    """(N, ...) floats -> list<float32> of each row flattened in row-major order (the codec keeps the shape);
+    (N,) ints -> int64."""
     if values.ndim == 1:
         return from_numpy(values.astype(np.int64))
+    values = values.reshape(len(values), -1)
     flat = from_numpy(values.astype(np.float32).ravel())
-    offsets = from_numpy(np.arange(0, values.size + 1, values.shape[1], dtype=np.int32))
+    offsets = from_numpy(np.arange(0, values.size + 1, max(1, values.shape[1]), dtype=np.int32))
     return pa.ListArray.from_arrays(offsets, flat)
 
 
