@@ -64,8 +64,10 @@ def test_make_dataset_pipeline_end_to_end(cli, tmp_path):
     q_by_state = {row["state"]: row["q_values"] for row in train}
     assert sorted(csv["state"]) == sorted(q_by_state)
     columns = ["q_value_left", "q_value_down", "q_value_right", "q_value_up"]
+    names = ["LEFT", "DOWN", "RIGHT", "UP"]
     for row in csv.itertuples():
         assert [getattr(row, c) for c in columns] == pytest.approx(q_by_state[row.state], abs=1e-12)
+        assert row.action_text == names[row.action] and row.action_text in row.optimal_actions.split()
 
 
 def test_pipeline_step_error_propagates_exit_code(cli, tmp_path):

@@ -74,4 +74,6 @@ def to_gemma_csv(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame[["state", "state_str", "action", *Q_COLUMNS, "v"]].copy()
     out["state_str"] = out["state_str"].str.replace("\n", "|", regex=False)
     out["optimal_actions"] = [" ".join(ACTION_NAMES[a] for a in acts) for acts in frame["optimal_actions"]]
+    # the name of the row's action: the notebook's SFT loader reads this column
+    out["action_text"] = [ACTION_NAMES[int(a)] for a in frame["action"]]
     return out
