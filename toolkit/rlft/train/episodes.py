@@ -174,6 +174,7 @@ class EpisodeRollout:
 
     def log(self, trainer, episodes: list[Episode], seconds: float) -> None:
         mode = "train" if trainer.model.training else "eval"
+        # TRL averages and logs every list in _metrics at each logging step (its own rollout metrics live there)
         metrics = trainer._metrics[mode]
         metrics["episode/return"].append(float(np.mean([e.ret for e in episodes])))
         metrics["episode/turns"].append(float(np.mean([e.turns for e in episodes])))
