@@ -227,3 +227,13 @@ def test_blocks_and_noise_helpers():
     assert 0.45 < flipped.mean() < 0.55
     assert add_noise(gym.spaces.Discrete(2), np.zeros(2000, np.int64), 0.2, many).mean() < 0.15
     assert np.array_equal(add_noise(gym.spaces.Discrete(2), np.zeros(4, np.int64), 0.0, rngs), np.zeros(4))
+
+
+def test_spaces_print_in_one_short_line():
+    from rlft.sources.minari_source import space_line
+
+    charset = "".join(chr(c) for c in range(32, 20000))  # a large Unicode charset: its text is tens of kilobytes
+    assert space_line(gym.spaces.Text(50, charset=charset)) == "Text(min_length=1, max_length=50, 19,968 characters)"
+    assert space_line(gym.spaces.Box(-1, 1, (3, 3, 3))) == "Box(-1.0, 1.0, (3, 3, 3), float32)"
+    wide = space_line(gym.spaces.Box(np.zeros(200), np.arange(1, 201)))
+    assert len(wide) == 120 and wide.endswith("...")

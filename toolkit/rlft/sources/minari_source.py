@@ -129,6 +129,18 @@ def iterate_episodes(ds, source: str, episode_indices=None):
         yield episode
 
 
+def space_line(space, limit: int = 120) -> str:
+    """A space in one short line: gymnasium's own text, except a Text space's full character set (megabytes for
+    a Unicode charset) becomes its length limits and charset size."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Text):
+        return (f"Text(min_length={space.min_length}, max_length={space.max_length}, "
+                f"{len(space.character_set):,} characters)")
+    text = str(space)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def dataset_summary(ds) -> dict[str, Any]:
     """Episodes, steps, spaces, return statistics, normalized score (x100), storage format and env id."""
     meta = ds.storage.metadata
@@ -145,8 +157,8 @@ def dataset_summary(ds) -> dict[str, Any]:
         "max_episode_steps": ds.env_spec.max_episode_steps if ds.env_spec is not None else None,
         "episodes": int(ds.total_episodes),
         "steps": int(ds.total_steps),
-        "observation_space": str(ds.observation_space),
-        "action_space": str(ds.action_space),
+        "observation_space": space_line(ds.observation_space),
+        "action_space": space_line(ds.action_space),
         "return_mean": float(rets.mean()),
         "return_std": float(rets.std()),
         "return_min": float(rets.min()),
