@@ -119,6 +119,17 @@ class TransformerFeatures(_extractor_base()):
         return hidden[torch.arange(hidden.shape[0], device=device), last]
 
 
+def online_algo_class(algo: str):
+    """The SB3 / sb3-contrib class of an online algorithm (ppo, trpo): for training and for loading a RUN."""
+    from rlft.core.errors import require
+
+    if algo == "trpo":
+        return require("sb3_contrib", package="sb3-contrib").TRPO
+    if algo == "ppo":
+        return require("stable_baselines3", package="stable-baselines3").PPO
+    raise InvalidInputError(f"unknown online algorithm {algo!r}", hint="use ppo or trpo")
+
+
 def read_online_info(run: str | Path) -> dict[str, Any]:
     from rlft.core.io import read_json_mapping
 
@@ -133,15 +144,10 @@ def load_online(run: str | Path):
     """(SB3 model, metadata) of an online RUN folder, ready for ``predict`` on batches."""
     run = Path(run)
     info = read_online_info(run)
-    from rlft.core.errors import require
-
     algo = info.get("algo")
-    if algo == "trpo":
-        cls = require("sb3_contrib", package="sb3-contrib").TRPO
-    elif algo == "ppo":
-        cls = require("stable_baselines3", package="stable-baselines3").PPO
-    else:
+    if algo not in ("ppo", "trpo"):
         raise InvalidInputError(f"{run / ONLINE_INFO}: unknown algo {algo!r}")
+    cls = online_algo_class(algo)
     custom: dict[str, Any] = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
     if info.get("backbone") != "mlp":
         kwargs = dict(info["policy_kwargs"])

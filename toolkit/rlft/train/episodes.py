@@ -139,6 +139,7 @@ class EpisodeRollout:
         self.constrained = constrained
         self.max_new_tokens = max_new_tokens
         self._envs: list = []
+        self._table = None  # the grammar's token table for constrained sampling
         env = codec.make_env()
         self.fallback = default_action(env.action_space)
         env.close()
@@ -146,7 +147,6 @@ class EpisodeRollout:
         self.retokenized = 0
         self.seconds = 0.0  # playing episodes, all calls (the rest of a step is TRL's optimisation)
         self.episodes = 0
-        self.last: list[Episode] = []  # the latest batch (tests replay it)
 
     # -- the TRL hook -----------------------------------------------------------------------------------
     def __call__(self, prompts: list, trainer) -> dict[str, list]:
@@ -197,9 +197,11 @@ class EpisodeRollout:
 
         table = None
         if self.constrained:
-            from rlft.policy.constrained import build_token_table
+            if self._table is None:  # depends on the codec and tokenizer only: built once, not every step
+                from rlft.policy.constrained import build_token_table
 
-            table = build_token_table(self.codec, self.tokenizer, model)
+                self._table = build_token_table(self.codec, self.tokenizer, model)
+            table = self._table
         limit = self.max_new_tokens or default_max_new_tokens(self.codec, table)
         return TransformersBackend(model, self.tokenizer, limit, temperature=self.temperature, top_p=self.top_p,
                                    token_table=table, cache=False)
@@ -246,7 +248,6 @@ class EpisodeRollout:
             for episode in episodes:
                 if not episode.done:
                     episode.truncated = True  # stopped by --max-turns
-            self.last = episodes
             return episodes
         finally:
             self.tokenizer.padding_side = side

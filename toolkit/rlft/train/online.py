@@ -21,14 +21,6 @@ from rlft.core.errors import InvalidInputError
 from rlft.train.online_config import ONLINE_ALGOS, OnlineConfig
 
 
-def algo_class(algo: str):
-    from rlft.core.errors import require
-
-    if algo == "trpo":
-        return require("sb3_contrib", package="sb3-contrib").TRPO
-    return require("stable_baselines3", package="stable-baselines3").PPO
-
-
 def check_config(config: OnlineConfig) -> None:
     """Refuse bad settings before any model is built or anything is written."""
     from rlft.core.io import check_output_dir
@@ -131,7 +123,7 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
     from rlft.core.io import atomic_output_dir, atomic_write_text
     from rlft.core.seeding import limit_threads, seed_everything
     from rlft.envs.registry import make_env, normalized_score
-    from rlft.policy.backbone import BACKBONE_DIR, ONLINE_FILE, ONLINE_INFO, policy_kwargs_for_info
+    from rlft.policy.backbone import BACKBONE_DIR, ONLINE_FILE, ONLINE_INFO, online_algo_class, policy_kwargs_for_info
     from rlft.sources.experts import EVAL_SEED_OFFSET, evaluate
     from rlft.sources.hyperparams import load_hyperparams
 
@@ -149,7 +141,7 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
     algo_kwargs = hp.algo_kwargs()
     kwargs = policy_kwargs(config, codec, algo_kwargs.pop("policy_kwargs", None))
     venv = make_vec_env(config.env, n_envs=n_envs, seed=config.seed)
-    model = algo_class(config.algo)(hp.policy, venv, seed=config.seed, verbose=0, device="cpu",
+    model = online_algo_class(config.algo)(hp.policy, venv, seed=config.seed, verbose=0, device="cpu",
                                     policy_kwargs=kwargs or None, **algo_kwargs)
     trainable = sum(p.numel() for p in model.policy.parameters() if p.requires_grad)
     curve: list[tuple[int, float]] = []
