@@ -123,7 +123,7 @@ def test_episodes_are_the_conversations_evaluation_sees_and_replay_exactly(which
     data, model_dir = request.getfixturevalue(which)
     rollout, model = _rollout(data, model_dir, max_turns=3 if which == "cheetah" else 4)
     episodes = rollout.play(model, [11, 11, 12, 13])
-    backend = rollout.backend(model)
+    backend = rollout.sampler.backend(model)
     for episode in episodes:
         assert 1 <= episode.turns <= 4 and len(episode.answers) == episode.turns
         assert len(episode.completion_ids) == len(episode.env_mask) == len(episode.logprobs)

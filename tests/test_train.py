@@ -281,3 +281,34 @@ def test_use_vllm_without_vllm_is_a_clear_error(cli, tmp_path, lake, tiny_model)
         pytest.skip("vllm is installed here")
     result = cli("train", "grpo", "--dataset", lake, "--model", tiny_model, "--out", tmp_path / "r", "--use-vllm")
     assert result.exit_code == 2 and "vllm" in result.output and "pip install" in result.output
+
+
+@pytest.mark.slow
+def test_constrained_grpo_gives_a_format_naive_model_valid_answers_only(tmp_path, lake, tiny_model):
+    """A model that has never seen the answer format (the untrained tiny model) samples only valid answers with
+    --constrained, so the task rewards separate the completions from the first step."""
+    import torch
+
+    from rlft.train.grpo import run_grpo
+    from rlft.train.run import load_policy_model
+
+    out = tmp_path / "grpo"
+    config = GRPOStageConfig(dataset=str(lake), model=str(tiny_model), out=out, rewards=["format", "q-advantage"],
+                             constrained=True, lora=False, learning_rate=1e-3, max_steps=3, logging_steps=1,
+                             num_generations=4, per_device_train_batch_size=8, seed=2)
+    info = run_grpo(config)
+    metrics = info["metrics"]
+    assert metrics["global_step"] == 3
+    assert metrics["parse_rate_first"] == 1.0 and metrics["parse_rate_last"] == 1.0
+    assert metrics["sampling_seconds"] > 0
+    assert json.loads((out / "rlft_run.json").read_text())["constrained_sampling"] is True
+    trained, _, _ = load_policy_model(out)
+    start, _, _ = load_policy_model(tiny_model)
+    changed = [n for n, p in trained.named_parameters() if not torch.equal(p, dict(start.named_parameters())[n])]
+    assert changed, "constrained GRPO did not update the model"
+
+
+def test_constrained_sampling_with_vllm_is_refused(cli, tmp_path, lake, tiny_model):
+    result = cli("train", "grpo", "--dataset", lake, "--model", tiny_model, "--out", tmp_path / "r", "--use-vllm",
+                 "--constrained")
+    assert result.exit_code == 2 and "--constrained" in result.output and not (tmp_path / "r").exists()

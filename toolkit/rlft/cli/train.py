@@ -143,7 +143,8 @@ def grpo(
     max_turns: int | None = typer.Option(None, help="episode rollout: actions per episode at most [16]."),
     episode_starts: int | None = typer.Option(None, help="episode rollout: distinct reset seeds [64]."),
     constrained: bool | None = typer.Option(None, "--constrained/--no-constrained",
-                                            help="episode rollout: sample within the codec's grammar [on]."),
+                                            help="Sample answers within the codec's grammar [on for episode "
+                                                 "rollouts, off for step rollouts]."),
     use_vllm: bool | None = typer.Option(None, "--use-vllm/--no-vllm", help="Generate with vLLM (GPU)."),
     vllm_mode: str | None = typer.Option(None, help="colocate or server [colocate]."),
     log_completions: bool | None = typer.Option(None, "--log-completions/--no-log-completions",

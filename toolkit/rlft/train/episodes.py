@@ -34,6 +34,7 @@ import numpy as np
 
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
+from rlft.train.sampling import GrammarSampler
 
 ROLLOUTS = ("step", "episode")
 EPISODE_REWARDS = ("return", "format")
@@ -134,12 +135,9 @@ class EpisodeRollout:
         self.template.turns = max_turns
         self.tokenizer = tokenizer
         self.max_turns = max_turns
-        self.temperature = temperature
-        self.top_p = top_p
         self.constrained = constrained
-        self.max_new_tokens = max_new_tokens
+        self.sampler = GrammarSampler(codec, tokenizer, temperature, top_p, constrained, max_new_tokens)
         self._envs: list = []
-        self._table = None  # the grammar's token table for constrained sampling
         env = codec.make_env()
         self.fallback = default_action(env.action_space)
         env.close()
@@ -192,27 +190,13 @@ class EpisodeRollout:
             self._envs.append(self.codec.make_env())
         return self._envs[slot]
 
-    def backend(self, model):
-        from rlft.policy.generation import TransformersBackend, default_max_new_tokens
-
-        table = None
-        if self.constrained:
-            if self._table is None:  # depends on the codec and tokenizer only: built once, not every step
-                from rlft.policy.constrained import build_token_table
-
-                self._table = build_token_table(self.codec, self.tokenizer, model)
-            table = self._table
-        limit = self.max_new_tokens or default_max_new_tokens(self.codec, table)
-        return TransformersBackend(model, self.tokenizer, limit, temperature=self.temperature, top_p=self.top_p,
-                                   token_table=table, cache=False)
-
     def play(self, model, seeds: list[int]) -> list[Episode]:
         """Play one episode per seed, all live episodes generating together (one ``generate`` call per turn)."""
         was_training = model.training
         model.eval()
         side = self.tokenizer.padding_side
         try:
-            backend = self.backend(model)
+            backend = self.sampler.backend(model)
             episodes = [Episode(seed=s) for s in seeds]
             observations = [self.env(i).reset(seed=s)[0] for i, s in enumerate(seeds)]
             past: list[list[tuple[str, str]]] = [[] for _ in seeds]

@@ -92,6 +92,10 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         raise InvalidInputError(f"--scale-rewards must be one of {SCALE_REWARDS}, got {config.scale_rewards!r}")
     if config.temperature <= 0:
         raise InvalidInputError(f"--temperature must be positive, got {config.temperature}")
+    constrained = episodic if config.constrained is None else bool(config.constrained)
+    if constrained and config.use_vllm:
+        raise InvalidInputError("--constrained sampling runs on the transformers backend, not with --use-vllm",
+                                hint="drop --use-vllm, or sample unconstrained (--no-constrained)")
     check_vllm(config)
     inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
     check_inputs = inputs  # the criterion checks decisions on the dataset's rows
@@ -122,14 +126,17 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         from rlft.train.episodes import EpisodeRollout, check_context
 
         rollout = EpisodeRollout(inputs.codec, tokenizer, config.max_turns, config.temperature, config.top_p,
-                                 config.constrained)  # sets the codec's template.turns, saved with the run
+                                 constrained)  # sets the codec's template.turns, saved with the run
         check_context(rollout, tokenizer, model)
+    elif constrained:
+        from rlft.train.sampling import GrammarSampler, StepRollout
+
+        rollout = StepRollout(GrammarSampler(inputs.codec, tokenizer, config.temperature, config.top_p))
     run_dir, checkpoint, info = start_run(
         config, "grpo", inputs,
         {"rewards": [{"name": r.name, "low": r.low, "high": r.high} for r in rewards],
-         "reward_weights": config.reward_weights, "rollout": config.rollout,
-         **({"max_turns": config.max_turns, "episode_starts": config.episode_starts,
-             "constrained_sampling": config.constrained} if episodic else {})},
+         "reward_weights": config.reward_weights, "rollout": config.rollout, "constrained_sampling": constrained,
+         **({"max_turns": config.max_turns, "episode_starts": config.episode_starts} if episodic else {})},
     )
 
     from trl import GRPOConfig, GRPOTrainer
@@ -174,7 +181,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         processing_class=tokenizer,
         peft_config=lora_config(config) if config.lora else None,
         callbacks=stage_callbacks(criterion, run_dir, callbacks),
-        **({"rollout_func": rollout} if episodic else {}),
+        **({"rollout_func": rollout} if rollout is not None else {}),
     )
     console.print(f"[bold]GRPO[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}; rewards "
                   + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
@@ -184,7 +191,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         for reward in rewards:
             if hasattr(reward, "close"):
                 reward.close()
-        if rollout is not None:
+        if hasattr(rollout, "close"):
             rollout.close()
     history = trainer.state.log_history
     metrics: dict[str, Any] = {
@@ -195,7 +202,9 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         **parameter_metrics(trainer.model),
         **prompt_token_metrics(inputs.train, tokenizer, inputs.conversational),
     }
-    if rollout is not None:
+    if rollout is not None and not episodic:
+        metrics["sampling_seconds"] = rollout.seconds  # constrained sampling, all steps
+    if episodic:
         runtime = metrics["train_runtime_s"] or 0.0
         metrics.update({
             "episodes_played": rollout.episodes,

@@ -45,8 +45,11 @@ class GRPOStageConfig(StageConfig):
     )
     max_turns: int = field(default=16, metadata={"help": "episode rollout: turns (actions) per episode at most."})
     episode_starts: int = field(default=64, metadata={"help": "episode rollout: distinct reset seeds to train on."})
-    constrained: bool = field(
-        default=True, metadata={"help": "episode rollout: sample answers within the codec's grammar."}
+    constrained: bool | None = field(
+        default=None,
+        metadata={"help": "Sample answers within the codec's grammar (default: on for episode rollouts; off for "
+                          "step rollouts, where the format reward teaches the format; on lets a model that does "
+                          "not know the format yet learn from the other rewards, see rlft.train.sampling)."},
     )
     env_bounds: list[float] | None = field(
         default=None, metadata={"help": "env reward: per-step reward bounds low,high (default per env)."}

@@ -1,0 +1,73 @@
+"""Sampling GRPO completions within the codec's answer grammar (``rlft train grpo --constrained``).
+
+Why: a pretrained model that has never seen the codec's format (SmolLM2 out of the box) answers in prose, so
+every sampled completion of a group gets the same (lowest) format reward and GRPO has no signal at all. With the
+grammar applied while sampling (the token table that constrained evaluation uses), every completion is a valid
+answer and the rewards compare actions from the first step. Evaluation then decodes with ``--constrained`` too.
+
+Both rollouts use TRL's ``rollout_func``: :class:`StepRollout` samples one answer per prompt row (TRL repeats a row
+``num_generations`` times, so a group is G constrained answers to the same state) and TRL scores them with the
+same rewards as unconstrained sampling; the episode rollout (:mod:`rlft.train.episodes`) plays whole episodes.
+The loss is TRL's: it recomputes the model's own log-probabilities of the sampled tokens (the constrained
+sampling log-probabilities returned here are only read by vLLM's importance-sampling correction, which is off).
+"""
+
+from __future__ import annotations
+
+import time
+
+from rlft.codecs.base import Codec
+
+
+class GrammarSampler:
+    """Builds the sampling backend for the trainer's current model; the grammar's token table, which depends on
+    the codec and the tokenizer only, is built once and not at every step."""
+
+    def __init__(self, codec: Codec, tokenizer, temperature: float, top_p: float = 1.0, constrained: bool = True,
+                 max_new_tokens: int | None = None):
+        self.codec = codec
+        self.tokenizer = tokenizer
+        self.temperature = temperature
+        self.top_p = top_p
+        self.constrained = constrained
+        self.max_new_tokens = max_new_tokens
+        self._table = None
+
+    def backend(self, model):
+        from rlft.policy.generation import TransformersBackend, default_max_new_tokens
+
+        table = None
+        if self.constrained:
+            if self._table is None:
+                from rlft.policy.constrained import build_token_table
+
+                self._table = build_token_table(self.codec, self.tokenizer, model)
+            table = self._table
+        limit = self.max_new_tokens or default_max_new_tokens(self.codec, table)
+        return TransformersBackend(model, self.tokenizer, limit, temperature=self.temperature, top_p=self.top_p,
+                                   token_table=table, cache=False)
+
+
+class StepRollout:
+    """TRL ``rollout_func`` for one-answer GRPO: one grammar-constrained sample per prompt row."""
+
+    def __init__(self, sampler: GrammarSampler):
+        self.sampler = sampler
+        self.seconds = 0.0  # sampling, all calls (the rest of a step is TRL's scoring and optimisation)
+
+    def __call__(self, prompts: list, trainer) -> dict[str, list]:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        tokenizer = self.sampler.tokenizer
+        was_training, side = model.training, tokenizer.padding_side
+        model.eval()
+        start = time.perf_counter()
+        try:
+            backend = self.sampler.backend(model)
+            ids, _texts, logprobs = backend.sample_ids(prompts)
+            prompt_ids = [backend.prompt_ids(p) for p in prompts]
+        finally:
+            tokenizer.padding_side = side
+            if was_training:
+                model.train()
+        self.seconds += time.perf_counter() - start
+        return {"prompt_ids": prompt_ids, "completion_ids": ids, "logprobs": logprobs}
