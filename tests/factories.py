@@ -110,3 +110,62 @@ def make_cartpole_text_model(root: Path, max_positions: int | None = 512) -> tup
             os.environ["MINARI_DATASETS_PATH"] = previous
     init_model(ModelInitConfig(dataset=str(data), out=model, max_positions=max_positions))
     return data, model
+
+
+STRUCTURED_ENV_IDS = {"dict": "rlft-test/DictObs-v0", "tuple": "rlft-test/TupleObs-v0",
+                      "text": "rlft-test/TextObs-v0"}
+
+
+def structured_space(kind: str):
+    """The observation spaces of the issue's reports: Dict, Tuple, nested Dict-of-Tuple, and a Text leaf."""
+    from gymnasium import spaces
+
+    if kind == "dict":
+        return spaces.Dict({"a": spaces.Box(-1, 1, (3,)), "b": spaces.Discrete(3)})
+    if kind == "tuple":
+        return spaces.Tuple((spaces.Box(-1, 1, (2,)), spaces.Discrete(4)))
+    if kind == "nested":
+        return spaces.Dict({"goal": spaces.Tuple((spaces.Box(-5, 5, (2,)), spaces.MultiBinary(3))),
+                            "pos": spaces.Box(-2, 2, (2, 2)), "mode": spaces.MultiDiscrete([2, 3])})
+    if kind == "text":
+        return spaces.Dict({"a": spaces.Box(-1, 1, (2,)), "note": spaces.Text(5)})
+    raise ValueError(kind)
+
+
+def _structured_env_class():
+    import gymnasium as gym
+
+    class StructuredObsEnv(gym.Env):
+        """Dict, Tuple or Text-leaf observations, 10 steps, reward 1 a step."""
+
+        def __init__(self, kind: str = "dict"):
+            self.observation_space = structured_space(kind)
+            self.action_space = gym.spaces.Discrete(2) if kind == "dict" else gym.spaces.Box(-1, 1, (2,))
+            self.t = 0
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.observation_space.seed(seed)
+            self.t = 0
+            return self.observation_space.sample(), {}
+
+        def step(self, action):
+            self.t += 1
+            return self.observation_space.sample(), 1.0, False, self.t >= 10, {}
+
+    return StructuredObsEnv
+
+
+def __getattr__(name: str):  # the env class is built on first use: gymnasium is imported only then
+    if name == "StructuredObsEnv":
+        return _structured_env_class()
+    raise AttributeError(name)
+
+
+def register_structured_envs() -> None:
+    """Register the small structured-observation envs (a string entry point: Minari saves the env spec)."""
+    import gymnasium as gym
+
+    for kind, env_id in STRUCTURED_ENV_IDS.items():
+        if env_id not in gym.registry:
+            gym.register(env_id, entry_point="factories:StructuredObsEnv", kwargs={"kind": kind})

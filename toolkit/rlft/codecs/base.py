@@ -124,8 +124,11 @@ class Codec(ABC):
         """The gymnasium environment this codec's data came from (evaluation and env rewards use it)."""
         import gymnasium as gym
 
+        from rlft.envs.registry import ensure_registered
+
         if not self.env_id:
             raise InvalidInputError("this codec records no env id", hint="pass the environment explicitly")
+        ensure_registered(self.env_id)
         return gym.make(self.env_id, **{**self.env_kwargs, **kwargs})
 
     def spaces(self):

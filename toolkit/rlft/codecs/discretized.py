@@ -108,6 +108,13 @@ class DiscretizedCodec(NumericCodec):
             idx[:, j] = np.searchsorted(e[1:-1], x[:, j], side="right")
         return idx, 0
 
+    def ints_to_box(self, q: np.ndarray, role: str) -> np.ndarray:
+        out = np.empty(q.shape, dtype=np.float64)
+        for j, e in enumerate(self.edges[role]):
+            i = np.clip(q[:, j], 0, len(e) - 2)
+            out[:, j] = (e[i] + e[i + 1]) / 2
+        return out
+
     def box_from_tokens(self, tokens: list[str], text: str) -> np.ndarray:
         idx = parse_ints(tokens, text, "bin index")
         edges = self.edges["action"]

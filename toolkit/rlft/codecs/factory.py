@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from rlft.codecs.discretized import DiscretizedCodec
-from rlft.codecs.numeric import NumericCodec, check_rows, numeric_template
+from rlft.codecs.numeric import NumericCodec, check_rows, numeric_template, observation_rows
 from rlft.codecs.raw import RawCodec
 from rlft.codecs.spaces import space_to_dict
+from rlft.codecs.structured import flat_box, is_structured
 from rlft.codecs.template import PromptTemplate
 from rlft.codecs.tokenized import TokenizedCodec
 from rlft.core.errors import InvalidInputError
@@ -44,9 +45,10 @@ def make_codec(
     """
     if format not in NUMERIC_FORMATS:
         raise InvalidInputError(f"unknown numeric codec format {format!r}", hint=f"use one of {list(NUMERIC_FORMATS)}")
-    obs_space = observation_space if isinstance(observation_space, dict) else space_to_dict(observation_space)
-    act_space = action_space if isinstance(action_space, dict) else space_to_dict(action_space)
-    obs_rows = None if observations is None else check_rows(obs_space, observations, "observation")
+    obs_space = observation_space if isinstance(observation_space, dict) else space_to_dict(observation_space,
+                                                                                             "observation")
+    act_space = action_space if isinstance(action_space, dict) else space_to_dict(action_space, "action")
+    obs_rows = None if observations is None else observation_rows(obs_space, observations)
     act_rows = None if actions is None else check_rows(act_space, actions, "action")
     options = {
         "raw": {"precision": precision},
@@ -54,7 +56,9 @@ def make_codec(
         "tokenized": {"tokens": tokens},
     }[format]
     cls = NUMERIC_FORMATS[format]
-    params = cls.fit_params(obs_space, act_space, obs_rows, act_rows, **options)
+    # a structured observation (Dict, Tuple...) is fitted as its flat row of values
+    fit_space = flat_box(obs_space) if is_structured(obs_space) else obs_space
+    params = cls.fit_params(fit_space, act_space, obs_rows, act_rows, **options)
     # the template describes the fitted encoding, so the codec exists before its template
     codec = cls(obs_space, act_space, PromptTemplate(), env_id=env_id, env_kwargs=env_kwargs, **params)
     codec.template = numeric_template(

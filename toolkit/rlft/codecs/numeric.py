@@ -16,6 +16,16 @@ import pyarrow as pa
 
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.codecs.spaces import describe_space
+from rlft.codecs.structured import (
+    check_integer_leaves,
+    flat_box,
+    flatten,
+    is_structured,
+    join_fields,
+    leaves,
+    split_fields,
+    unflatten,
+)
 from rlft.codecs.template import PROMPT_STYLES, PromptTemplate
 from rlft.core.errors import InvalidInputError
 from rlft.core.textfmt import format_scaled as format_rows  # noqa: F401  (re-exported for the codecs)
@@ -68,6 +78,15 @@ def check_rows(space: dict[str, Any], data, role: str, *, single: bool = False) 
     return ints
 
 
+def observation_rows(space: dict[str, Any], data, *, single: bool = False) -> np.ndarray:
+    """Observations as validated rows; a structured space's (Dict, Tuple...) as flat (N, D) float64 rows."""
+    if not is_structured(space):
+        return check_rows(space, data, "observation", single=single)
+    rows = check_rows(flat_box(space), flatten(space, data, single), "observation", single=single)
+    check_integer_leaves(leaves(space), rows)
+    return rows
+
+
 def parse_ints(tokens: list[str], text: str, what: str) -> np.ndarray:
     """Answer tokens as int64; :class:`ActionParseError` for anything that is not a plain integer."""
     for tok in tokens:
@@ -108,7 +127,13 @@ class NumericCodec(Codec):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.observation_dims = space_dims(self.observation_space)
+        if self.action_space["type"] not in ("box", "discrete"):
+            raise InvalidInputError(f"actions must be a Box or Discrete space, got {describe_space(self.action_space)}",
+                                    hint="structured (Dict, Tuple, Multi*) spaces are supported for observations")
+        # a structured observation is a flat row to the codec (bins and ranges per value), written per field
+        self.structure = leaves(self.observation_space) if is_structured(self.observation_space) else None
+        self._flat_observation = flat_box(self.observation_space) if self.structure else None
+        self.observation_dims = space_dims(self._space("observation"))
         self.action_dims = space_dims(self.action_space)
 
     # -- what subclasses define -------------------------------------------------------------------------
@@ -121,6 +146,10 @@ class NumericCodec(Codec):
         """The D answer tokens of a Box action -> float64 values (before clipping to the bounds)."""
 
     @abstractmethod
+    def ints_to_box(self, q: np.ndarray, role: str) -> np.ndarray:
+        """The inverse of :meth:`box_to_ints`: (N, D) int64 rows -> float64 values (bin centres, token values)."""
+
+    @abstractmethod
     def describe_values(self, role: str) -> str:
         """How one Box value of ``role`` is written, for the chat system prompt."""
 
@@ -131,14 +160,30 @@ class NumericCodec(Codec):
 
     # -- encoding ---------------------------------------------------------------------------------------
     def _space(self, role: str) -> dict[str, Any]:
-        return self.observation_space if role == "observation" else self.action_space
+        """The space the values of ``role`` are written from (a structured observation's flat row as a Box)."""
+        if role == "observation":
+            return self._flat_observation or self.observation_space
+        return self.action_space
 
     def _encode(self, data, role: str, single: bool) -> pa.StringArray:
+        if role == "observation" and self.structure:
+            return self._encode_structured(observation_rows(self.observation_space, data, single=single))
         space = self._space(role)
         rows = check_rows(space, data, role, single=single)
         if space["type"] == "discrete":
             return format_rows(rows[:, None], 0)
         return format_rows(*self.box_to_ints(rows, role))
+
+    def _encode_structured(self, rows: np.ndarray) -> pa.StringArray:
+        ints, decimals = self.box_to_ints(rows, "observation")  # per value; integer fields are overwritten below
+        texts = []
+        for leaf in self.structure:
+            cols = slice(leaf.start, leaf.start + leaf.size)
+            if leaf.integer:
+                texts.append(format_rows(rows[:, cols].astype(np.int64), 0))
+            else:
+                texts.append(format_rows(ints[:, cols], decimals))
+        return join_fields(self.structure, texts)
 
     def encode_observations(self, observations) -> pa.StringArray:
         """Text of a batch of observations ((N, *shape) floats or (N,) ints), vectorised."""
@@ -157,6 +202,41 @@ class NumericCodec(Codec):
         return self._encode(action, "action", single=True)[0].as_py()
 
     # -- decoding ---------------------------------------------------------------------------------------
+    def decode_observation(self, text: str):
+        """An observation's text back to values (to the codec's resolution: decimals, bin centres, tokens);
+        a structured observation comes back nested (dicts, tuples, arrays). The inverse of encode_observation."""
+        if self.structure:
+            fields = split_fields(self.structure, text)
+            row = np.zeros(self.observation_dims, dtype=np.float64)
+            ints = np.zeros((1, self.observation_dims), dtype=np.int64)
+            for leaf, tokens in zip(self.structure, fields, strict=True):
+                if len(tokens) != leaf.size:
+                    raise InvalidInputError(f"observation field <{leaf.tag}> has {len(tokens)} values, not {leaf.size}")
+                ints[0, leaf.start : leaf.start + leaf.size] = parse_ints(tokens, text, "value") if leaf.integer \
+                    else self._text_ints(tokens, text)
+            row[:] = self.ints_to_box(ints, "observation")[0]
+            for leaf in self.structure:
+                if leaf.integer:
+                    row[leaf.start : leaf.start + leaf.size] = ints[0, leaf.start : leaf.start + leaf.size]
+            return unflatten(self.observation_space, row)
+        tokens = text.split()
+        if len(tokens) != self.observation_dims:
+            raise InvalidInputError(f"observation text has {len(tokens)} values, not {self.observation_dims}")
+        if self.observation_space["type"] == "discrete":
+            return int(parse_ints(tokens, text, "observation")[0])
+        values = self.ints_to_box(self._text_ints(tokens, text)[None, :], "observation")[0]
+        return values.astype(np.dtype(self.observation_space["dtype"])).reshape(self.observation_space["shape"])
+
+    def _text_ints(self, tokens: list[str], text: str) -> np.ndarray:
+        """Written Box values as the integers :meth:`box_to_ints` made (decimals without their point)."""
+        if self.box_decimals() == 0:
+            return parse_ints(tokens, text, "value")
+        return np.rint(parse_floats(tokens, text) * 10.0 ** self.box_decimals()).astype(np.int64)
+
+    def box_decimals(self) -> int:
+        """Decimals of written Box values (0: integers)."""
+        return 0
+
     def parse_action_text(self, text: str):
         """Discrete -> int; Box -> float32 array of the space's shape, clipped to its bounds. Values may be
         separated by whitespace or commas (RLFT4RL writes ``v1,v2``)."""
@@ -180,7 +260,12 @@ class NumericCodec(Codec):
         parts = []
         for role in ROLES:
             space = self._space(role)
-            if space["type"] == "discrete":
+            if role == "observation" and self.structure:
+                fields = ", ".join(f"<{leaf.tag}> ({leaf.size} {'integer' if leaf.integer else 'value'}"
+                                   f"{'s' if leaf.size != 1 else ''})" for leaf in self.structure)
+                parts.append(f"The observation has the fields {fields}; {self.describe_values(role)}, integers "
+                             f"as they are.")
+            elif space["type"] == "discrete":
                 start, n = space.get("start", 0), space["n"]
                 parts.append(f"The {role} is one integer from {start} to {start + n - 1}.")
             else:

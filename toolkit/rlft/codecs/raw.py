@@ -45,6 +45,12 @@ class RawCodec(NumericCodec):
             q[i : i + _BLOCK_ROWS] = np.rint(x[i : i + _BLOCK_ROWS] * scale)
         return q, self.precision
 
+    def ints_to_box(self, q: np.ndarray, role: str) -> np.ndarray:
+        return q / 10.0**self.precision
+
+    def box_decimals(self) -> int:
+        return self.precision
+
     def box_from_tokens(self, tokens: list[str], text: str) -> np.ndarray:
         return parse_floats(tokens, text)
 

@@ -87,6 +87,10 @@ class TokenizedCodec(NumericCodec):
         scaled = np.rint((x - low) * ((self.tokens - 1) / (high - low)))
         return np.clip(scaled, 0, self.tokens - 1).astype(np.int64), 0
 
+    def ints_to_box(self, q: np.ndarray, role: str) -> np.ndarray:
+        low, high = self.ranges[role][:, 0], self.ranges[role][:, 1]
+        return low + q * ((high - low) / (self.tokens - 1))
+
     def box_from_tokens(self, tokens: list[str], text: str) -> np.ndarray:
         idx = parse_ints(tokens, text, "token")
         check_index(idx, [self.tokens] * len(idx), text, "token")

@@ -40,6 +40,32 @@ REFERENCE_SCORES: dict[str, ReferenceScores] = {
 }
 
 
+# environment families registered by another package when it is imported: (id prefixes, module, rlft extra)
+ENV_PACKAGES = (
+    (("PointMaze", "AntMaze", "Fetch", "HandManipulate", "HandReach", "AdroitHand", "FrankaKitchen"),
+     "gymnasium_robotics", "robotics"),
+)
+
+
+def ensure_registered(env_id: str) -> None:
+    """Import the package that registers ``env_id`` (gymnasium-robotics for the mazes and robots), with an
+    install hint when it is missing; ids gymnasium already knows cost nothing."""
+    import contextlib
+    import io
+
+    import gymnasium as gym
+
+    if env_id in gym.registry:
+        return
+    for prefixes, module, extra in ENV_PACKAGES:
+        if env_id.startswith(prefixes):
+            from rlft.core.errors import require
+
+            with contextlib.redirect_stderr(io.StringIO()):  # it prints a notice about old Adroit versions
+                require(module, extra=extra)
+            return
+
+
 def _registered_ids() -> list[str]:
     import gymnasium as gym
 
@@ -48,6 +74,7 @@ def _registered_ids() -> list[str]:
 
 def check_env_id(env_id: str) -> str:
     """Return ``env_id`` if gymnasium knows it; otherwise raise InvalidInputError suggesting close ids."""
+    ensure_registered(env_id)
     ids = _registered_ids()
     if env_id in ids:
         return env_id

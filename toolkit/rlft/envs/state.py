@@ -4,6 +4,8 @@ Supported environments, each restored from what a dataset row records:
 
 * FrozenLake (toy-text): the state is the observation itself (the cell index).
 * CartPole (classic control): the observation *is* the state ``(x, x_dot, theta, theta_dot)``.
+* PointMaze (gymnasium-robotics, Dict observations): ``observation`` is the ball's ``qpos`` then ``qvel`` and
+  ``desired_goal`` the goal; both are set, then the recomputed observation is compared with the recorded one.
 * MuJoCo locomotion (HalfCheetah, Hopper, Walker2d, Swimmer, ...): the observation is ``qpos[k:]`` followed by
   ``qvel``, where the first ``k`` coordinates (the x, or x and y, position) are left out of the observation.
   Those coordinates do not enter the dynamics or the reward (the forward reward is a difference of x before and
@@ -48,11 +50,13 @@ def state_kind(env) -> str:
         return "frozenlake"
     if name == "CartPoleEnv":
         return "cartpole"
+    if name == "PointMazeEnv":
+        return "pointmaze"
     if hasattr(base, "set_state") and hasattr(base, "model") and hasattr(base, "data"):
         return "mujoco"
     raise InvalidInputError(
         f"cannot restore a recorded state into {_env_name(env)}",
-        hint="supported: FrozenLake, CartPole and MuJoCo locomotion envs (HalfCheetah, Hopper, Walker2d, ...)",
+        hint="supported: FrozenLake, CartPole, PointMaze and MuJoCo locomotion envs (HalfCheetah, Hopper, ...)",
     )
 
 
@@ -80,6 +84,25 @@ def _restore_mujoco(env, observation: np.ndarray) -> None:
         )
 
 
+def _restore_pointmaze(env, observation) -> dict:
+    base = _unwrapped(env)
+    try:
+        point = np.asarray(observation["observation"], dtype=np.float64).ravel()
+        goal = np.asarray(observation["desired_goal"], dtype=np.float64).ravel()
+    except (KeyError, TypeError, IndexError) as exc:
+        raise InvalidInputError(f"{_env_name(env)}: the state is a dict with observation and desired_goal, got "
+                                f"{type(observation).__name__}") from exc
+    if point.shape != (4,) or goal.shape != (2,) or not (np.isfinite(point).all() and np.isfinite(goal).all()):
+        raise InvalidInputError(f"{_env_name(env)}: observation must be 4 finite numbers and desired_goal 2")
+    base.goal = goal.copy()
+    base.update_target_site_pos()
+    base.point_env.set_state(point[:2], point[2:])
+    restored = base._get_obs(base.point_env._get_obs()[0])
+    if not np.allclose(restored["observation"], point, rtol=_OBS_RTOL, atol=_OBS_ATOL):
+        raise InvalidInputError(f"{_env_name(env)}: the recorded observation could not be restored")
+    return restored
+
+
 def restore_state(env, observation, seed: int | None = None):
     """Reset ``env`` (seeded) and set its state to the one ``observation`` records; return the observation.
 
@@ -105,6 +128,8 @@ def restore_state(env, observation, seed: int | None = None):
         base.state = state
         base.steps_beyond_terminated = None
         return np.array(state, dtype=np.float32)
+    if kind == "pointmaze":
+        return _restore_pointmaze(env, observation)
     obs = np.asarray(observation, dtype=np.float64)
     if not np.all(np.isfinite(obs)):
         raise InvalidInputError(f"{_env_name(env)}: observation holds NaN or inf")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
+from rlft.envs.observations import take
 from rlft.policy.policies import Policy
 from rlft.policy.vector_envs import VideoSlots
 
@@ -104,10 +105,10 @@ def rollout(policy: Policy, env_fns: list[Callable], episodes: int, seed: int, i
                 video.before_reset(k, k, seed + k)
         obs, _ = envs.reset(seed=[seed + k for k in range(k_envs)])
         for k in range(k_envs):
-            policy.begin_episode(k, k, seed + k, obs[k])
+            policy.begin_episode(k, k, seed + k, take(obs, k))
         while any(ep >= 0 for ep in slot_ep):
             live = [k for k in range(k_envs) if slot_ep[k] >= 0]
-            live_obs = obs[live]
+            live_obs = take(obs, live)
             t0 = time.perf_counter()
             actions = policy.act(live_obs, live)
             t1 = time.perf_counter()
@@ -153,7 +154,7 @@ def rollout(policy: Policy, env_fns: list[Callable], episodes: int, seed: int, i
                 obs, _ = envs.reset(seed=seeds, options={"reset_mask": done.copy()})
                 t_env += time.perf_counter() - t3
                 for k in new:
-                    policy.begin_episode(k, slot_ep[k], seed + slot_ep[k], obs[k])
+                    policy.begin_episode(k, slot_ep[k], seed + slot_ep[k], take(obs, k))
     finally:
         result.seconds = time.perf_counter() - start
         result.policy_seconds, result.env_seconds = t_policy, t_env

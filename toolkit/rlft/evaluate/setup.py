@@ -51,6 +51,9 @@ def _resolve_env(config: EvalConfig, codec: Codec | None, fallback_env: str | No
 def _env_spaces(env_id: str, env_kwargs: dict):
     import gymnasium as gym
 
+    from rlft.envs.registry import ensure_registered
+
+    ensure_registered(env_id)  # first: a missing package is its own one-line error with the install command
     try:
         env = gym.make(env_id, **env_kwargs)
     except Exception as exc:  # noqa: BLE001 - bad kwargs from a codec, missing dependency of the env...

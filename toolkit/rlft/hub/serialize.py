@@ -119,9 +119,27 @@ def split_episodes(ids: np.ndarray, fractions, seed: int) -> dict[str, np.ndarra
     return {name: np.sort(parts[name]) for name in SPLITS if len(parts[name])}
 
 
-def _episode(raw) -> Episode:
-    return Episode(int(raw.id), np.asarray(raw.observations), np.asarray(raw.actions), np.asarray(raw.rewards),
+def _episode(raw, structure: dict | None = None) -> Episode:
+    """An episode as arrays; a structured observation space's (Dict, Tuple...) observations as flat rows."""
+    from rlft.codecs.structured import flatten
+
+    obs = np.asarray(raw.observations) if structure is None else flatten(structure, raw.observations, single=False)
+    return Episode(int(raw.id), obs, np.asarray(raw.actions), np.asarray(raw.rewards),
                    np.asarray(raw.terminations), np.asarray(raw.truncations))
+
+
+def check_spaces(dataset) -> dict | None:
+    """Both spaces checked before any episode is read (one line naming an unsupported space and its key path);
+    returns the observation space's dict when it is structured (Dict, Tuple, MultiDiscrete, MultiBinary)."""
+    from rlft.codecs.spaces import describe_space, space_to_dict
+    from rlft.codecs.structured import is_structured
+
+    obs = space_to_dict(dataset.observation_space, "observation")
+    act = space_to_dict(dataset.action_space, "action")
+    if act["type"] not in ("box", "discrete"):
+        raise InvalidInputError(f"actions must be a Box or Discrete space, this dataset's are {describe_space(act)}",
+                                hint="structured (Dict, Tuple, Multi*) spaces are supported for observations")
+    return obs if is_structured(obs) else None
 
 
 def _check_finite(ep: Episode) -> str | None:
@@ -195,12 +213,12 @@ class _Scan:
         return obs, act
 
 
-def _iter_source(dataset, ids) -> Iterator[Episode]:
+def _iter_source(dataset, ids, structure: dict | None = None) -> Iterator[Episode]:
     from rlft.sources.minari_source import iterate_episodes
 
     source = dataset.storage.metadata.get("dataset_id", "")
     for raw in iterate_episodes(dataset, source, [int(i) for i in ids]):
-        yield _episode(raw)
+        yield _episode(raw, structure)
 
 
 def _chunks(ids, lengths: dict[int, int], chunk_steps: int) -> Iterator[list[int]]:
@@ -264,13 +282,14 @@ def serialize(config: SerializeConfig) -> dict:
     validate_config(config)
     dataset = load_minari(config.source, download=config.download)
     check_observation_size(dataset.observation_space, config.allow_large_observations)
+    structure = check_spaces(dataset)
     ids = np.asarray(dataset.episode_indices, dtype=np.int64)
     if config.max_episodes is not None:
         ids = ids[: config.max_episodes]
     scan = _Scan(config.in_memory_steps, config.drop_nonfinite)
     with progress(transient=True) as bar:
         task = bar.add_task("scanning episodes", total=len(ids))
-        for ep in _iter_source(dataset, ids):
+        for ep in _iter_source(dataset, ids, structure):
             scan.add(ep)
             bar.advance(task)
     if not scan.returns:
@@ -280,7 +299,8 @@ def serialize(config: SerializeConfig) -> dict:
 
     def chunks_of(split_ids) -> Iterator:
         for batch in _chunks(split_ids, scan.lengths, config.chunk_steps):
-            episodes = [scan.episodes[i] for i in batch] if scan.keep else list(_iter_source(dataset, batch))
+            episodes = ([scan.episodes[i] for i in batch] if scan.keep
+                        else list(_iter_source(dataset, batch, structure)))
             yield build_records(_chunk(episodes), codec)
             bar.advance(task, sum(scan.lengths[i] for i in batch))
 
@@ -381,7 +401,7 @@ def _plot_returns(path: Path, scan: _Scan, splits, summary: dict) -> None:
 def _card(config: SerializeConfig, summary: dict, codec: Codec, splits, scan: _Scan, dataset) -> CardSpec:
     from rlft.codecs.spaces import describe_space
 
-    first = next(iter(_iter_source(dataset, splits["train"][:1]))) if not scan.keep else \
+    first = next(iter(_iter_source(dataset, splits["train"][:1], check_spaces(dataset)))) if not scan.keep else \
         scan.episodes[int(splits["train"][0])]
     row = build_records(_chunk([first]), codec).slice(0, 1).to_pylist()[0]
     example_prompt, example_completion = message_text(row["prompt"]), message_text(row["completion"])

@@ -16,6 +16,7 @@ import numpy as np
 
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
+from rlft.envs.observations import unbatch
 from rlft.policy.generation import GenerationBackend, Prompt
 from rlft.policy.policies import Policy, stack_actions
 
@@ -133,7 +134,7 @@ class LLMPolicy(Policy):
         return self.few_shot.apply(prompt) if self.few_shot is not None else prompt
 
     def act(self, obs, slots):
-        prompts = [self.prompt(o, s) for o, s in zip(obs, slots, strict=True)]
+        prompts = [self.prompt(o, s) for o, s in zip(unbatch(obs, len(slots)), slots, strict=True)]
         texts = self.backend.generate(prompts)
         if self.template.turns:
             for slot, text in zip(slots, texts, strict=True):

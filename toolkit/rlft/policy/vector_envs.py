@@ -12,27 +12,48 @@ from rlft.core.errors import InvalidInputError, MissingDependencyError
 
 def spaces_mismatch(codec_space: dict, env_space) -> str | None:
     """How a codec's space dict differs from an environment's space, or None when they match."""
-    from rlft.codecs.spaces import describe_space, space_to_dict
+    from rlft.codecs.spaces import space_to_dict
 
     try:
-        env = space_to_dict(env_space)
-    except InvalidInputError:
-        return f"the environment's space {env_space} is not Discrete or Box"
+        env = env_space if isinstance(env_space, dict) else space_to_dict(env_space)
+    except InvalidInputError as exc:
+        return f"the environment's space {env_space} cannot be written as text ({exc.message})"
+    return _dict_mismatch(codec_space, env, "")
+
+
+def _dict_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
+    from rlft.codecs.spaces import describe_space
+
+    where = f"{path}: " if path else ""
     if codec_space["type"] != env["type"]:
-        return f"{describe_space(codec_space)} vs {describe_space(env)}"
-    if env["type"] == "discrete":
+        return f"{where}{describe_space(codec_space)} vs {describe_space(env)}"
+    kind = env["type"]
+    if kind in ("dict", "tuple"):
+        a, b = codec_space["spaces"], env["spaces"]
+        keys_a, keys_b = (list(a), list(b)) if kind == "dict" else (list(range(len(a))), list(range(len(b))))
+        if keys_a != keys_b:
+            return f"{where}fields {keys_a} vs {keys_b}"
+        for key in keys_a:
+            diff = _dict_mismatch(a[key], b[key], f"{path}.{key}" if path else str(key))
+            if diff:
+                return diff
+        return None
+    if kind == "discrete":
         if (codec_space["n"], codec_space.get("start", 0)) != (env["n"], env["start"]):
-            return f"{describe_space(codec_space)} (start {codec_space.get('start', 0)}) vs Discrete({env['n']}) " \
-                   f"(start {env['start']})"
+            return f"{where}{describe_space(codec_space)} (start {codec_space.get('start', 0)}) vs " \
+                   f"Discrete({env['n']}) (start {env['start']})"
         return None
     if list(codec_space["shape"]) != list(env["shape"]):
-        return f"shape {tuple(codec_space['shape'])} vs {tuple(env['shape'])}"
+        return f"{where}shape {tuple(codec_space['shape'])} vs {tuple(env['shape'])}"
+    if kind in ("multi_discrete", "multi_binary"):
+        same = all(codec_space.get(k) == env.get(k) for k in ("nvec", "start"))
+        return None if same else f"{where}{describe_space(codec_space)} vs {describe_space(env)}"
     for bound in ("low", "high"):
         a, b = np.asarray(codec_space[bound], np.float64), np.asarray(env[bound], np.float64)
         same = (a == b) | np.isclose(a, b, rtol=1e-5, atol=1e-6)
         if not same.all():
             j = int(np.argmin(same))
-            return f"{bound} bound of dimension {j}: {a[j]:g} vs {b[j]:g}"
+            return f"{where}{bound} bound of dimension {j}: {a[j]:g} vs {b[j]:g}"
     return None
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
+from rlft.envs.observations import stack
 
 # act(obs_batch, episode_indices) -> action batch, one row per active environment.
 ActFn = Callable[[np.ndarray, list[int]], np.ndarray]
@@ -68,7 +69,7 @@ def run_episodes(
     stats: list[EpisodeStats] = []
     while current:
         active = sorted(current)
-        obs = np.stack([np.asarray(current[k][1]) for k in active])
+        obs = stack([current[k][1] for k in active])  # arrays, or dicts/tuples of arrays
         actions = act(obs, [current[k][0] for k in active])
         for j, k in enumerate(active):
             obs_k, reward, terminated, truncated, _ = envs[k].step(actions[j])

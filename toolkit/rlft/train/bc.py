@@ -42,10 +42,15 @@ class _Features:
     """Observation -> network input (one-hot or standardised), from the spaces and training data."""
 
     def __init__(self, obs_space: dict, mean=None, std=None):
+        from rlft.codecs.structured import flat_box, is_structured
+
         self.space = obs_space
-        self.discrete = obs_space["type"] == "discrete"
-        self.start = int(obs_space.get("start", 0)) if self.discrete else 0
-        self.n = int(obs_space["n"]) if self.discrete else int(np.prod(obs_space["shape"]))
+        # a structured observation (Dict, Tuple...) is its flat row of values, laid out as the codec writes it
+        self.structure = obs_space if is_structured(obs_space) else None
+        flat = flat_box(obs_space) if self.structure else obs_space
+        self.discrete = flat["type"] == "discrete"
+        self.start = int(flat.get("start", 0)) if self.discrete else 0
+        self.n = int(flat["n"]) if self.discrete else int(np.prod(flat["shape"]))
         self.mean = None if mean is None else np.asarray(mean, np.float32)
         self.std = None if std is None else np.asarray(std, np.float32)
 
@@ -56,6 +61,10 @@ class _Features:
             self.std = np.maximum(x.std(axis=0), 1e-6).astype(np.float32)
 
     def __call__(self, obs) -> np.ndarray:
+        if self.structure:
+            from rlft.codecs.structured import flatten
+
+            obs = flatten(self.structure, obs, single=False)
         obs = np.asarray(obs)
         if self.discrete:
             idx = obs.reshape(-1).astype(np.int64) - self.start

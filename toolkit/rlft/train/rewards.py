@@ -193,6 +193,7 @@ ENV_STEP_BOUNDS: dict[str, tuple[float, float]] = {
     "FrozenLake": (0.0, 1.0),
     "CartPole": (0.0, 1.0),
     "HalfCheetah": (-20.0, 20.0),
+    "PointMaze": (0.0, 1.0),  # sparse: 1 within 0.45 of the goal; dense: exp(-distance)
 }
 DEFAULT_STEP_BOUNDS = (-100.0, 100.0)
 
@@ -258,6 +259,10 @@ class EnvReward(Reward):
         from rlft.envs.state import step_from_state
 
         state = row["observation"] if "observation" in row else row["state"]
+        if getattr(self.codec, "structure", None):  # a Dict observation is stored as its flat row of values
+            from rlft.codecs.structured import unflatten
+
+            state = unflatten(self.codec.observation_space, np.asarray(state, dtype=np.float64))
         total = 0.0
         for sample in range(self.samples):
             result = step_from_state(
