@@ -85,6 +85,59 @@ def in_process(steps: int) -> list[dict]:
     return rows
 
 
+DICT_FIELDS = {"achieved_goal": 2, "desired_goal": 2, "observation": 4}  # PointMaze's Dict observation
+
+
+def dict_rows(steps: int) -> tuple[dict, object]:
+    """A PointMaze-shaped Dict observation batch, and the same values as flat rows in an EpisodeChunk."""
+    rng = np.random.default_rng(1)
+    obs = {k: rng.standard_normal((steps, d)) * 2 for k, d in DICT_FIELDS.items()}
+    chunk = synthetic(steps)
+    flat = np.concatenate([obs[k] for k in DICT_FIELDS], axis=1)
+    from rlft.records.offline import EpisodeChunk
+
+    return obs, EpisodeChunk(flat, chunk.actions[:, :2], *(getattr(chunk, f) for f in (
+        "rewards", "terminated", "truncated", "episode_id", "step")))
+
+
+def plain_dict_loop(obs: dict, actions) -> list[tuple[str, str]]:
+    """The per-step baseline for Dict observations: one f-string per value, each field in its tags."""
+    rows = []
+    keys = list(DICT_FIELDS)
+    for t in range(len(actions)):
+        fields = " ".join(f"<{k}>" + " ".join(f"{v:.3f}" for v in obs[k][t]) + f"</{k}>" for k in keys)
+        act_text = " ".join(f"{v:.3f}" for v in actions[t])
+        rows.append((f"<observation>{fields}</observation>\n", f"<action>{act_text}</action>"))
+    return rows
+
+
+def in_process_dict(steps: int) -> list[dict]:
+    """Dict observations (three fields) against a plain loop, next to the flat case of the same width."""
+    from gymnasium import spaces
+
+    from rlft.codecs.factory import make_codec
+    from rlft.records.offline import build_records
+
+    obs, chunk = dict_rows(steps)
+    plain_dict_loop({k: v[:2_000] for k, v in obs.items()}, chunk.actions[:2_000])  # warm-up, untimed
+    t0 = time.perf_counter()
+    plain_dict_loop(obs, chunk.actions)
+    base = time.perf_counter() - t0
+    rows = [{"method": "plain per-step loop, Dict obs (3 fields, 8 values)", "steps/s": steps / base, "ratio": 1.0}]
+    act = spaces.Box(-1, 1, (2,), np.float32)
+    dict_space = spaces.Dict({k: spaces.Box(-np.inf, np.inf, (d,), np.float64) for k, d in DICT_FIELDS.items()})
+    flat_space = spaces.Box(-np.inf, np.inf, (sum(DICT_FIELDS.values()),), np.float64)
+    for label, space in (("Dict obs", dict_space), ("flat Box obs, same 8 values", flat_space)):
+        codec = make_codec("raw", space, act, env_id="PointMaze_UMaze-v3")
+        build_records(synthetic_slice(chunk, 0, 2_000), codec)  # warm-up, untimed
+        t0 = time.perf_counter()
+        for start in range(0, steps, 100_000):
+            build_records(synthetic_slice(chunk, start, start + 100_000), codec)
+        dt = time.perf_counter() - t0
+        rows.append({"method": f"rlft build_records (raw, {label})", "steps/s": steps / dt, "ratio": base / dt})
+    return rows
+
+
 def synthetic_slice(chunk, a: int, b: int):
     from rlft.records.offline import EpisodeChunk
 
@@ -176,6 +229,9 @@ def main() -> None:
     rows = [(row["method"], {"rate": row["steps/s"], "ratio": row["ratio"]}) for row in in_process(args.steps)]
     tables = [table(f"method ({args.steps:,} steps, 17-dim obs, 6-dim action)",
                     [column("rate", "steps/s", ",.0f"), column("ratio", "speedup vs plain loop", "x")], rows)]
+    rows = [(row["method"], {"rate": row["steps/s"], "ratio": row["ratio"]}) for row in in_process_dict(args.steps)]
+    tables.append(table(f"structured observations ({args.steps:,} steps, PointMaze-shaped Dict, 2-dim action)",
+                        [column("rate", "steps/s", ",.0f"), column("ratio", "speedup vs plain loop", "x")], rows))
     sizes = [int(s) for s in args.process_steps.split(",") if s]
     if sizes:
         tables.append(table("whole process (start-up included)",
