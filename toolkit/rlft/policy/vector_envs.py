@@ -135,6 +135,11 @@ def make_env_fns(env_id: str, env_kwargs: dict, num_envs: int, max_episode_steps
 
 def check_video(env_id: str, env_kwargs: dict) -> None:
     """Fail early and clearly when episodes cannot be recorded: moviepy missing, or rendering broken."""
+    import os
+
+    # pygame (classic-control rendering) opens an audio device on init and prints "error: XDG_RUNTIME_DIR is
+    # invalid" on a headless machine; videos need no sound
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     try:
         import moviepy  # noqa: F401
     except ImportError as exc:
