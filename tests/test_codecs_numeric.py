@@ -262,3 +262,16 @@ def test_plain_and_chat_templates():
     assert "previous observations" in ctx.template.system and "return_to_go" in ctx.template.system
     custom = make_codec("raw", OBS, ACTION_SPACES["box"], prompt_style="chat", system="Be brief.")
     assert custom.template.system == "Be brief."
+
+
+def test_the_raw_codec_writes_what_python_format_writes_on_near_ties():
+    """The codec's own fast path (not only core.textfmt): 87.2505 is 87.25050000000000238 in binary, so Python
+    writes 87.251; a plain rint of 87.2505 * 1000 = 87250.49999999999 would write 87.250."""
+    from gymnasium import spaces
+
+    rng = np.random.default_rng(5)
+    ties = (rng.integers(-99999, 99999, 4000) + 0.5) / 1000  # x.xxx5: every value a decimal near-tie
+    values = np.concatenate([ties, [87.2505, 5e-6 * 1000, 1.0005, 2.675]]).reshape(-1, 4)
+    codec = make_codec("raw", spaces.Box(-np.inf, np.inf, (4,), np.float64), spaces.Discrete(2), precision=3)
+    expected = [" ".join(format(float(v), ".3f") for v in row).replace("-0.000", "0.000") for row in values]
+    assert codec.encode_observations(values).to_pylist() == expected

@@ -44,6 +44,12 @@ def serialize(
                                           "importing matplotlib adds about half a second."),
     allow_large_observations: bool = typer.Option(False, help="Serialize observations of more than 1,024 values "
                                                               "(images) as text anyway."),
+    separator: str = typer.Option(" ", help="Between the values of an observation or action: ' ' or ','."),
+    prefill: bool = typer.Option(False, "--prefill/--no-prefill",
+                                 help="End plain prompts with the answer's opening tag (completions: v1 v2</action>)."),
+    profile: str | None = typer.Option(None, help="rlft4rl: RLFT4RL's format (',' between values, 5 decimals, its "
+                                                  "prompt layout with <action> prefilled, int() tokens)."),
+    system: str | None = typer.Option(None, help="System text of the prompt (chat style and the rlft4rl profile)."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
     """Serialize a Minari dataset into prompt/completion records with a reversible codec."""
@@ -56,7 +62,7 @@ def serialize(
             tokens=tokens, prompt_style=prompt_style, history=history, return_to_go=return_to_go,
             splits=_fractions(splits), seed=seed, drop_nonfinite=drop_nonfinite, max_episodes=max_episodes,
             download=download, card_extra=card_extra, plot=plot, allow_large_observations=allow_large_observations,
-            overwrite=overwrite,
+            separator=separator, prefill=prefill, profile=profile, system=system, overwrite=overwrite,
         )
     )
 

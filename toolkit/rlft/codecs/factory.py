@@ -37,11 +37,17 @@ def make_codec(
     env_id: str | None = None,
     env_kwargs: dict[str, Any] | None = None,
     system: str | None = None,
+    separator: str = " ",
+    prefill: bool = False,
+    profile: str | None = None,
 ) -> NumericCodec:
     """A numeric codec for ``observation_space``/``action_space`` (gymnasium spaces or their dicts).
 
     ``observations``/``actions`` are the dataset's arrays, needed by ``discretized`` (edges from data) and
-    ``tokenized``; they are checked for shape and NaN/inf. Raises :class:`InvalidInputError` on bad input.
+    ``tokenized``; they are checked for shape and NaN/inf. ``separator`` goes between values (" " or ",");
+    ``prefill`` ends plain prompts with the answer's opening tag. ``profile="rlft4rl"`` writes RLFT4RL's format:
+    "," between values, 5 decimals (raw), tokens as ``int()`` of the scaled value (tokenized), its prompt
+    layout with ``<action>`` prefilled. Raises :class:`InvalidInputError` on bad input.
     """
     if format not in NUMERIC_FORMATS:
         raise InvalidInputError(f"unknown numeric codec format {format!r}", hint=f"use one of {list(NUMERIC_FORMATS)}")
@@ -50,18 +56,28 @@ def make_codec(
     act_space = action_space if isinstance(action_space, dict) else space_to_dict(action_space, "action")
     obs_rows = None if observations is None else observation_rows(obs_space, observations)
     act_rows = None if actions is None else check_rows(act_space, actions, "action")
+    rounding, signed_zero = "nearest", False
+    if profile == "rlft4rl":
+        separator, precision, rounding, signed_zero, prompt_style = ",", 5, "floor", True, "plain"
     options = {
-        "raw": {"precision": precision},
+        "raw": {"precision": precision, "signed_zero": signed_zero},
         "discretized": {"bins": bins, "edges_from": edges_from},
-        "tokenized": {"tokens": tokens},
+        "tokenized": {"tokens": tokens, "rounding": rounding},
     }[format]
     cls = NUMERIC_FORMATS[format]
     # a structured observation (Dict, Tuple...) is fitted as its flat row of values
     fit_space = flat_box(obs_space) if is_structured(obs_space) else obs_space
     params = cls.fit_params(fit_space, act_space, obs_rows, act_rows, **options)
     # the template describes the fitted encoding, so the codec exists before its template
-    codec = cls(obs_space, act_space, PromptTemplate(), env_id=env_id, env_kwargs=env_kwargs, **params)
+    codec = cls(obs_space, act_space, PromptTemplate(), env_id=env_id, env_kwargs=env_kwargs, separator=separator,
+                **params)
     codec.template = numeric_template(
-        prompt_style, obs_space, act_space, codec.encoding_description(), env_id, history, return_to_go, system
+        prompt_style, obs_space, act_space, codec.encoding_description(), env_id, history, return_to_go, system,
+        separator=separator, profile=profile,
     )
+    if prefill and not codec.template.prefill:
+        if prompt_style != "plain":
+            raise InvalidInputError("--prefill needs --prompt-style plain (a chat prompt ends with its own "
+                                    "assistant header)")
+        codec.template.prefill = True
     return codec

@@ -31,6 +31,7 @@ from rlft.core.errors import InvalidInputError
 from rlft.core.textfmt import format_scaled as format_rows  # noqa: F401  (re-exported for the codecs)
 
 ROLES = ("observation", "action")
+SEPARATORS = (" ", ",")
 _INT_RE = re.compile(r"[+-]?\d+")
 _FLOAT_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _NONFINITE = {"nan", "inf", "infinity"}
@@ -125,8 +126,11 @@ class NumericCodec(Codec):
     """Base of the numeric codecs. Subclasses define :meth:`box_to_ints`, :meth:`box_from_tokens`,
     :meth:`describe_values` and :meth:`fit_params`."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, separator: str = " ", **kwargs):
         super().__init__(*args, **kwargs)
+        if separator not in SEPARATORS:
+            raise InvalidInputError(f"the value separator must be one of {SEPARATORS!r}, got {separator!r}")
+        self.separator = separator  # between the values of one observation or action (RLFT4RL writes ",")
         if self.action_space["type"] not in ("box", "discrete"):
             raise InvalidInputError(f"actions must be a Box or Discrete space, got {describe_space(self.action_space)}",
                                     hint="structured (Dict, Tuple, Multi*) spaces are supported for observations")
@@ -172,7 +176,26 @@ class NumericCodec(Codec):
         rows = check_rows(space, data, role, single=single)
         if space["type"] == "discrete":
             return format_rows(rows[:, None], 0)
-        return format_rows(*self.box_to_ints(rows, role))
+        ints, decimals = self.box_to_ints(rows, role)
+        return self.fix_text(self._separated(format_rows(ints, decimals)), rows, ints)
+
+    def fix_text(self, text: pa.StringArray, rows: np.ndarray, ints: np.ndarray) -> pa.StringArray:
+        """A last pass over a Box's text (the raw codec's signed zeros); nothing by default."""
+        return text
+
+    def _separated(self, text: pa.StringArray) -> pa.StringArray:
+        """Values are formatted space-separated; another separator replaces the spaces (numbers hold none)."""
+        if self.separator == " ":
+            return text
+        import pyarrow.compute as pc
+
+        return pc.replace_substring(text, " ", self.separator)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if self.separator != " ":  # codec files written before the option stay byte-identical
+            data["params"]["separator"] = self.separator
+        return data
 
     def _encode_structured(self, rows: np.ndarray) -> pa.StringArray:
         ints, decimals = self.box_to_ints(rows, "observation")  # per value; integer fields are overwritten below
@@ -180,9 +203,9 @@ class NumericCodec(Codec):
         for leaf in self.structure:
             cols = slice(leaf.start, leaf.start + leaf.size)
             if leaf.integer:
-                texts.append(format_rows(rows[:, cols].astype(np.int64), 0))
+                texts.append(self._separated(format_rows(rows[:, cols].astype(np.int64), 0)))
             else:
-                texts.append(format_rows(ints[:, cols], decimals))
+                texts.append(self._separated(format_rows(ints[:, cols], decimals)))
         return join_fields(self.structure, texts)
 
     def encode_observations(self, observations) -> pa.StringArray:
@@ -205,6 +228,7 @@ class NumericCodec(Codec):
     def decode_observation(self, text: str):
         """An observation's text back to values (to the codec's resolution: decimals, bin centres, tokens);
         a structured observation comes back nested (dicts, tuples, arrays). The inverse of encode_observation."""
+        text = text.replace(",", " ")  # either separator
         if self.structure:
             fields = split_fields(self.structure, text)
             row = np.zeros(self.observation_dims, dtype=np.float64)
@@ -274,6 +298,9 @@ class NumericCodec(Codec):
         return " ".join(parts)
 
 
+PROFILES = ("rlft4rl",)
+
+
 def numeric_template(
     style: str,
     observation_space: dict[str, Any],
@@ -283,18 +310,32 @@ def numeric_template(
     history: int,
     return_to_go: bool,
     system: str | None = None,
+    separator: str = " ",
+    profile: str | None = None,
 ) -> PromptTemplate:
     """The prompt of numeric datasets: ``<observation>..</observation>`` in, ``<action>..</action>`` out.
 
     ``plain`` has no system text unless ``system`` is given; ``chat`` gets a system prompt describing the
-    environment, both spaces, the encoding and the answer format.
+    environment, both spaces, the encoding and the answer format. ``profile="rlft4rl"`` is RLFT4RL's prompt
+    (``### Instructions: SYSTEM\n ### User: <observation>..</observation>\n ### Controller: <action>``, the
+    answer's opening tag prefilled, so completions are ``v1,v2</action>``).
     """
     if style not in PROMPT_STYLES:
         raise InvalidInputError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
     if int(history) < 0:
         raise InvalidInputError(f"history must be >= 0, got {history}")
-    if system is None and style == "chat":
-        system = _chat_system(observation_space, action_space, codec_description, env_id, history, return_to_go)
+    if profile is not None and profile not in PROFILES:
+        raise InvalidInputError(f"unknown profile {profile!r}", hint=f"known profiles: {', '.join(PROFILES)}")
+    if system is None and (style == "chat" or profile):
+        system = _chat_system(observation_space, action_space, codec_description, env_id, history, return_to_go,
+                              separator)
+    if profile == "rlft4rl":
+        return PromptTemplate(
+            style="plain", system="", answer_format="<action>{action}</action>", allow_think=False, prefill=True,
+            instruction=f"### Instructions: {system}\n ### User: {{context}}<observation>{{observation}}"
+                        f"</observation>\n ### Controller: ",
+            history=int(history), return_to_go=bool(return_to_go), extra={"profile": profile},
+        )
     return PromptTemplate(
         style=style,
         system=system or "",
@@ -306,14 +347,16 @@ def numeric_template(
     )
 
 
-def _chat_system(obs_space, act_space, description, env_id, history, return_to_go) -> str:
+def _chat_system(obs_space, act_space, description, env_id, history, return_to_go, separator: str = " ") -> str:
     dims = space_dims(act_space)
-    example = "k" if act_space["type"] == "discrete" else " ".join(f"v{i + 1}" for i in range(min(dims, 3)))
-    example += f" ... v{dims}" if dims > 4 else "".join(f" v{i + 1}" for i in range(3, dims))
+    example = "k" if act_space["type"] == "discrete" else separator.join(f"v{i + 1}" for i in range(min(dims, 3)))
+    example += f"{separator}...{separator}v{dims}" if dims > 4 else "".join(
+        f"{separator}v{i + 1}" for i in range(3, dims))
     lines = [
         f"You control the {env_id} environment." if env_id else "You control a reinforcement-learning agent.",
         f"Observation space: {describe_space(obs_space)}. Action space: {describe_space(act_space)}.",
-        description + " Values are separated by single spaces.",
+        description + (" Values are separated by single spaces." if separator == " " else
+                       f" Values are separated by {separator!r}."),
     ]
     if history:
         lines.append(f"Before the current observation you see up to {history} previous observations and actions.")

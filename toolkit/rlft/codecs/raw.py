@@ -9,6 +9,7 @@ import numpy as np
 from rlft.codecs.base import register_codec
 from rlft.codecs.numeric import NumericCodec, parse_floats
 from rlft.core.errors import InvalidInputError
+from rlft.core.textfmt import quantize
 
 _BLOCK_ROWS = 16_384
 MAX_PRECISION = 9  # value * 10**precision must stay an exact integer in float64 for ordinary magnitudes
@@ -20,19 +21,37 @@ class RawCodec(NumericCodec):
 
     kind = "raw"
 
-    def __init__(self, *args, precision: int = 3, **kwargs: Any):
+    def __init__(self, *args, precision: int = 3, signed_zero: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # Python writes a negative value that rounds to zero as "-0.000"; rlft writes "0.000" unless asked
+        # (the rlft4rl profile asks: its prompts must be character-identical to RLFT4RL's f-strings)
+        self.signed_zero = bool(signed_zero)
         if isinstance(precision, bool) or not isinstance(precision, int) or not 0 <= precision <= MAX_PRECISION:
             raise InvalidInputError(f"raw precision must be an integer in 0..{MAX_PRECISION}, got {precision!r}")
         self.precision = precision
 
     @classmethod
-    def fit_params(cls, observation_space, action_space, observations, actions, precision: int = 3) -> dict:
+    def fit_params(cls, observation_space, action_space, observations, actions, precision: int = 3,
+                   signed_zero: bool = False) -> dict:
         """Nothing is fitted: raw text needs only the precision."""
-        return {"precision": precision}
+        return {"precision": precision, "signed_zero": signed_zero}
 
     def params(self) -> dict[str, Any]:
-        return {"precision": self.precision}
+        return {"precision": self.precision, **({"signed_zero": True} if self.signed_zero else {})}
+
+    def fix_text(self, text, rows: np.ndarray, ints: np.ndarray):
+        """With ``signed_zero``, the rows holding a negative value written as zero, as Python writes them."""
+        if not self.signed_zero:
+            return text
+        bad = np.flatnonzero(((ints == 0) & np.signbit(rows)).any(axis=1))
+        if not len(bad):
+            return text
+        import pyarrow as pa
+
+        values = text.to_pylist()
+        for r in bad:  # rare: a value in (-0.5e-p, 0]; the other values already equal Python's text
+            values[r] = self.separator.join(f"{v:.{self.precision}f}" for v in rows[r])
+        return pa.array(values, pa.string())
 
     def box_to_ints(self, x: np.ndarray, role: str) -> tuple[np.ndarray, int]:
         scale = 10.0**self.precision
@@ -42,7 +61,8 @@ class RawCodec(NumericCodec):
             )
         q = np.empty(x.shape, dtype=np.int64)
         for i in range(0, len(x), _BLOCK_ROWS):  # cache-sized temporaries: 3x faster than whole-array ones
-            q[i : i + _BLOCK_ROWS] = np.rint(x[i : i + _BLOCK_ROWS] * scale)
+            # rounded as Python's format() rounds the exact binary value (near-ties redone by Python itself)
+            q[i : i + _BLOCK_ROWS] = quantize(x[i : i + _BLOCK_ROWS], self.precision)
         return q, self.precision
 
     def ints_to_box(self, q: np.ndarray, role: str) -> np.ndarray:

@@ -41,6 +41,9 @@ class PromptTemplate:
     # Multi-turn conversations (episodic GRPO): 0 = one observation per prompt; K > 0 = the prompt is the episode
     # so far as turns (user: observation, assistant: the model's answer), the last K turns kept (current included).
     turns: int = 0
+    # The answer's opening tag ends the prompt (RLFT4RL's "### Controller: <action>"), so a completion is the
+    # action text and the closing tag only. Plain prompts, single turns.
+    prefill: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -50,6 +53,8 @@ class PromptTemplate:
             raise ValueError("answer_format must contain {action} exactly once")
         if self.turns < 0:
             raise ValueError(f"turns must be >= 0, got {self.turns}")
+        if self.prefill and (self.style != "plain" or self.turns):
+            raise ValueError("a prefilled answer tag needs a plain, single-turn prompt")
 
     # -- building -------------------------------------------------------------------------------------
     @property
@@ -59,6 +64,16 @@ class PromptTemplate:
     @property
     def answer_suffix(self) -> str:
         return self.answer_format.split("{action}")[1]
+
+    @property
+    def prompt_suffix(self) -> str:
+        """What ends every prompt: the answer's opening tag when it is prefilled, else nothing."""
+        return self.answer_prefix if self.prefill else ""
+
+    @property
+    def completion_format(self) -> str:
+        """The completion around ``{action}``: the answer format without a prefilled opening tag."""
+        return self.answer_format[len(self.prompt_suffix):]
 
     def context(self, history: list[tuple[str, str]] = (), rtg: float | None = None) -> str:
         """The ``{context}`` text: up to ``self.history`` past (observation, action) texts, oldest first, then
@@ -80,7 +95,7 @@ class PromptTemplate:
         """The prompt for one observation: a string (plain) or a list of chat messages (chat)."""
         user = self.user_text(observation, context)
         if self.style == "plain":
-            return f"{self.system}\n\n{user}" if self.system else user
+            return (f"{self.system}\n\n{user}" if self.system else user) + self.prompt_suffix
         messages = [{"role": "system", "content": self.system}] if self.system else []
         return messages + [{"role": "user", "content": user}]
 
@@ -104,7 +119,7 @@ class PromptTemplate:
 
     def build_completion(self, action_text: str) -> str | list[dict[str, str]]:
         """The completion for one action: a string (plain) or one assistant message (chat)."""
-        text = self.answer_text(action_text)
+        text = self.completion_format.replace("{action}", action_text)
         return text if self.style == "plain" else [{"role": "assistant", "content": text}]
 
     # -- parsing --------------------------------------------------------------------------------------

@@ -29,6 +29,9 @@ def fit_range(space: dict[str, Any], rows: np.ndarray | None, role: str) -> list
     return np.stack([low, high], axis=1).tolist()
 
 
+ROUNDINGS = ("nearest", "floor")
+
+
 @register_codec
 class TokenizedCodec(NumericCodec):
     """Integer tokens 0..tokens-1 mapping linearly to fitted per-dimension ranges."""
@@ -41,12 +44,17 @@ class TokenizedCodec(NumericCodec):
         tokens: int = 1000,
         observation_range: list[list[float]] | None = None,
         action_range: list[list[float]] | None = None,
+        rounding: str = "nearest",
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 2:
             raise InvalidInputError(f"tokens must be an integer >= 2, got {tokens!r}")
+        if rounding not in ROUNDINGS:
+            raise InvalidInputError(f"tokenized rounding must be one of {ROUNDINGS}, got {rounding!r}")
         self.tokens = tokens
+        # nearest: the closest token; floor: int() of the scaled value, as RLFT4RL's scale_observation_to_tokens
+        self.rounding = rounding
         self.ranges = {
             "observation": self._check_range(observation_range, "observation"),
             "action": self._check_range(action_range, "action"),
@@ -67,16 +75,20 @@ class TokenizedCodec(NumericCodec):
         return arr
 
     @classmethod
-    def fit_params(cls, observation_space, action_space, observations, actions, tokens: int = 1000) -> dict:
+    def fit_params(cls, observation_space, action_space, observations, actions, tokens: int = 1000,
+                   rounding: str = "nearest") -> dict:
         """Per-dimension ranges (min/max of the data) for both spaces."""
         return {
             "tokens": tokens,
+            "rounding": rounding,
             "observation_range": fit_range(observation_space, observations, "observation"),
             "action_range": fit_range(action_space, actions, "action"),
         }
 
     def params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"tokens": self.tokens}
+        if self.rounding != "nearest":  # codec files written before the option stay byte-identical
+            params["rounding"] = self.rounding
         for role, ranges in self.ranges.items():
             if ranges is not None:  # a Discrete space has no range
                 params[f"{role}_range"] = ranges.tolist()
@@ -84,7 +96,10 @@ class TokenizedCodec(NumericCodec):
 
     def box_to_ints(self, x: np.ndarray, role: str) -> tuple[np.ndarray, int]:
         low, high = self.ranges[role][:, 0], self.ranges[role][:, 1]
-        scaled = np.rint((x - low) * ((self.tokens - 1) / (high - low)))
+        if self.rounding == "floor":  # RLFT4RL's exact arithmetic: int(((clamped - min) / (max - min)) * 999)
+            scaled = np.floor(((np.clip(x, low, high) - low) / (high - low)) * (self.tokens - 1))
+        else:
+            scaled = np.rint((x - low) * ((self.tokens - 1) / (high - low)))
         return np.clip(scaled, 0, self.tokens - 1).astype(np.int64), 0
 
     def ints_to_box(self, q: np.ndarray, role: str) -> np.ndarray:

@@ -53,6 +53,9 @@ class SerializeConfig:
     allow_large_observations: bool = False
     overwrite: bool = False
     system: str | None = None
+    separator: str = " "
+    prefill: bool = False
+    profile: str | None = None
     extra_info: dict = field(default_factory=dict)
 
 
@@ -89,6 +92,14 @@ def validate_config(config: SerializeConfig) -> None:
         raise InvalidInputError(f"--tokens must be at least 2, got {config.tokens}")
     if config.edges_from not in EDGE_SOURCES:
         raise InvalidInputError(f"--edges-from must be one of {', '.join(EDGE_SOURCES)}, got {config.edges_from!r}")
+    from rlft.codecs.numeric import PROFILES, SEPARATORS
+
+    if config.separator not in SEPARATORS:
+        raise InvalidInputError(f"--separator must be ' ' or ',', got {config.separator!r}")
+    if config.profile is not None and config.profile not in PROFILES:
+        raise InvalidInputError(f"unknown --profile {config.profile!r}", hint=f"known: {', '.join(PROFILES)}")
+    if config.prefill and config.prompt_style != "plain" and config.profile is None:
+        raise InvalidInputError("--prefill needs --prompt-style plain")
     if config.max_episodes is not None and config.max_episodes < 1:
         raise InvalidInputError(f"--max-episodes must be at least 1, got {config.max_episodes}",
                                 hint="leave it out to serialize every episode")
@@ -254,6 +265,9 @@ def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan) -> Codec:
         env_id=env_spec.id if env_spec else None,
         env_kwargs=dict(env_spec.kwargs) if env_spec else None,
         system=config.system,
+        separator=config.separator,
+        prefill=config.prefill,
+        profile=config.profile,
     )
 
 

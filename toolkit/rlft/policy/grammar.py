@@ -250,10 +250,12 @@ def answer_grammar(codec: Codec) -> AnswerGrammar:
         what = f"{len(values)} decimals with {codec.precision} digits"
     else:
         raise InvalidInputError(f"constrained decoding does not know the answer grammar of codec kind {kind!r}")
-    segments: list[Segment] = [Literal(template.answer_prefix)]
+    prefix = template.answer_prefix[len(template.prompt_suffix):]  # a prefilled tag is in the prompt already
+    separator = getattr(codec, "separator", " ")
+    segments: list[Segment] = [Literal(prefix)]
     for j, value in enumerate(values):
         if j:
-            segments.append(Literal(" "))
+            segments.append(Literal(separator))
         segments.append(value)
     segments.append(Literal(template.answer_suffix))
-    return AnswerGrammar(segments, f"{template.answer_prefix}{what}{template.answer_suffix}")
+    return AnswerGrammar(segments, f"{prefix}{what}{template.answer_suffix}")

@@ -88,10 +88,12 @@ def build_records(chunk: EpisodeChunk, codec: Codec) -> pa.Table:
         context_parts.append(fill_template(template.rtg_format, {"rtg": rtg_text}, n))
     context = concat_text(context_parts, n)
     user = fill_template(template.instruction, {"context": context, "observation": obs_text}, n)
-    answer = fill_template(template.answer_format, {"action": act_text}, n)
+    answer = fill_template(template.completion_format, {"action": act_text}, n)
 
     if template.style == "plain":
         prompt = concat_text([template.system + "\n\n", user], n) if template.system else user
+        if template.prompt_suffix:  # the prefilled answer tag
+            prompt = concat_text([prompt, template.prompt_suffix], n)
         completion = answer
     else:
         roles, contents = (["system", "user"], [template.system, user]) if template.system else (["user"], [user])
