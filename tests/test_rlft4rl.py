@@ -26,9 +26,9 @@ def obs_to_prompt(obs):
     return prompt
 
 
-def action_to_prompt(action):  # noqa: SIM108 (verbatim)
+def action_to_prompt(action):
     # Convert obs list to a comma-separated string without brackets
-    if action.shape:
+    if action.shape:  # noqa: SIM108 (kept verbatim)
         action_string = ",".join([f"{val:.5f}" for val in action])
     else:
         action_string = str(action)
@@ -126,3 +126,55 @@ def test_bad_profile_options_are_refused(cli, tmp_path):
         from rlft.codecs.template import PromptTemplate
 
         PromptTemplate(style="chat", prefill=True)
+
+
+def _write_rlft4rl_file(path, n: int = 30, old_layout: int = 5):
+    """A file as RLFT4RL's d4rl.py writes it (and a few lines of its older chat layout, ", " inside spaced tags)."""
+    with path.open("w") as f:
+        for o, a in zip(OBS[:n], ACT[:n], strict=True):
+            f.write(json.dumps({"observation": obs_to_prompt(o), "action": action_to_prompt(a)}) + "\n")
+        for o, a in zip(OBS[n: n + old_layout], ACT[n: n + old_layout], strict=True):
+            user = "<observation> " + ", ".join(f"{v:.5f}" for v in o) + " </observation>"
+            answer = "<action> " + ", ".join(f"{v:.5f}" for v in a) + " </action>"
+            f.write(json.dumps({"messages": [{"role": "system", "content": "..."}, {"role": "user", "content": user},
+                                             {"role": "assistant", "content": answer}]}) + "\n")
+
+
+def test_import_reads_rlft4rl_files_into_a_dataset_folder(cli, tmp_path):
+    from rlft.codecs.base import load_codec
+
+    source = tmp_path / "halfcheetah_expert_5.json"
+    _write_rlft4rl_file(source)
+    out = tmp_path / "imported"
+    result = cli("data", "import", "rlft4rl", source, "--env", "HalfCheetah-v5", "--out", out, "--validation", "0.2")
+    assert result.exit_code == 0, result.output
+    codec = load_codec(out)
+    assert codec.template.prefill and codec.separator == ","
+    rows = []
+    for split in ("train", "validation"):
+        rows += pq.read_table(glob.glob(str(out / "data" / f"{split}-*.parquet"))[0]).to_pylist()
+    assert len(rows) == 35 and sorted(r["step"] for r in rows) == list(range(35))
+    for row in rows:
+        i = row["step"]
+        assert f" ### User: {obs_to_prompt(OBS[i])}\n ### Controller: <action>" in row["prompt"]
+        assert row["completion"] == action_to_prompt(ACT[i])[len("<action>"):]
+        assert np.allclose(codec.decode_action(row["completion"]), ACT[i], atol=5e-6)
+        assert np.isnan(row["reward"])
+    card = (out / "README.md").read_text()
+    assert "episode boundaries and rewards" in card and "rlft4rl" in card
+
+
+@pytest.mark.parametrize("content,message", [
+    ('{"observation": "<observation>1,2</observation>", "action": "<action>0.1,0.2,0.3,0.4,0.5,0.6</action>"}\n',
+     "observations have 2 values"),
+    ("not json\n", "line 1 is not JSON"),
+    ('{"observation": "<observation>1,x</observation>", "action": "<action>1</action>"}\n', "line 1: observation"),
+    ('{"prompt": "p"}\n', "line 1: not an RLFT4RL record"),
+    ("", "holds no records"),
+])
+def test_import_refuses_bad_files_in_one_line(cli, tmp_path, content, message):
+    source = tmp_path / "bad.json"
+    source.write_text(content)
+    result = cli("data", "import", "rlft4rl", source, "--env", "HalfCheetah-v5", "--out", tmp_path / "out")
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "out").exists()

@@ -11,6 +11,7 @@ from rlft.cli.common import command
 app = typer.Typer(no_args_is_help=True)
 
 EXPORT_Q_ENVS = ("frozenlake",)
+IMPORT_FORMATS = ("rlft4rl",)
 
 
 @command(app, "export-q")
@@ -59,3 +60,25 @@ def export_q(
 
 # Commands defined in their own modules register themselves on ``app`` (imported last: they import ``app``).
 from rlft.cli import data_minari, data_serialize  # noqa: E402,F401
+
+
+@command(app, "import")
+def import_(
+    source_format: str = typer.Argument(..., metavar="FORMAT", help="rlft4rl (RLFT4RL's JSON-lines SFT file)."),
+    path: Path = typer.Argument(..., help="The file to import."),
+    env: str = typer.Option(..., "--env", help="Gymnasium id of the environment the file's steps came from."),
+    out: Path = typer.Option(..., "--out", help="Dataset folder to write (Hub layout)."),
+    validation: float = typer.Option(0.1, help="Share of rows (drawn at random: the file has no episodes) "
+                                               "for the validation split."),
+    seed: int = typer.Option(0, min=0, help="Seed of the row split."),
+    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
+) -> None:
+    """Another tool's dataset file -> an rlft dataset folder (codec inferred and saved, card written)."""
+    from rlft.core.errors import InvalidInputError
+
+    if source_format not in IMPORT_FORMATS:
+        raise InvalidInputError(f"data import reads {', '.join(IMPORT_FORMATS)}, not {source_format!r}")
+    from rlft.hub.import_rlft4rl import ImportConfig, import_rlft4rl
+
+    import_rlft4rl(ImportConfig(path=path, env_id=env, out=out, validation=validation, seed=seed,
+                                overwrite=overwrite))
