@@ -168,3 +168,32 @@ def test_failure_while_writing_keeps_the_old_folder(tmp_path, monkeypatch):
         export_frozenlake_q(ExportQConfig(out=out, episodes=10, gamma=0.5, overwrite=True))
     assert (out / "README.md").read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_think_completions_give_a_true_reason_from_the_q_values(cli, tmp_path):
+    import re
+
+    import pyarrow.parquet as pq
+
+    from rlft.codecs import load_codec
+    from rlft.envs.frozenlake import ACTION_NAMES
+
+    out = tmp_path / "q"
+    assert cli("data", "export-q", "frozenlake", "--out", out, "--think", "--completions", "all",
+               "--episodes", "10").exit_code == 0
+    rows = pq.read_table(next((out / "data").glob("train-*.parquet"))).to_pylist()
+    codec = load_codec(out)
+    pattern = re.compile(r"<think>At row (\d), column (\d) the expected returns are (.*?); the highest is (.*?)\."
+                         r"(?: This answer is (\w+), not the best\.)?</think><answer>(\w+)</answer>")
+    for row in rows:
+        text = row["completion"][-1]["content"]
+        match = pattern.fullmatch(text)
+        assert match, text
+        r, c, values, best, not_best, answer = match.groups()
+        assert (int(r), int(c)) == (row["row"], row["col"]) and answer == ACTION_NAMES[row["action"]]
+        q = [row[f"q_value_{name.lower()}"] for name in ACTION_NAMES]
+        assert values == ", ".join(f"{n} {v:.3f}" for n, v in zip(ACTION_NAMES, q, strict=True))
+        named = {b.strip() for b in best.replace(" (tied)", "").split(" and ")}
+        assert named == {ACTION_NAMES[a] for a in row["optimal_actions"]}
+        assert (not_best is not None) == (row["action"] not in row["optimal_actions"])
+        assert codec.decode_action(row["completion"]) == row["action"]  # the think block is read past

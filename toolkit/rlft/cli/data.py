@@ -29,6 +29,8 @@ def export_q(
                                               "the tokens: legend in one system line, the grid alone)."),
     completions: str = typer.Option("optimal", help="optimal (one row per state) or all (one row per state and "
                                                     "action: format-only SFT, a task-naive start for GRPO)."),
+    think: bool = typer.Option(False, "--think/--no-think", help="Completions <think>REASON</think><answer>A</answer>, "
+                                                                  "the reason read from the state's Q-values."),
     card_extra: Path | None = typer.Option(None, help="Markdown file of dataset-specific prose for the card."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
@@ -52,6 +54,7 @@ def export_q(
         prompt_style=prompt_style,
         wording=wording,
         completions=completions,
+        think=think,
         card_extra=card_extra,
         overwrite=overwrite,
     )

@@ -38,6 +38,7 @@ class ExportQConfig:
     prompt_style: str = "chat"
     wording: str = "gemma"
     completions: str = "optimal"
+    think: bool = False
     card_extra: Path | None = None
     overwrite: bool = False
 
@@ -82,7 +83,7 @@ def export_frozenlake_q(config: ExportQConfig) -> ExportQResult:
     lake = _validate(config)
     model, solution, max_steps = solve_frozenlake(lake, config.slippery, config.gamma)
     codec = FrozenLakeGridCodec.for_map(lake, config.slippery, config.prompt_style, config.wording)
-    frame = build_q_records(lake, solution, codec, completions=config.completions)
+    frame = build_q_records(lake, solution, codec, completions=config.completions, think=config.think)
 
     policy = solution.greedy_policy()
     goal = np.array([c == "G" for c in "".join(lake.rows)])
@@ -151,6 +152,7 @@ def _write(config, lake, solution, codec, frame, measured, exact_success, max_st
         "prompt_style": config.prompt_style,
         "wording": config.wording,
         "completions": config.completions,
+        "think": config.think,
         "example_state": int(example["state"]),
         "example_prompt": prompt_text,
         "example_completion": completion_text,

@@ -25,20 +25,39 @@ GLOSSARY = {
     "q_values": "the four Q-values as a list in action order",
     "v": "V*(s) = max_a Q*(s, a)",
     "prompt": "the model input (chat messages or text, see the codec's template)",
-    "completion": "`action` in the answer format, e.g. <answer>RIGHT</answer>",
+    "completion": "`action` in the answer format, e.g. <answer>RIGHT</answer> (with --think preceded by "
+    "<think>...</think>: the state's Q-values and which is highest)",
 }
 
 
 COMPLETIONS = ("optimal", "all")
 
 
+def think_text(row: int, col: int, q: np.ndarray, action: int) -> str:
+    """A short, true reason for ``action`` at (row, col), drawn from the state's exact Q-values."""
+    values = ", ".join(f"{name} {v:.3f}" for name, v in zip(ACTION_NAMES, q, strict=True))
+    best = [ACTION_NAMES[i] for i in np.flatnonzero(np.isclose(q, q.max(), rtol=0, atol=1e-9))]
+    best_text = best[0] if len(best) == 1 else " and ".join(best) + " (tied)"
+    reason = f"At row {row}, column {col} the expected returns are {values}; the highest is {best_text}."
+    if ACTION_NAMES[action] not in best:  # --completions all: rows of non-optimal actions say so
+        reason += f" This answer is {ACTION_NAMES[action]}, not the best."
+    return reason
+
+
+def _with_think(completion, reason: str):
+    if isinstance(completion, list):  # one assistant message
+        return [{**completion[-1], "content": f"<think>{reason}</think>{completion[-1]['content']}"}]
+    return f"<think>{reason}</think>{completion}"
+
+
 def build_q_records(lake: LakeMap, solution: QSolution, codec: FrozenLakeGridCodec, atol: float = 1e-9,
-                    completions: str = "optimal"):
+                    completions: str = "optimal", think: bool = False):
     """A DataFrame with one row per non-terminal state of ``lake`` (terminal states have no decision).
 
     ``completions="all"``: one row per (state, action) instead, every action once, for format-only SFT: a model
     trained on it learns the answer format with a uniform, uninformed action distribution (a task-naive start
-    for GRPO). ``optimal_actions`` and the Q-values still say which actions are right.
+    for GRPO). ``optimal_actions`` and the Q-values still say which actions are right. ``think``: completions are
+    ``<think>REASON</think><answer>ACTION</answer>`` with a reason read from the Q-values (:func:`think_text`).
     """
     if completions not in COMPLETIONS:
         raise ValueError(f"completions must be one of {COMPLETIONS}, got {completions!r}")
@@ -66,6 +85,9 @@ def build_q_records(lake: LakeMap, solution: QSolution, codec: FrozenLakeGridCod
     )
     frame["prompt"] = [codec.build_prompt(s) for s in states]
     frame["completion"] = [codec.build_completion(a) for a in action]
+    if think:
+        frame["completion"] = [_with_think(c, think_text(s // lake.ncol, s % lake.ncol, qs, a))
+                               for c, s, qs, a in zip(frame["completion"], states, q, action, strict=True)]
     return frame
 
 
