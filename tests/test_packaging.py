@@ -35,3 +35,21 @@ def test_the_wheel_ships_its_data_and_trains_experts_with_the_tuned_settings(tmp
     assert out.returncode == 0, out.stderr[-2000:]
     where, source, n_steps = out.stdout.split()
     assert where.startswith(str(target)) and source == "rlft/sources/zoo/ppo.yaml" and n_steps == "32"
+
+
+def test_optional_parts_missing_are_one_line_install_hints(cli, tmp_path, monkeypatch):
+    """jax (collect) and MuJoCo are extras: without them the commands that need them say which extra to install."""
+    import importlib.util
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jax", None)
+    result = cli("data", "collect", "--env", "CartPole-v1", "--policy", "random", "--episodes", "1",
+                 "--dataset-id", "test/nojax-v0")
+    assert result.exit_code == 2 and 'pip install "rlft[collect]"' in result.output
+    monkeypatch.delitem(sys.modules, "jax")
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mujoco" else real(name, *a))
+    result = cli("eval", "--env", "HalfCheetah-v5", "--policy", "random", "--episodes", "1")
+    assert result.exit_code == 2 and 'pip install "rlft[mujoco]"' in result.output
+    assert "Traceback" not in result.output

@@ -37,7 +37,10 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except RlftError as exc:
-            err_console.print(f"[bold red]Error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+            from rich.markup import escape
+
+            # the message is data, not markup: "rlft[collect]" must print as written
+            err_console.print(f"[bold red]Error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from exc
         except KeyboardInterrupt as exc:
             err_console.print(

@@ -47,14 +47,26 @@ ENV_PACKAGES = (
 )
 
 
+MUJOCO_PREFIXES = ("HalfCheetah", "Hopper", "Walker2d", "Ant-", "Humanoid", "Swimmer", "Reacher", "Pusher",
+                   "InvertedPendulum", "InvertedDoublePendulum")
+
+
 def ensure_registered(env_id: str) -> None:
     """Import the package that registers ``env_id`` (gymnasium-robotics for the mazes and robots), with an
-    install hint when it is missing; ids gymnasium already knows cost nothing."""
+    install hint when it or MuJoCo is missing; ids gymnasium already knows cost nothing."""
     import contextlib
     import io
 
     import gymnasium as gym
 
+    if env_id.startswith(MUJOCO_PREFIXES):
+        import importlib.util
+
+        if importlib.util.find_spec("mujoco") is None:
+            from rlft.core.errors import MissingDependencyError
+
+            raise MissingDependencyError(f"{env_id} needs MuJoCo, which is not installed",
+                                         hint='install it with: pip install "rlft[mujoco]"')
     if env_id in gym.registry:
         return
     for prefixes, module, extra in ENV_PACKAGES:

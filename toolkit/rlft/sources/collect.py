@@ -126,6 +126,7 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
     from rlft.core.seeding import seed_everything
 
     require("minari", package='"minari[create,hdf5]"')
+    require("jax", extra="collect")  # Minari's DataCollector needs it; a one-line hint beats its ImportError
 
     seed_everything(config.seed)
     model, policy_meta = _load_policy(config)
