@@ -75,6 +75,15 @@ def test_llm_backbone_trains_saves_loads_and_evaluates(pole, tmp_path, algo, mod
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / f"{algo}.json").read_text())
     assert report["policy_kind"] == "online" and report["episodes"] == 3 and report["env_id"] == "CartPole-v1"
+    # an online RUN is a results run too: steps, seconds, throughput and its learning curve
+    results = tmp_path / "results"
+    result = _invoke("results", "record", "online-test", "--seed", "1", "--run", f"llm={out}",
+                     "--report", f"llm={tmp_path / f'{algo}.json'}", "--results-dir", results, "--reproduce", "-")
+    assert result.exit_code == 0, result.output
+    run = json.loads((results / "online-test" / "seed-1.json").read_text())["runs"]["llm"]
+    assert run["stage"] == f"online {algo}" and run["global_step"] == info["timesteps"]
+    assert run["train_steps_per_second"] == pytest.approx(info["steps_per_second"])
+    assert run["curve"] == info["curve"] and run["final_eval_return"] == info["eval"]["mean"]
 
 
 def test_mlp_baseline_is_sb3_ppo_exactly(tmp_path):

@@ -69,6 +69,30 @@ def run_record(summary: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def online_run_record(info: dict[str, Any]) -> dict[str, Any]:
+    """The fields of an online RUN folder's ``rlft_online.json`` (``rlft train online``), under the names the
+    other runs use (steps = environment steps), with its learning curve (environment step, episode return)."""
+    steps, seconds = info.get("timesteps"), info.get("train_seconds")
+    backbone = info.get("backbone")
+    return {
+        "stage": f"online {info.get('algo')}",
+        "base_model": backbone if backbone == "mlp" else Path(str(backbone)).name,
+        "global_step": steps,
+        "train_runtime_s": seconds,
+        "train_steps_per_second": info.get("steps_per_second"),
+        "trainable_parameters": info.get("trainable_parameters"),
+        "seconds_per_step": seconds / steps if steps and seconds else None,
+        "final_eval_return": (info.get("eval") or {}).get("mean"),
+        "curve": info.get("curve"),
+    }
+
+
+def _run_record(path: Path) -> dict[str, Any]:
+    if (path / "summary.json").is_file() or not (path / "rlft_online.json").is_file():
+        return run_record(_load_json(path / "summary.json", "run summary"))
+    return online_run_record(_load_json(path / "rlft_online.json", "online run info"))
+
+
 def dataset_record(info: dict[str, Any]) -> dict[str, Any]:
     """The facts of a dataset's ``rlft_info.json`` that results keep."""
     return {key: info[key] for key in ("kind", "env_id", *DATASET_FIELDS) if info.get(key) is not None}
@@ -107,8 +131,7 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
         "recorded": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **environment(),
         "reports": report_records({label: load_report(path) for label, path in reports.items()}),
-        "runs": {label: run_record(_load_json(Path(path) / "summary.json", "run summary"))
-                 for label, path in runs.items()},
+        "runs": {label: _run_record(Path(path)) for label, path in runs.items()},
         "datasets": {label: dataset_record(_load_json(Path(path) / INFO_FILENAME, "dataset info"))
                      for label, path in (datasets or {}).items()},
     }

@@ -158,10 +158,16 @@ def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: P
 
     histories = [(r["seed"], lab, run["criterion"]["history"]) for r in records
                  for lab, run in r.get("runs", {}).items() if (run.get("criterion") or {}).get("history")]
+    # online runs (rlft train online): episode return against environment steps, instead of decision accuracy
+    curves = [(r["seed"], lab, run["curve"]) for r in records for lab, run in r.get("runs", {}).items()
+              if run.get("curve")]
+    if histories:
+        curves = []
     labels = list(dict.fromkeys(lab for r in records for lab in r.get("reports", {})))
-    if not labels and not histories:
+    if not labels and not histories and not curves:
         return False
-    fig, axes = figure(1, 2 if histories and labels else 1, figsize=(11 if histories and labels else 6, 3.8))
+    both = bool(labels and (histories or curves))
+    fig, axes = figure(1, 2 if both else 1, figsize=(11 if both else 6, 3.8))
     axes = np.atleast_1d(axes)
     if labels:
         ax = axes[0]
@@ -187,6 +193,18 @@ def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: P
         ax.set(title="decision accuracy while training (greedy)", xlabel="optimizer step", ylabel="accuracy",
                ylim=(-0.02, 1.02))
         ax.legend(fontsize=7, loc="lower right")
+    if curves:
+        ax = axes[-1]
+        colors = {lab: f"C{i}" for i, lab in enumerate(dict.fromkeys(lab for _, lab, _ in curves))}
+        for seed, lab, curve in curves:
+            steps, returns = (np.asarray(v, dtype=float) for v in zip(*curve, strict=True))
+            window = min(20, len(returns))  # a running mean over the last 20 episodes
+            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+            ax.plot(steps[window - 1:], smooth, color=colors[lab], lw=1.2,
+                    label=lab if seed == min(s for s, la, _ in curves if la == lab) else None)
+        ax.set(title="training episode return (mean of the last 20), every seed", xlabel="environment step",
+               ylabel="return")
+        ax.legend(fontsize=7, loc="best")
     fig.suptitle(summary["title"])
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
