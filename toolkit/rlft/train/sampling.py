@@ -15,23 +15,24 @@ sampling log-probabilities returned here are only read by vLLM's importance-samp
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
 from rlft.codecs.base import Codec
 
 
+@dataclass
 class GrammarSampler:
     """Builds the sampling backend for the trainer's current model; the grammar's token table, which depends on
     the codec and the tokenizer only, is built once and not at every step."""
 
-    def __init__(self, codec: Codec, tokenizer, temperature: float, top_p: float = 1.0, constrained: bool = True,
-                 max_new_tokens: int | None = None):
-        self.codec = codec
-        self.tokenizer = tokenizer
-        self.temperature = temperature
-        self.top_p = top_p
-        self.constrained = constrained
-        self.max_new_tokens = max_new_tokens
-        self._table = None
+    codec: Codec
+    tokenizer: Any
+    temperature: float
+    top_p: float = 1.0
+    constrained: bool = True
+    max_new_tokens: int | None = None
+    _table: Any = field(default=None, init=False, repr=False)
 
     def backend(self, model):
         from rlft.policy.generation import TransformersBackend, default_max_new_tokens
