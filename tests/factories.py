@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 
 def write_map(tmp_path: Path, rows: list[str], name: str = "map.txt") -> Path:
     path = tmp_path / name
@@ -113,7 +115,7 @@ def make_cartpole_text_model(root: Path, max_positions: int | None = 512) -> tup
 
 
 STRUCTURED_ENV_IDS = {"dict": "rlft-test/DictObs-v0", "tuple": "rlft-test/TupleObs-v0",
-                      "text": "rlft-test/TextObs-v0"}
+                      "text": "rlft-test/TextObs-v0", "words": "rlft-test/WordsObs-v0"}
 
 
 def structured_space(kind: str):
@@ -129,6 +131,8 @@ def structured_space(kind: str):
                             "pos": spaces.Box(-2, 2, (2, 2)), "mode": spaces.MultiDiscrete([2, 3])})
     if kind == "text":
         return spaces.Dict({"a": spaces.Box(-1, 1, (2,)), "note": spaces.Text(5)})
+    if kind == "words":  # a Text observation: what a text game says
+        return spaces.Text(40, charset="abcdefghijklmnopqrstuvwxyz0123456789 <>&")
     raise ValueError(kind)
 
 
@@ -140,18 +144,24 @@ def _structured_env_class():
 
         def __init__(self, kind: str = "dict"):
             self.observation_space = structured_space(kind)
-            self.action_space = gym.spaces.Discrete(2) if kind == "dict" else gym.spaces.Box(-1, 1, (2,))
-            self.t = 0
+            self.action_space = gym.spaces.Discrete(2) if kind in ("dict", "words") else gym.spaces.Box(-1, 1, (2,))
+            self.kind, self.t = kind, 0
 
         def reset(self, *, seed=None, options=None):
             super().reset(seed=seed)
             self.observation_space.seed(seed)
             self.t = 0
-            return self.observation_space.sample(), {}
+            return self._observe(), {}
 
         def step(self, action):
             self.t += 1
-            return self.observation_space.sample(), 1.0, False, self.t >= 10, {}
+            reward = float(np.all(np.asarray(action) == self.t % 2))
+            return self._observe(), reward, False, self.t >= 10, {}
+
+        def _observe(self):
+            if self.kind == "words":  # the right action is the step's parity, said in words (with markup chars)
+                return f"step {self.t} <{'odd' if self.t % 2 else 'even'}> & go"
+            return self.observation_space.sample()
 
     return StructuredObsEnv
 

@@ -200,3 +200,36 @@ def test_pointmaze_collect_serialize_train_evaluate(cli, tmp_path):
                     observation=[row["observation"]] * 2)
     reward.close()
     assert 0.0 <= scores[0] <= 1.0 and scores[1] == reward.low
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab <>&;lgtamp")), min_size=1, max_size=30))
+def test_text_observations_are_escaped_and_read_back(text):
+    from gymnasium import spaces
+
+    codec = make_codec("raw", spaces.Text(40), spaces.Discrete(2))
+    written = codec.encode_observation(text)
+    assert "<" not in written and ">" not in written  # no observation can open or close a tag
+    assert codec.decode_observation(written) == text
+    assert codec.encode_observations((text, "x")).to_pylist()[0] == written
+
+
+def test_text_observation_datasets_serialize_train_and_evaluate(cli, tmp_path):
+    """A Text-observation env recorded by Minari's DataCollector, through serialize, SFT and evaluation."""
+    register_structured_envs()
+    make_minari_dataset("test/words-v0", env_id=STRUCTURED_ENV_IDS["words"], episodes=4)
+    data = tmp_path / "data"
+    assert cli("data", "serialize", "test/words-v0", "--out", data).exit_code == 0
+    rows = pq.read_table(sorted(glob.glob(str(data / "data" / "train-*.parquet")))[0]).to_pylist()
+    assert rows[1]["prompt"] == "<observation>step 1 &lt;odd&gt; &amp; go</observation>\n"
+    assert rows[1]["observation"] == "step 1 <odd> & go"  # the observation column keeps the text itself
+    assert cli("model", "init", "--dataset", data, "--out", tmp_path / "tiny").exit_code == 0
+    assert cli("train", "sft", "--dataset", data, "--model", tmp_path / "tiny", "--out", tmp_path / "sft",
+               "--no-lora", "--max-steps", "2", "--eval-split", "none").exit_code == 0
+    report = tmp_path / "llm.json"
+    result = cli("eval", "--policy", f"llm:{tmp_path / 'sft'}", "--episodes", "3", "--num-envs", "2",
+                 "--constrained", "--out", report)
+    assert result.exit_code == 0, result.output
+    assert json.loads(report.read_text())["episodes"] == 3
+    result = cli("train", "bc", "--dataset", data, "--out", tmp_path / "bc.pt")
+    assert result.exit_code == 2 and "numeric observations" in result.output

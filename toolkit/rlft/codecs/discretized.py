@@ -19,7 +19,7 @@ EDGE_SOURCES = ("data", "bounds")
 
 def fit_edges(space: dict[str, Any], rows: np.ndarray | None, bins: int, edges_from: str, role: str) -> list:
     """Per-dimension bin edges of a Box space (None for a Discrete space)."""
-    if space["type"] == "discrete":
+    if space["type"] != "box":  # Discrete and Text spaces are written as they are
         return None
     low, high = np.asarray(space["low"], np.float64), np.asarray(space["high"], np.float64)
     uniform = np.isfinite(low) & np.isfinite(high) & (high > low) & (edges_from == "bounds")
@@ -66,7 +66,7 @@ class DiscretizedCodec(NumericCodec):
 
     def _check_edges(self, edges, role: str) -> list[np.ndarray] | None:
         space = self._space(role)
-        if space["type"] == "discrete":
+        if space["type"] != "box":
             return None
         dims = self.observation_dims if role == "observation" else self.action_dims
         if edges is None or len(edges) != dims:

@@ -39,7 +39,7 @@ _NONFINITE = {"nan", "inf", "infinity"}
 
 def space_dims(space: dict[str, Any]) -> int:
     """Number of values one element of the space is written with (1 for Discrete, flattened size for Box)."""
-    return 1 if space["type"] == "discrete" else int(np.prod(space["shape"], dtype=np.int64))
+    return 1 if space["type"] in ("discrete", "text") else int(np.prod(space["shape"], dtype=np.int64))
 
 
 def check_rows(space: dict[str, Any], data, role: str, *, single: bool = False) -> np.ndarray:
@@ -79,13 +79,39 @@ def check_rows(space: dict[str, Any], data, role: str, *, single: bool = False) 
     return ints
 
 
-def observation_rows(space: dict[str, Any], data, *, single: bool = False) -> np.ndarray:
-    """Observations as validated rows; a structured space's (Dict, Tuple...) as flat (N, D) float64 rows."""
+def observation_rows(space: dict[str, Any], data, *, single: bool = False) -> np.ndarray | None:
+    """Observations as validated rows; a structured space's (Dict, Tuple...) as flat (N, D) float64 rows; None
+    for Text observations (nothing is fitted on them)."""
+    if space["type"] == "text":
+        return None
     if not is_structured(space):
         return check_rows(space, data, "observation", single=single)
     rows = check_rows(flat_box(space), flatten(space, data, single), "observation", single=single)
     check_integer_leaves(leaves(space), rows)
     return rows
+
+
+_ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
+
+
+def text_observations(data, single: bool) -> pa.StringArray:
+    """Text observations as prompt text: escaped (``<``, ``>``, ``&``) so no observation can close or open a tag."""
+    import pyarrow.compute as pc
+
+    values = [data] if single else list(data)
+    bad = next((v for v in values if not isinstance(v, str | np.str_)), None)
+    if bad is not None:
+        raise InvalidInputError(f"a Text observation must be a string, got {type(bad).__name__}")
+    text = pa.array([str(v) for v in values], pa.string())
+    for raw, escaped in _ESCAPES:
+        text = pc.replace_substring(text, raw, escaped)
+    return text
+
+
+def unescape_text(text: str) -> str:
+    for raw, escaped in reversed(_ESCAPES):
+        text = text.replace(escaped, raw)
+    return text
 
 
 def parse_ints(tokens: list[str], text: str, what: str) -> np.ndarray:
@@ -170,6 +196,8 @@ class NumericCodec(Codec):
         return self.action_space
 
     def _encode(self, data, role: str, single: bool) -> pa.StringArray:
+        if role == "observation" and self.observation_space["type"] == "text":
+            return text_observations(data, single)
         if role == "observation" and self.structure:
             return self._encode_structured(observation_rows(self.observation_space, data, single=single))
         space = self._space(role)
@@ -228,6 +256,8 @@ class NumericCodec(Codec):
     def decode_observation(self, text: str):
         """An observation's text back to values (to the codec's resolution: decimals, bin centres, tokens);
         a structured observation comes back nested (dicts, tuples, arrays). The inverse of encode_observation."""
+        if self.observation_space["type"] == "text":
+            return unescape_text(text)
         text = text.replace(",", " ")  # either separator
         if self.structure:
             fields = split_fields(self.structure, text)
@@ -284,7 +314,9 @@ class NumericCodec(Codec):
         parts = []
         for role in ROLES:
             space = self._space(role)
-            if role == "observation" and self.structure:
+            if role == "observation" and space["type"] == "text":
+                parts.append("The observation is text, with <, > and & written as &lt;, &gt; and &amp;.")
+            elif role == "observation" and self.structure:
                 fields = ", ".join(f"<{leaf.tag}> ({leaf.size} {'integer' if leaf.integer else 'value'}"
                                    f"{'s' if leaf.size != 1 else ''})" for leaf in self.structure)
                 parts.append(f"The observation has the fields {fields}; {self.describe_values(role)}, integers "

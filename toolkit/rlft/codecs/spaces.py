@@ -13,14 +13,19 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 
-SUPPORTED = "Box, Discrete, MultiDiscrete and MultiBinary values, nested in Dict and Tuple spaces"
+SUPPORTED = ("Box, Discrete, MultiDiscrete and MultiBinary values, nested in Dict and Tuple spaces, and Text "
+             "observations (not nested)")
 STRUCTURED_TYPES = ("dict", "tuple", "multi_discrete", "multi_binary")
 
 
-def space_to_dict(space, path: str = "") -> dict[str, Any]:
+def space_to_dict(space, path: str = "", nested: bool = False) -> dict[str, Any]:
     """Describe a space rlft can write as text; ``path`` names where it sits (``observation.desired_goal``)."""
     from gymnasium import spaces
 
+    if isinstance(space, spaces.Text) and not nested:
+        # the character set is not kept: a Unicode one is megabytes, and the text is written as it is
+        return {"type": "text", "min_length": int(space.min_length), "max_length": int(space.max_length),
+                "charset_size": len(space.character_set)}
     if isinstance(space, spaces.Discrete):
         return {"type": "discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, spaces.Box):
@@ -38,10 +43,11 @@ def space_to_dict(space, path: str = "") -> dict[str, Any]:
     if isinstance(space, spaces.MultiBinary):
         return {"type": "multi_binary", "shape": [int(x) for x in space.shape]}
     if isinstance(space, spaces.Dict):
-        return {"type": "dict", "spaces": {str(k): space_to_dict(s, _join(path, str(k)))
+        return {"type": "dict", "spaces": {str(k): space_to_dict(s, _join(path, str(k)), True)
                                            for k, s in space.spaces.items()}}
     if isinstance(space, spaces.Tuple):
-        return {"type": "tuple", "spaces": [space_to_dict(s, _join(path, str(i))) for i, s in enumerate(space.spaces)]}
+        return {"type": "tuple", "spaces": [space_to_dict(s, _join(path, str(i)), True)
+                                            for i, s in enumerate(space.spaces)]}
     where = f" at {path}" if path else ""
     raise InvalidInputError(f"unsupported space{where}: {space}", hint=f"rlft writes {SUPPORTED}")
 
@@ -69,6 +75,8 @@ def space_from_dict(data: dict[str, Any]):
     if kind == "multi_binary":
         shape = data["shape"]
         return spaces.MultiBinary(shape[0] if len(shape) == 1 else shape)
+    if kind == "text":  # the default character set: the saved space keeps only the lengths
+        return spaces.Text(data["max_length"], min_length=data.get("min_length", 1))
     if kind == "dict":
         return spaces.Dict({k: space_from_dict(v) for k, v in data["spaces"].items()})
     if kind == "tuple":
@@ -85,6 +93,8 @@ def describe_space(data: dict[str, Any]) -> str:
         return f"MultiDiscrete({data['nvec']})"
     if kind == "multi_binary":
         return f"MultiBinary({tuple(data['shape'])})"
+    if kind == "text":
+        return f"Text({data['min_length']}..{data['max_length']} characters)"
     if kind == "dict":
         return "Dict(" + ", ".join(f"{k}: {describe_space(v)}" for k, v in data["spaces"].items()) + ")"
     if kind == "tuple":

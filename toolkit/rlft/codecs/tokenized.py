@@ -17,7 +17,7 @@ from rlft.core.errors import InvalidInputError
 
 def fit_range(space: dict[str, Any], rows: np.ndarray | None, role: str) -> list | None:
     """Per-dimension [low, high] of the data (None for a Discrete space); constant dims get a small width."""
-    if space["type"] == "discrete":
+    if space["type"] != "box":  # Discrete and Text spaces are written as they are
         return None
     rows = require_rows(rows, role, "tokenized")
     low, high = rows.min(axis=0), rows.max(axis=0)
@@ -61,7 +61,7 @@ class TokenizedCodec(NumericCodec):
         }
 
     def _check_range(self, ranges, role: str) -> np.ndarray | None:
-        if self._space(role)["type"] == "discrete":
+        if self._space(role)["type"] != "box":
             return None
         dims = self.observation_dims if role == "observation" else self.action_dims
         arr = None if ranges is None else np.asarray(ranges, dtype=np.float64)

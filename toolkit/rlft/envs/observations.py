@@ -8,9 +8,16 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 
+def _is_text_batch(batch) -> bool:
+    """A batch of Text observations: gymnasium's vector envs batch them as a tuple of strings."""
+    return isinstance(batch, tuple) and bool(batch) and isinstance(batch[0], str)
+
+
 def stack(items: Sequence):
     """Single observations -> one batch (leaf arrays stacked on a new first axis)."""
     first = items[0]
+    if isinstance(first, str):
+        return tuple(items)
     if isinstance(first, Mapping):
         return {k: stack([item[k] for item in items]) for k in first}
     if isinstance(first, tuple):
@@ -20,6 +27,8 @@ def stack(items: Sequence):
 
 def take(batch, index):
     """Rows ``index`` (an int: one observation; a list: a smaller batch) of a batch."""
+    if _is_text_batch(batch):
+        return batch[index] if isinstance(index, int | np.integer) else tuple(batch[i] for i in index)
     if isinstance(batch, Mapping):
         return {k: take(v, index) for k, v in batch.items()}
     if isinstance(batch, tuple):
@@ -29,6 +38,8 @@ def take(batch, index):
 
 def unbatch(batch, n: int) -> list:
     """A batch of ``n`` -> a list of ``n`` single observations."""
+    if _is_text_batch(batch):
+        return list(batch)
     if isinstance(batch, Mapping | tuple):
         return [take(batch, i) for i in range(n)]
     return list(batch)

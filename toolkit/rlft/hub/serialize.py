@@ -211,15 +211,19 @@ class _Scan:
             self._obs.append(obs)
             self._act.append(act)
             self._rows += len(obs)
-        lo = (obs.min(axis=0), act.min(axis=0)) if len(obs) else None
-        hi = (obs.max(axis=0), act.max(axis=0)) if len(obs) else None
+        numeric = obs.dtype.kind in "biuf"  # Text observations have no range (nothing is fitted on them)
+        lo = (obs.min(axis=0) if numeric else None, act.min(axis=0)) if len(obs) else None
+        hi = (obs.max(axis=0) if numeric else None, act.max(axis=0)) if len(obs) else None
         if lo is not None:
-            self._lo = lo if self._lo is None else tuple(np.minimum(a, b) for a, b in zip(self._lo, lo, strict=True))
-            self._hi = hi if self._hi is None else tuple(np.maximum(a, b) for a, b in zip(self._hi, hi, strict=True))
+            self._lo = lo if self._lo is None else tuple(None if a is None else np.minimum(a, b)
+                                                         for a, b in zip(self._lo, lo, strict=True))
+            self._hi = hi if self._hi is None else tuple(None if a is None else np.maximum(a, b)
+                                                         for a, b in zip(self._hi, hi, strict=True))
 
     def sample(self) -> tuple[np.ndarray, np.ndarray]:
         """Sampled rows plus each dimension's exact min and max rows (token ranges must cover all data)."""
-        obs = np.concatenate(self._obs + [np.stack([self._lo[0], self._hi[0]])])
+        extremes = [] if self._lo[0] is None else [np.stack([self._lo[0], self._hi[0]])]
+        obs = np.concatenate(self._obs + extremes)
         act = np.concatenate(self._act + [np.stack([self._lo[1], self._hi[1]])])
         return obs, act
 

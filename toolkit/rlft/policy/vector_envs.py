@@ -38,6 +38,9 @@ def _dict_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
             if diff:
                 return diff
         return None
+    if kind == "text":
+        same = all(codec_space.get(k) == env.get(k) for k in ("min_length", "max_length"))
+        return None if same else f"{where}{describe_space(codec_space)} vs {describe_space(env)}"
     if kind == "discrete":
         if (codec_space["n"], codec_space.get("start", 0)) != (env["n"], env["start"]):
             return f"{where}{describe_space(codec_space)} (start {codec_space.get('start', 0)}) vs " \

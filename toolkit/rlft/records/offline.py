@@ -57,7 +57,9 @@ class EpisodeChunk:
 
 def _value_column(values: np.ndarray) -> pa.Array:
     """(N, ...) floats -> list<float32> of each row flattened in row-major order (the codec keeps the shape);
-    (N,) ints -> int64."""
+    (N,) ints -> int64; (N,) strings (Text observations) -> string."""
+    if values.dtype.kind in "USO":
+        return pa.array([str(v) for v in values], pa.string())
     if values.ndim == 1:
         return from_numpy(values.astype(np.int64))
     values = values.reshape(len(values), -1)

@@ -44,6 +44,11 @@ class _Features:
     def __init__(self, obs_space: dict, mean=None, std=None):
         from rlft.codecs.structured import flat_box, is_structured
 
+        if obs_space["type"] == "text":
+            from rlft.core.errors import InvalidInputError
+
+            raise InvalidInputError("behaviour cloning needs numeric observations; this dataset's are text",
+                                    hint="compare the LLM with random or an expert instead")
         self.space = obs_space
         # a structured observation (Dict, Tuple...) is its flat row of values, laid out as the codec writes it
         self.structure = obs_space if is_structured(obs_space) else None
