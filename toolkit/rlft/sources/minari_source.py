@@ -35,9 +35,11 @@ def check_dataset_id(dataset_id: str) -> str:
 
 
 def datasets_root() -> Path:
-    """Minari's local dataset folder: ``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``."""
-    root = os.environ.get("MINARI_DATASETS_PATH")
-    return Path(root) if root else Path.home() / ".minari" / "datasets"
+    """Minari's local dataset folder (``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``), from Minari's own
+    helper so the two never disagree (it creates the folder, as Minari does on any use)."""
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    return Path(get_dataset_path())
 
 
 def remote_endpoint() -> tuple[str, int]:
