@@ -79,15 +79,17 @@ def check_rows(space: dict[str, Any], data, role: str, *, single: bool = False) 
     return ints
 
 
-def observation_rows(space: dict[str, Any], data, *, single: bool = False) -> np.ndarray | None:
+def observation_rows(space: dict[str, Any], data, *, single: bool = False, parts=None, flat=None) -> np.ndarray | None:
     """Observations as validated rows; a structured space's (Dict, Tuple...) as flat (N, D) float64 rows; None
-    for Text observations (nothing is fitted on them)."""
+    for Text observations (nothing is fitted on them). ``parts``/``flat``: the space's leaves and flat Box when
+    the caller holds them (a codec encoding every step does)."""
     if space["type"] == "text":
         return None
     if not is_structured(space):
         return check_rows(space, data, "observation", single=single)
-    rows = check_rows(flat_box(space), flatten(space, data, single), "observation", single=single)
-    check_integer_leaves(leaves(space), rows)
+    parts = parts or leaves(space)
+    rows = check_rows(flat or flat_box(space), flatten(space, data, single, parts), "observation", single=single)
+    check_integer_leaves(parts, rows)
     return rows
 
 
@@ -199,7 +201,8 @@ class NumericCodec(Codec):
         if role == "observation" and self.observation_space["type"] == "text":
             return text_observations(data, single)
         if role == "observation" and self.structure:
-            return self._encode_structured(observation_rows(self.observation_space, data, single=single))
+            return self._encode_structured(observation_rows(self.observation_space, data, single=single,
+                                                            parts=self.structure, flat=self._flat_observation))
         space = self._space(role)
         rows = check_rows(space, data, role, single=single)
         if space["type"] == "discrete":

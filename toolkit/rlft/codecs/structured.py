@@ -92,10 +92,11 @@ def _member(data, key, where: str):
         raise InvalidInputError(f"observation has no {where}") from exc
 
 
-def flatten(space: dict[str, Any], data, single: bool) -> np.ndarray:
+def flatten(space: dict[str, Any], data, single: bool, parts: list[Leaf] | None = None) -> np.ndarray:
     """Structured observations (nested dicts/tuples of arrays: one, or a batch with a leading axis) as
-    (N, D) float64 rows. An array that already has the flat width passes through (data read back)."""
-    parts = leaves(space)
+    (N, D) float64 rows. An array that already has the flat width passes through (data read back). ``parts``:
+    the space's :func:`leaves` when the caller holds them (a codec does), so the layout is not rebuilt a step."""
+    parts = parts or leaves(space)
     width = parts[-1].start + parts[-1].size
     if not isinstance(data, Mapping | tuple | list):
         arr = np.asarray(data, dtype=np.float64)

@@ -42,7 +42,7 @@ class _Features:
     """Observation -> network input (one-hot or standardised), from the spaces and training data."""
 
     def __init__(self, obs_space: dict, mean=None, std=None):
-        from rlft.codecs.structured import flat_box, is_structured
+        from rlft.codecs.structured import flat_box, is_structured, leaves
 
         if obs_space["type"] == "text":
             from rlft.core.errors import InvalidInputError
@@ -52,6 +52,7 @@ class _Features:
         self.space = obs_space
         # a structured observation (Dict, Tuple...) is its flat row of values, laid out as the codec writes it
         self.structure = obs_space if is_structured(obs_space) else None
+        self.parts = leaves(obs_space) if self.structure else None
         flat = flat_box(obs_space) if self.structure else obs_space
         self.discrete = flat["type"] == "discrete"
         self.start = int(flat.get("start", 0)) if self.discrete else 0
@@ -69,7 +70,7 @@ class _Features:
         if self.structure:
             from rlft.codecs.structured import flatten
 
-            obs = flatten(self.structure, obs, single=False)
+            obs = flatten(self.structure, obs, single=False, parts=self.parts)
         obs = np.asarray(obs)
         if self.discrete:
             idx = obs.reshape(-1).astype(np.int64) - self.start
