@@ -150,7 +150,9 @@ def load_online(run: str | Path):
     cls = online_algo_class(algo)
     custom: dict[str, Any] = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
     if info.get("backbone") != "mlp":
-        kwargs = dict(info["policy_kwargs"])
+        from rlft.sources.hyperparams import resolve_policy_kwargs
+
+        kwargs = resolve_policy_kwargs(info["policy_kwargs"])
         kwargs["features_extractor_class"] = TransformerFeatures
         extractor = kwargs.get("features_extractor_kwargs", {})
         # trained weights are in the checkpoint, except a frozen backbone's, saved whole under backbone/
@@ -166,6 +168,8 @@ def load_online(run: str | Path):
 
 def policy_kwargs_for_info(policy_kwargs: dict) -> dict:
     """The JSON-safe part of the policy kwargs (the extractor class is implied by the backbone)."""
-    kwargs = {k: v for k, v in policy_kwargs.items() if k != "features_extractor_class"}
+    from rlft.sources.hyperparams import policy_kwargs_to_names
+
+    kwargs = policy_kwargs_to_names({k: v for k, v in policy_kwargs.items() if k != "features_extractor_class"})
     json.dumps(kwargs)  # fails loudly if something unserialisable slipped in
     return kwargs

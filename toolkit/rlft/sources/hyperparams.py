@@ -34,12 +34,12 @@ class Hyperparams:
         """Keyword arguments for the SB3 algorithm class, with schedules and activation names resolved."""
         kwargs = {k: _resolve(k, v) for k, v in self.raw.items() if k not in NON_ALGO_KEYS}
         if "policy_kwargs" in kwargs:
-            kwargs["policy_kwargs"] = _policy_kwargs(kwargs["policy_kwargs"])
+            kwargs["policy_kwargs"] = resolve_policy_kwargs(kwargs["policy_kwargs"])
         return kwargs
 
 
 def default_file(algo: str) -> Path:
-    """The tuned hyperparameter file of ``algo`` shipped in ``pipelines/hyperparams``."""
+    """The tuned hyperparameter file of ``algo`` shipped inside the package (``rlft/sources/zoo``)."""
     return HYPERPARAMS_DIR / f"{algo}.yaml"
 
 
@@ -95,17 +95,35 @@ def _resolve(key: str, value: Any) -> Any:
     return value
 
 
-def _policy_kwargs(value: Any) -> dict[str, Any]:
+def _activation_classes() -> dict[str, Any]:
+    import torch.nn as nn
+
+    return {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU, "gelu": nn.GELU,
+            "silu": nn.SiLU}
+
+
+def resolve_policy_kwargs(value: Any) -> dict[str, Any]:
+    """``policy_kwargs`` as SB3 takes them: an ``activation_fn`` name (tanh, relu, ...) becomes its torch class."""
     if not isinstance(value, dict):
         raise InvalidInputError(f"policy_kwargs must be a mapping, got {value!r}")
     kwargs = dict(value)
     name = kwargs.get("activation_fn")
     if isinstance(name, str):
-        import torch.nn as nn
-
-        classes = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU,
-                   "gelu": nn.GELU, "silu": nn.SiLU}
+        classes = _activation_classes()
         if name not in classes:
             raise InvalidInputError(f"activation_fn {name!r} is not one of {', '.join(classes)}")
         kwargs["activation_fn"] = classes[name]
     return kwargs
+
+
+def policy_kwargs_to_names(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`resolve_policy_kwargs` for metadata: an activation class back to its name."""
+    out = dict(kwargs)
+    fn = out.get("activation_fn")
+    if fn is not None and not isinstance(fn, str):
+        names = {cls: name for name, cls in _activation_classes().items()}
+        if fn not in names:
+            raise InvalidInputError(f"activation_fn {fn!r} has no name rlft can save",
+                                    hint=f"use one of {', '.join(names.values())}")
+        out["activation_fn"] = names[fn]
+    return out

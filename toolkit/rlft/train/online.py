@@ -140,6 +140,8 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
     n_envs = config.num_envs or hp.n_envs
     algo_kwargs = hp.algo_kwargs()
     kwargs = policy_kwargs(config, codec, algo_kwargs.pop("policy_kwargs", None))
+    # checked before training: metadata that cannot be saved must not cost a run
+    info_kwargs = policy_kwargs_for_info(kwargs) if config.backbone != "mlp" else {}
     venv = make_vec_env(config.env, n_envs=n_envs, seed=config.seed)
     model = online_algo_class(config.algo)(hp.policy, venv, seed=config.seed, verbose=0, device="cpu",
                                     policy_kwargs=kwargs or None, **algo_kwargs)
@@ -163,7 +165,7 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
         "seed": config.seed,
         "hyperparams": hp.raw,
         "hyperparams_source": hp.source,
-        "policy_kwargs": policy_kwargs_for_info(kwargs) if config.backbone != "mlp" else {},
+        "policy_kwargs": info_kwargs,
         "trainable_parameters": int(trainable),
         "train_seconds": round(train_s, 3),
         "steps_per_second": model.num_timesteps / train_s if train_s else None,
