@@ -197,3 +197,22 @@ def test_think_completions_give_a_true_reason_from_the_q_values(cli, tmp_path):
         assert named == {ACTION_NAMES[a] for a in row["optimal_actions"]}
         assert (not_best is not None) == (row["action"] not in row["optimal_actions"])
         assert codec.decode_action(row["completion"]) == row["action"]  # the think block is read past
+
+
+def test_position_wording_puts_the_map_in_the_system_message(cli, tmp_path):
+    """Episodes played as conversations repeat the user turn every step: the position wording keeps it short."""
+    import pyarrow.parquet as pq
+
+    from rlft.codecs.base import load_codec
+
+    out = tmp_path / "pos"
+    result = cli("data", "export-q", "frozenlake", "--out", out, "--episodes", "5", "--wording", "position")
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(next((out / "data").glob("*.parquet"))).to_pylist()
+    codec = load_codec(out)
+    system, user = rows[0]["prompt"]
+    assert "S F F F\nF H F H\nF F F H\nH F F G" in system["content"] and "slippery" in system["content"]
+    assert user["content"] == "You are at row 0, column 0."
+    assert codec.encode_observation(6) == "You are at row 1, column 2."
+    assert codec.build_prompt(0) == rows[0]["prompt"]
+    assert codec.show_grid is False and load_codec(out).params()["show_grid"] is False

@@ -25,8 +25,9 @@ def export_q(
     episodes: int = typer.Option(1000, help="Episodes of the greedy policy run to measure its success rate."),
     seed: int = typer.Option(0, min=0, help="Seed of the first measured episode (episode i uses seed + i)."),
     prompt_style: str = typer.Option("chat", help="chat (system + user messages) or plain (one string)."),
-    wording: str = typer.Option("gemma", help="gemma (the Gemma GRPO experiment's prompt) or compact (about half "
-                                              "the tokens: legend in one system line, the grid alone)."),
+    wording: str = typer.Option("gemma", help="gemma (the Gemma GRPO experiment's prompt), compact (about half "
+                                              "the tokens: legend in one system line, the grid alone) or position "
+                                              "(the map in the system line, the position alone: for episodes)."),
     completions: str = typer.Option("optimal", help="optimal (one row per state) or all (one row per state and "
                                                     "action: format-only SFT, a task-naive start for GRPO)."),
     think: bool = typer.Option(False, "--think/--no-think", help="Completions <think>REASON</think><answer>A</answer>, "

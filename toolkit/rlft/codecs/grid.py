@@ -26,18 +26,39 @@ FROZENLAKE_INSTRUCTION = (
 FROZENLAKE_COMPACT_SYSTEM = (
     "FrozenLake: S you, F ice, H hole, G goal; the ice is {slip}. Answer <answer>LEFT</answer>, DOWN, RIGHT or UP."
 )
-WORDINGS = ("gemma", "compact")
+# The position wording: the map once in the system message, the user turn is the position alone (about 10 tokens).
+# Made for episodes played as conversations (episodic GRPO), where every turn is another user message: with the
+# grid in each turn, 100 FrozenLake turns took about 6,000 tokens; with the position alone about 1,300.
+FROZENLAKE_POSITION_SYSTEM = (
+    "FrozenLake map, row 0 at the top:\n{map}\nS start, F ice, H hole, G goal; the ice is {slip}. "
+    "Answer <answer>LEFT</answer>, DOWN, RIGHT or UP."
+)
+WORDINGS = ("gemma", "compact", "position")
 
 
-def frozenlake_template(slippery: bool, style: str = "chat", wording: str = "gemma") -> PromptTemplate:
+def frozenlake_template(slippery: bool, style: str = "chat", wording: str = "gemma",
+                        lake: LakeMap | None = None) -> PromptTemplate:
     """The FrozenLake prompt. ``gemma``: the Gemma FrozenLake GRPO experiment's wording plus a legend of the
-    cells; ``compact``: the legend and answer format in one short system line, the grid alone in the user turn."""
+    cells; ``compact``: the legend and answer format in one short system line, the grid alone in the user turn;
+    ``position``: the map (``lake``) in the system message, the row and column alone in the user turn."""
     if wording not in WORDINGS:
         raise ValueError(f"wording must be one of {WORDINGS}, got {wording!r}")
+    slippery_word = "slippery" if slippery else "not slippery"
+    if wording == "position":
+        if lake is None:
+            raise ValueError("the position wording needs the map")
+        return PromptTemplate(
+            style=style,
+            system=FROZENLAKE_POSITION_SYSTEM.replace("{map}", "\n".join(" ".join(row) for row in lake.rows))
+            .replace("{slip}", slippery_word),
+            instruction="{observation}",
+            answer_format="<answer>{action}</answer>",
+            allow_think=True,
+        )
     if wording == "compact":
         return PromptTemplate(
             style=style,
-            system=FROZENLAKE_COMPACT_SYSTEM.replace("{slip}", "slippery" if slippery else "not slippery"),
+            system=FROZENLAKE_COMPACT_SYSTEM.replace("{slip}", slippery_word),
             instruction="{observation}",
             answer_format="<answer>{action}</answer>",
             allow_think=True,
@@ -62,6 +83,7 @@ class FrozenLakeGridCodec(Codec):
         map_rows: list[str],
         action_names: list[str] = ACTION_NAMES,
         show_position: bool = True,
+        show_grid: bool = True,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
@@ -71,6 +93,9 @@ class FrozenLakeGridCodec(Codec):
         # even a tiny from-scratch model learn the policy (measured: 11/11 states memorised in 300 SFT steps
         # with the line, 6/11 and unstable without it).
         self.show_position = show_position
+        self.show_grid = show_grid  # False: the map is in the prompt template (the position wording)
+        if not (show_grid or show_position):
+            raise ValueError("a FrozenLake codec must show the grid, the position or both")
 
     @classmethod
     def for_map(cls, lake: LakeMap, slippery: bool, style: str = "chat", wording: str = "gemma") -> FrozenLakeGridCodec:
@@ -79,26 +104,28 @@ class FrozenLakeGridCodec(Codec):
         return cls(
             spaces.Discrete(lake.n_states),
             spaces.Discrete(len(ACTION_NAMES)),
-            frozenlake_template(slippery, style, wording),
+            frozenlake_template(slippery, style, wording, lake),
             env_id=ENV_ID,
             env_kwargs={"desc": list(lake.rows), "is_slippery": slippery},
             map_rows=list(lake.rows),
+            show_grid=wording != "position",
         )
 
     def params(self) -> dict[str, Any]:
         return {"map_rows": list(self.lake.rows), "action_names": self.action_names,
-                "show_position": self.show_position}
+                "show_position": self.show_position, "show_grid": self.show_grid}
 
     def describe(self) -> str:
         return f"{self.kind} ({self.lake.nrow}x{self.lake.ncol})"
 
     def encode_observation(self, obs) -> str:
         state = int(obs)
-        grid = render_grid(self.lake, state)
-        if not self.show_position:
-            return grid
         row, col = divmod(state, self.lake.ncol)
-        return f"{grid}\nYou are at row {row}, column {col}."
+        position = f"You are at row {row}, column {col}."
+        if not self.show_grid:
+            return position
+        grid = render_grid(self.lake, state)
+        return f"{grid}\n{position}" if self.show_position else grid
 
     def encode_action(self, action) -> str:
         return self.action_names[int(action)]
