@@ -20,6 +20,7 @@ SMALL_TRPO = """CartPole-v1:
   batch_size: 128
   learning_rate: !!float 1e-3
   n_critic_updates: 2
+  policy_kwargs: {activation_fn: relu, net_arch: {pi: [16], vf: [16]}}
 """
 
 
@@ -60,6 +61,10 @@ def test_llm_backbone_trains_saves_loads_and_evaluates(pole, tmp_path, algo, mod
     model, meta = load_online(out)
     extractor = model.policy.features_extractor
     assert isinstance(extractor, TransformerFeatures) and meta["algo"] == algo
+    if algo == "trpo":  # an activation from the hyperparameter file is saved by name and comes back as its class
+        import torch.nn as nn
+
+        assert meta["policy_kwargs"]["activation_fn"] == "relu" and model.policy.activation_fn is nn.ReLU
     before = _backbone_weights(model_dir)
     after = {n: p.detach() for n, p in extractor.backbone.named_parameters()}
     changed = [n for n in before if not np.allclose(before[n].numpy(), after[n].numpy())]
