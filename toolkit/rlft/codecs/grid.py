@@ -26,9 +26,9 @@ FROZENLAKE_INSTRUCTION = (
 FROZENLAKE_COMPACT_SYSTEM = (
     "FrozenLake: S you, F ice, H hole, G goal; the ice is {slip}. Answer <answer>LEFT</answer>, DOWN, RIGHT or UP."
 )
-# The position wording: the map once in the system message, the user turn is the position alone (about 10 tokens).
-# Made for episodes played as conversations (episodic GRPO), where every turn is another user message: with the
-# grid in each turn, 100 FrozenLake turns took about 6,000 tokens; with the position alone about 1,300.
+# The position wording: the map once in the system message, the user turn is the position alone. Made for episodes
+# played as conversations (episodic GRPO), where every turn is another user message: 100 FrozenLake turns with the
+# tiny model's chat template took about 6,050 tokens with the grid in each turn, about 2,900 with the position.
 FROZENLAKE_POSITION_SYSTEM = (
     "FrozenLake map, row 0 at the top:\n{map}\nS start, F ice, H hole, G goal; the ice is {slip}. "
     "Answer <answer>LEFT</answer>, DOWN, RIGHT or UP."
