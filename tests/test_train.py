@@ -96,6 +96,35 @@ def test_config_precedence_defaults_yaml_cli():
         merge_config(SFTStageConfig, {"lora": "maybe"})
 
 
+def test_every_trl_field_is_a_yaml_key_and_a_flag(tmp_path):
+    """Keys the stage does not declare but TRL's config class does go to ``config.trl``; flags too (TRL's parser);
+    a flag naming a declared field sets that field; unknown or rlft-owned TRL keys are refused."""
+    path = tmp_path / "c.yaml"
+    path.write_text("sft: {weight_decay: 0.01, optim: adamw_torch, max_steps: 5}\nsteps: []\n")
+    config, sources = build_config(SFTStageConfig, "sft", path, {})
+    assert config.trl == {"weight_decay": 0.01, "optim": "adamw_torch"} and config.max_steps == 5
+    assert sources["trl"] == "yaml"
+    config, sources = build_config(SFTStageConfig, "sft", path, {"max_steps": None},
+                                   ["--weight-decay", "0.02", "--per_device_train_batch_size", "4", "--no_dataloader_pin_memory"])
+    assert config.trl == {"weight_decay": 0.02, "optim": "adamw_torch",
+                          "dataloader_pin_memory": False} and sources["trl"] == "cli"
+    assert config.per_device_train_batch_size == 4 and config.max_steps == 5
+    config, _ = build_config(GRPOStageConfig, "grpo", None, {}, ["--top-k", "5", "--max-grad-norm=0.3"])
+    assert config.trl == {"top_k": 5, "max_grad_norm": 0.3}
+    with pytest.raises(InvalidInputError, match="unknown option --weight-decy"):
+        build_config(SFTStageConfig, "sft", None, {}, ["--weight-decy", "0.1"])  # no abbreviations, no typos
+    with pytest.raises(InvalidInputError, match="unknown option --top-k"):
+        build_config(SFTStageConfig, "sft", None, {}, ["--top-k", "5"])  # a GRPOConfig field, not SFTConfig's
+    with pytest.raises(InvalidInputError, match="bad TRL option"):
+        build_config(SFTStageConfig, "sft", None, {}, ["--weight-decay", "heavy"])
+    with pytest.raises(InvalidInputError, match="trl: output_dir cannot be set"):
+        build_config(SFTStageConfig, "sft", None, {}, ["--output-dir", "elsewhere"])
+    with pytest.raises(InvalidInputError, match="trl: nope cannot be set"):
+        merge_config(SFTStageConfig, {"trl": {"nope": 1}})
+    with pytest.raises(InvalidInputError, match="and any field of trl.SFTConfig"):
+        merge_config(SFTStageConfig, {"weight_decayy": 1})
+
+
 def test_config_files_flat_and_pipeline_sections(tmp_path):
     flat = tmp_path / "flat.yaml"
     flat.write_text("rewards: [format, env]\nbeta: 0.04\nenv_bounds: [-1, 1]\n")
@@ -210,9 +239,14 @@ def test_lora_sft_merge_and_resume(cli, session_env, lake, tiny_model):
     run = session_env / "runs" / "lora"
     args = ("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", run, "--learning-rate", "1e-2",
             "--save-steps", "3", "--logging-steps", "3", "--eval-split", "none")
-    result = cli(*args, "--max-steps", "6")
+    # TRL fields rlft does not declare are flags too, parsed by TRL's parser and handed to SFTConfig
+    result = cli(*args, "--max-steps", "6", "--weight-decay", "0.05", "--max_grad_norm", "0.5")
     assert result.exit_code == 0, result.output
     assert (run / "adapter_config.json").is_file() and (run / "adapter_model.safetensors").is_file()
+    assert json.loads((run / "rlft_run.json").read_text())["config"]["trl"] == {"weight_decay": 0.05,
+                                                                             "max_grad_norm": 0.5}
+    used = torch.load(run / "checkpoints" / "checkpoint-6" / "training_args.bin", weights_only=False)
+    assert (used.weight_decay, used.max_grad_norm) == (0.05, 0.5)
     assert json.loads((run / "rlft_run.json").read_text())["lora"] is True
     merged = session_env / "merged"
     result = cli("model", "merge", run, "--out", merged)

@@ -16,6 +16,9 @@ import typer
 from rlft.cli.common import command
 
 app = typer.Typer(no_args_is_help=True)
+# Flags the commands do not declare are the fields of TRL's own config class (--weight-decay 0.01, --optim
+# adamw_torch, --report-to wandb ...), parsed by TRL's parser (rlft.train.configs.parse_trl_flags).
+_TRL_FLAGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 _CONFIG = typer.Option(None, "--config", help="YAML config (pipelines/sft.yaml, pipelines/grpo.yaml); flags win.")
 # Options both stages share (one declaration each, so their flags and help never drift apart).
@@ -47,8 +50,9 @@ _CHECK_CONSTRAINED = typer.Option(None, "--check-constrained/--no-check-constrai
 _CHECK_TOLERANCE = typer.Option(None, help="Continuous actions: right within this fraction of the range [0.05].")
 
 
-@command(app, "sft")
+@command(app, "sft", context_settings=_TRL_FLAGS)
 def sft(
+    ctx: typer.Context,
     dataset: str | None = typer.Option(None, "--dataset", help="rlft dataset folder or Hub dataset id."),
     model: str | None = typer.Option(None, "--model", help="Model folder, RUN folder or Hub id."),
     out: Path | None = typer.Option(None, "--out", help="RUN folder to write."),
@@ -85,7 +89,9 @@ def sft(
     overwrite: bool | None = _OVERWRITE,
     resume: bool | None = _RESUME,
 ) -> None:
-    """Supervised fine-tuning (TRL SFTTrainer) on the prompt/completion columns, loss on the completion."""
+    """Supervised fine-tuning (TRL SFTTrainer) on the prompt/completion columns, loss on the completion.
+
+    Any other field of trl.SFTConfig is a flag too (TRL's name: --weight-decay 0.01, --optim adamw_torch)."""
     from rlft.train.configs import build_config
     from rlft.train.sft import run_sft
     from rlft.train.sft_config import SFTStageConfig
@@ -102,12 +108,13 @@ def sft(
         logging_steps=logging_steps, save_steps=save_steps, gradient_checkpointing=gradient_checkpointing,
         bf16=bf16, seed=seed, overwrite=overwrite, resume=resume,
     )
-    stage_config, _ = build_config(SFTStageConfig, "sft", config, cli)
+    stage_config, _ = build_config(SFTStageConfig, "sft", config, cli, ctx.args)
     run_sft(stage_config)
 
 
-@command(app, "grpo")
+@command(app, "grpo", context_settings=_TRL_FLAGS)
 def grpo(
+    ctx: typer.Context,
     dataset: str | None = typer.Option(None, "--dataset", help="rlft dataset folder or Hub dataset id."),
     model: str | None = typer.Option(None, "--model", help="Model folder, RUN folder (e.g. an SFT run) or Hub id."),
     out: Path | None = typer.Option(None, "--out", help="RUN folder to write."),
@@ -162,7 +169,9 @@ def grpo(
     overwrite: bool | None = _OVERWRITE,
     resume: bool | None = _RESUME,
 ) -> None:
-    """GRPO (TRL GRPOTrainer) with codec-driven control rewards; LoRA by default."""
+    """GRPO (TRL GRPOTrainer) with codec-driven control rewards; LoRA by default.
+
+    Any other field of trl.GRPOConfig is a flag too (TRL's name: --max-grad-norm 0.5, --top-k 50)."""
     from rlft.train.configs import build_config
     from rlft.train.grpo import run_grpo
     from rlft.train.grpo_config import GRPOStageConfig
@@ -183,7 +192,7 @@ def grpo(
         gradient_checkpointing=gradient_checkpointing, bf16=bf16, seed=seed, overwrite=overwrite,
         resume=resume,
     )
-    stage_config, _ = build_config(GRPOStageConfig, "grpo", config, cli)
+    stage_config, _ = build_config(GRPOStageConfig, "grpo", config, cli, ctx.args)
     run_grpo(stage_config)
 
 

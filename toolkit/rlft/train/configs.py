@@ -8,6 +8,12 @@ string becomes a float, ``"a,b"`` becomes a list).
 
 A command-line value is one the user typed: the CLI passes ``None`` for every flag left out, so
 ``merge_config`` can tell "not given" from "given the default value".
+
+Every other field of TRL's own config class (``trl.SFTConfig`` / ``trl.GRPOConfig``: ``weight_decay``, ``optim``,
+``max_grad_norm``, ``report_to``, ...) is a YAML key and a flag too: a key the stage does not declare but TRL's
+class does goes into the stage's ``trl`` mapping, and flags the rlft command does not declare are parsed by TRL's
+own ``TrlParser`` over that class (:func:`parse_trl_flags`). They are applied last when the trainer's config is
+built (:func:`trl_overrides`), so TRL validates them; a key neither knows is still an error.
 """
 
 from __future__ import annotations
@@ -17,17 +23,21 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import read_yaml_mapping
 
 PIPELINE_KEYS = ("name", "vars", "steps", "description")
+# TRL fields rlft sets itself and a user may not: the RUN folder layout (--out) decides where checkpoints go.
+RESERVED_TRL_FIELDS = ("output_dir",)
 
 
 @dataclass
 class StageConfig:
     """Fields shared by the SFT and GRPO stages (TRL-style dataclass: each field's ``help`` is its doc)."""
+
+    trl_config_class: ClassVar[str] = ""  # "SFTConfig" / "GRPOConfig": where keys rlft does not declare go
 
     dataset: str | None = field(default=None, metadata={"help": "rlft dataset folder or Hub dataset id."})
     model: str | None = field(
@@ -79,6 +89,11 @@ class StageConfig:
     seed: int = field(default=0, metadata={"help": "Seed of the model init, data order and sampling."})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing RUN folder."})
     resume: bool = field(default=False, metadata={"help": "Resume the run in RUN from its last checkpoint."})
+    trl: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"help": "Any other field of TRL's SFTConfig / GRPOConfig by its TRL name (a YAML key, or a flag "
+                          "such as --weight-decay 0.01), applied last."},
+    )
 
     def require(self, *names: str) -> None:
         missing = [n for n in names if getattr(self, n) in (None, "")]
@@ -160,38 +175,105 @@ def read_yaml_config(path: Path, section: str) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in PIPELINE_KEYS}
 
 
+def trl_field_names(cls) -> set[str]:
+    """The fields of the TRL config class behind stage ``cls`` (empty for a stage without one)."""
+    if not cls.trl_config_class:
+        return set()
+    import trl
+
+    return {f.name for f in dataclasses.fields(getattr(trl, cls.trl_config_class))}
+
+
+def parse_trl_flags(cls, args: list[str]) -> dict[str, Any]:
+    """Flags the rlft command does not declare, parsed by TRL's own ``TrlParser`` over the stage's TRL config
+    class: ``{field: value}`` for the flags given (TRL's names, ``--weight-decay`` or ``--weight_decay``)."""
+    if not args:
+        return {}
+    if not cls.trl_config_class:
+        raise InvalidInputError(f"unknown option{'s' if len(args) > 1 else ''} {' '.join(args)}")
+    import argparse
+
+    import trl
+
+    parser = trl.TrlParser((getattr(trl, cls.trl_config_class),), allow_abbrev=False)
+    unset = object()
+    namespace = argparse.Namespace(**{a.dest: unset for a in parser._actions if a.dest != "help"})
+    try:
+        parsed, remaining = parser.parse_known_args(args, namespace=namespace)
+    except SystemExit as exc:  # argparse reports a bad value by exiting; rlft says it in one line
+        raise InvalidInputError(f"bad TRL option in {' '.join(args)}",
+                                hint=f"see the fields of trl.{cls.trl_config_class}") from exc
+    if remaining:
+        named = [a for a in remaining if a.startswith("-")] or remaining
+        raise InvalidInputError(f"unknown option{'s' if len(named) > 1 else ''} {' '.join(named)}",
+                                hint=f"neither an rlft flag (--help) nor a field of trl.{cls.trl_config_class}")
+    return {k: v for k, v in vars(parsed).items() if v is not unset}
+
+
 def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dict[str, Any] | None = None,
                  source: str = "config file"):
     """``cls`` built from its defaults, overridden by ``yaml_values``, overridden by non-None ``cli_values``.
 
+    Keys ``cls`` does not declare but its TRL config class does go into ``config.trl`` (command line over YAML).
     Returns ``(config, sources)`` where ``sources[field]`` is ``default``, ``yaml`` or ``cli``.
     """
     types_ = field_types(cls)
     names = [f.name for f in dataclasses.fields(cls)]
-    yaml_values = dict(yaml_values or {})
-    unknown = sorted(k for k in yaml_values if k.replace("-", "_") not in names)
+    yaml_values = {k.replace("-", "_"): v for k, v in dict(yaml_values or {}).items()}
+    cli_values = dict(cli_values or {})
+    trl_flags = cli_values.pop("_trl_flags", None) or {}
+    trl_values = {**dict(yaml_values.pop("trl", None) or {}), **dict(cli_values.pop("trl", None) or {})}
+    for key, value in trl_flags.items():
+        # a TRL flag naming a field rlft declares (--per_device_train_batch_size) is that field
+        if key in names:
+            if cli_values.get(key) is None:
+                cli_values[key] = value
+        else:
+            trl_values[key] = value
+    unknown = sorted(k for k in yaml_values if k not in names)
+    trl_names = trl_field_names(cls) if unknown or trl_values else set()
+    for key in [k for k in unknown if k in trl_names]:
+        trl_values.setdefault(key, yaml_values.pop(key))
+        unknown.remove(key)
     if unknown:
+        also = f"; and any field of trl.{cls.trl_config_class}" if cls.trl_config_class else ""
         raise InvalidInputError(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {source}",
-                                hint=f"known keys: {', '.join(names)}")
+                                hint=f"known keys: {', '.join(n for n in names if n != 'trl')}{also}")
+    bad = sorted(k for k in trl_values if k not in trl_names or k in RESERVED_TRL_FIELDS)
+    if bad:
+        raise InvalidInputError(f"trl: {', '.join(bad)} cannot be set",
+                                hint=f"not a field of trl.{cls.trl_config_class}, or set by rlft (output_dir: --out)")
     values: dict[str, Any] = {}
     sources = dict.fromkeys(names, "default")
     for key, value in yaml_values.items():
-        key = key.replace("-", "_")
         values[key] = coerce(key, value, types_[key])
         sources[key] = "yaml"
-    for key, value in (cli_values or {}).items():
+    for key, value in cli_values.items():
         if value is None:
             continue
         if key not in names:
             raise InvalidInputError(f"unknown option {key}")
         values[key] = coerce(key, value, types_[key])
         sources[key] = "cli"
+    if trl_values:
+        values["trl"] = trl_values
+        sources["trl"] = "cli" if trl_flags else "yaml"
     return cls(**values), sources
 
 
-def build_config(cls, section: str, config_file: Path | None, cli_values: dict[str, Any]):
-    """The stage config from an optional YAML file and the command-line values (see :func:`merge_config`)."""
+def trl_overrides(config: StageConfig, args: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of TRL's config class: rlft's ``args``, then the user's ``config.trl`` over them."""
+    return {**args, **config.trl}
+
+
+def build_config(cls, section: str, config_file: Path | None, cli_values: dict[str, Any],
+                 extra_args: list[str] | None = None):
+    """The stage config from an optional YAML file, the command-line values and the flags rlft does not declare
+    (parsed by TRL's parser, see :func:`parse_trl_flags`); see :func:`merge_config`."""
     yaml_values = read_yaml_config(config_file, section) if config_file is not None else {}
+    cli_values = dict(cli_values)
+    if extra_args:
+        cli_values["_trl_flags"] = parse_trl_flags(cls, list(extra_args))
     return merge_config(cls, yaml_values, cli_values, source=str(config_file))
 
 

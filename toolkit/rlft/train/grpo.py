@@ -13,6 +13,7 @@ from typing import Any
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError, MissingDependencyError
 from rlft.core.seeding import limit_threads, seed_everything
+from rlft.train.configs import trl_overrides
 from rlft.train.grpo_config import GRPOStageConfig
 from rlft.train.rewards import build_rewards, parse_reward_names
 from rlft.train.stage import (
@@ -144,7 +145,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     n_params = sum(p.numel() for p in model.parameters())
     args = training_args(config, run_dir, n_params)
     try:
-        grpo_args = GRPOConfig(
+        grpo_args = GRPOConfig(**trl_overrides(config, dict(
             **args,
             num_generations=config.num_generations,
             max_completion_length=config.max_completion_length,
@@ -163,8 +164,8 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
             vllm_mode=config.vllm_mode,
             vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             remove_unused_columns=False,  # the rewards read the dataset's other columns
-        )
-    except ValueError as exc:
+        )))
+    except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"invalid GRPO settings: {exc}") from exc
     if args[checkpointing_field()] and config.lora:
         model.enable_input_require_grads()

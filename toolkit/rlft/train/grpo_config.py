@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from rlft.train.configs import StageConfig
 
@@ -10,6 +11,8 @@ from rlft.train.configs import StageConfig
 @dataclass
 class GRPOStageConfig(StageConfig):
     """GRPO with the codec-driven control rewards of :mod:`rlft.train.rewards`."""
+
+    trl_config_class: ClassVar[str] = "GRPOConfig"
 
     rewards: list[str] = field(
         default_factory=lambda: ["format"],

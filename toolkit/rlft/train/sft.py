@@ -12,6 +12,7 @@ from typing import Any
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.core.seeding import limit_threads, seed_everything
+from rlft.train.configs import trl_overrides
 from rlft.train.sft_config import SFTStageConfig
 from rlft.train.stage import (
     checkpointing_field,
@@ -75,14 +76,14 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
         args.update(load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
                     save_steps=config.eval_steps)
     try:
-        sft_args = SFTConfig(
+        sft_args = SFTConfig(**trl_overrides(config, dict(
             **args,
             max_length=config.max_length,
             completion_only_loss=config.completion_only_loss,
             packing=False,
             dataset_num_proc=None,
-        )
-    except ValueError as exc:
+        )))
+    except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"invalid SFT settings: {exc}") from exc
     if args[checkpointing_field()] and config.lora:
         model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from rlft.train.configs import StageConfig
 
@@ -10,6 +11,8 @@ from rlft.train.configs import StageConfig
 @dataclass
 class SFTStageConfig(StageConfig):
     """Supervised fine-tuning on the dataset's prompt/completion columns, loss on the completion only."""
+
+    trl_config_class: ClassVar[str] = "SFTConfig"
 
     max_length: int = field(default=1024, metadata={"help": "Longest tokenized prompt + completion (truncated)."})
     eval_split: str = field(
