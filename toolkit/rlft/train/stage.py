@@ -231,12 +231,14 @@ def stage_callbacks(criterion, run_dir: Path, extra: list | None) -> list:
 
 
 def lora_config(config: StageConfig):
-    from peft import LoraConfig
+    """The LoRA adapter's config, made the way TRL's scripts make it (``ModelConfig`` + ``get_peft_config``)."""
+    from trl import ModelConfig, get_peft_config
 
     targets = config.lora_target_modules
     target = "all-linear" if targets in (["all-linear"], ["all_linear"]) else list(targets)
-    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=target, task_type="CAUSAL_LM", bias="none")
+    return get_peft_config(ModelConfig(use_peft=True, lora_r=config.lora_r, lora_alpha=config.lora_alpha,
+                                       lora_dropout=config.lora_dropout, lora_target_modules=target,
+                                       lora_task_type="CAUSAL_LM"))
 
 
 def tensorboard_callback(run_dir: Path):
