@@ -10,7 +10,11 @@ from rlft.core.errors import OfflineError
 
 
 def hub_offline() -> bool:
-    """``HF_HUB_OFFLINE`` is set to a true value."""
+    """``HF_HUB_OFFLINE`` is set to a true value.
+
+    Not ``huggingface_hub.is_offline_mode()``: that returns a constant read once when huggingface_hub is imported,
+    so a variable set afterwards (a pipeline step, a test) would be missed; this reads the same variable, the
+    same way, when asked."""
     return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
 
 
