@@ -94,38 +94,52 @@ def evaluate(model, env_id: str, episodes: int, seed: int, num_envs: int = 8, en
     return Evaluation(float(np.mean(returns)), float(np.std(returns)), episodes, seed, returns, lengths)
 
 
-def _callbacks(config: ExpertConfig, bar, task, history: list[dict]):
-    from stable_baselines3.common.callbacks import BaseCallback
+def _callbacks(config: ExpertConfig, n_envs: int, bar, task, log_dir: str):
+    """rlft's progress bar, and SB3's ``EvalCallback`` (+ ``StopTrainingOnRewardThreshold`` with
+    ``--stop-at-return``) every ``eval_freq`` env steps. Returns ``(callbacks, eval_callback or None)``."""
+    from stable_baselines3.common.callbacks import (
+        BaseCallback,
+        EvalCallback,
+        StopTrainingOnRewardThreshold,
+    )
+    from stable_baselines3.common.env_util import make_vec_env
 
     class ProgressCallback(BaseCallback):
-        """Advances the rich bar by the env steps of each vector step."""
+        """Advances rlft's rich bar (the one every long rlft command shows) by the env steps of each vector step;
+        SB3's own ``progress_bar=True`` is a tqdm bar of another look."""
 
         def _on_step(self) -> bool:
             bar.update(task, completed=self.num_timesteps)
             return True
 
-    class EvalStopCallback(BaseCallback):
-        """Evaluates every ``eval_freq`` env steps; stops training once the mean reaches the target."""
-
-        def __init__(self):
-            super().__init__()
-            self.next_eval = config.eval_freq
+    class EvalLine(BaseCallback):
+        """After each evaluation: the bar's label, and one plain line so a background run's log shows the curve."""
 
         def _on_step(self) -> bool:
-            if self.num_timesteps < self.next_eval:
-                return True
-            self.next_eval += config.eval_freq
-            ev = evaluate(self.model, config.env_id, config.eval_freq_episodes, config.seed + EVAL_SEED_OFFSET // 2)
-            history.append({"timesteps": self.num_timesteps, "mean_return": ev.mean, "std_return": ev.std})
-            bar.update(task, description=f"{config.algo} {config.env_id} (eval {ev.mean:.1f})")
-            # One plain line per evaluation, so a log file of a background run shows the learning curve.
-            bar.console.print(f"step {self.num_timesteps}: eval mean return {ev.mean:.1f} +- {ev.std:.1f}")
-            return config.stop_at_return is None or ev.mean < config.stop_at_return
+            mean = self.parent.last_mean_reward
+            bar.update(task, description=f"{config.algo} {config.env_id} (eval {mean:.1f})")
+            bar.console.print(f"step {self.num_timesteps}: eval mean return {mean:.1f}")
+            return True
 
-    callbacks = [ProgressCallback()]
-    if config.eval_freq > 0:
-        callbacks.append(EvalStopCallback())
-    return callbacks
+    if config.eval_freq <= 0:
+        return [ProgressCallback()], None
+    eval_env = make_vec_env(config.env_id, n_envs=min(8, config.eval_freq_episodes),
+                            seed=config.seed + EVAL_SEED_OFFSET // 2)
+    stop = (StopTrainingOnRewardThreshold(reward_threshold=config.stop_at_return)
+            if config.stop_at_return is not None else None)
+    # EvalCallback counts its own calls, one per vector step of n_envs env steps; with a log_path it keeps every
+    # evaluation's returns in memory (evaluations_results), the final one included when the threshold stops training
+    evaluation = EvalCallback(eval_env, callback_on_new_best=stop, callback_after_eval=EvalLine(),
+                              n_eval_episodes=config.eval_freq_episodes, eval_freq=max(1, config.eval_freq // n_envs),
+                              log_path=log_dir, deterministic=True, verbose=0, warn=False)
+    return [ProgressCallback(), evaluation], evaluation
+
+
+def _eval_history(evaluation) -> list[dict]:
+    if evaluation is None:
+        return []
+    return [{"timesteps": int(t), "mean_return": float(np.mean(r)), "std_return": float(np.std(r))}
+            for t, r in zip(evaluation.evaluations_timesteps, evaluation.evaluations_results, strict=True)]
 
 
 def _check(config: ExpertConfig) -> None:
@@ -167,12 +181,17 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     venv = make_vec_env(config.env_id, n_envs=n_envs, seed=config.seed)
     model = cls(hp.policy, venv, seed=config.seed, verbose=0, device="cpu", **hp.algo_kwargs())
 
-    history: list[dict] = []
+    import tempfile
+
     start = time.perf_counter()
-    with progress() as bar:
+    with progress() as bar, tempfile.TemporaryDirectory(prefix="rlft-expert-eval-") as log_dir:
         task = bar.add_task(f"{config.algo} {config.env_id}", total=timesteps)
-        model.learn(total_timesteps=timesteps, callback=_callbacks(config, bar, task, history))
+        callbacks, evaluation = _callbacks(config, n_envs, bar, task, log_dir)
+        model.learn(total_timesteps=timesteps, callback=callbacks)
+        if evaluation is not None:
+            evaluation.eval_env.close()
     train_s = time.perf_counter() - start
+    history = _eval_history(evaluation)
     venv.close()
 
     ev = evaluate(model, config.env_id, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
