@@ -11,7 +11,7 @@ def random_cartpole_dataset(work: Path, episodes: int = 40) -> Path:
     import gymnasium as gym
     from minari import DataCollector
 
-    from rlft.hub.serialize import SerializeConfig, serialize
+    from rlft.builders.serialize import SerializeConfig, serialize
 
     os.environ["MINARI_DATASETS_PATH"] = str(work / "minari")
     env = DataCollector(gym.make("CartPole-v1"), record_infos=False)

@@ -25,8 +25,8 @@ def frozenlake_dataset(tmp_path_factory) -> Path:
     """``rlft data export-q frozenlake`` (4x4 slippery, chat prompts)."""
 
     def build(out: Path) -> Path:
+        from rlft.builders.frozenlake_q import ExportQConfig, export_frozenlake_q
         from rlft.core.console import console
-        from rlft.hub.frozenlake_q import ExportQConfig, export_frozenlake_q
 
         with console.capture():
             export_frozenlake_q(ExportQConfig(out=out / "fl4", episodes=10))
@@ -43,8 +43,8 @@ def minari_dataset_folder(tmp_path_factory, env_id: str, fmt: str = "raw", episo
     name = f"{env_id}-{fmt}-{episodes}-{max_steps}-" + "-".join(f"{k}{v}" for k, v in sorted(options.items()))
 
     def build(out: Path) -> Path:
+        from rlft.builders.serialize import SerializeConfig, serialize
         from rlft.core.console import console
-        from rlft.hub.serialize import SerializeConfig, serialize
 
         dataset_id = f"{env_id.split('-')[0].lower()}/random-v0"
         with minari_root(out / "minari"), console.capture():

@@ -95,7 +95,7 @@ def make_cartpole_text_model(root: Path, max_positions: int | None = 512) -> tup
     tiny from-scratch model whose tokenizer reads it: (dataset folder, model folder)."""
     import os
 
-    from rlft.hub.serialize import SerializeConfig, serialize
+    from rlft.builders.serialize import SerializeConfig, serialize
     from rlft.train.models import ModelInitConfig, init_model
 
     previous = os.environ.get("MINARI_DATASETS_PATH")

@@ -58,7 +58,7 @@ def _rollout(data, model_dir, max_turns=4, temperature=1.0, constrained=True):
 @pytest.fixture(scope="module")
 def cheetah(tmp_path_factory):
     """HalfCheetah-shaped data (raw codec, 1 decimal, plain prompts) and a tiny model: continuous actions."""
-    from rlft.hub.serialize import SerializeConfig, serialize
+    from rlft.builders.serialize import SerializeConfig, serialize
     from rlft.train.models import ModelInitConfig, init_model
 
     root = tmp_path_factory.mktemp("episodes-cheetah")

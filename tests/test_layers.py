@@ -7,7 +7,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "toolkit" / "rlft"
-LAYERS = ["core", "envs", "sources", "codecs", "records", "hub", "policy", "train", "evaluate", "results", "cli"]
+LAYERS = ["core", "envs", "sources", "codecs", "records", "hub", "builders", "policy", "train", "evaluate", "results",
+          "cli"]
 
 
 def rlft_imports(path: Path) -> list[tuple[int, str]]:

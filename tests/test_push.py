@@ -37,7 +37,7 @@ class FakeHfApi:
 
 @pytest.fixture
 def dataset_dir(tmp_path):
-    from rlft.hub.frozenlake_q import ExportQConfig, export_frozenlake_q
+    from rlft.builders.frozenlake_q import ExportQConfig, export_frozenlake_q
 
     out = tmp_path / "fl"
     export_frozenlake_q(ExportQConfig(out=out, episodes=10))

@@ -120,7 +120,7 @@ def test_bad_options_and_existing_output(cli, tmp_path, cartpole, monkeypatch):
 
 
 def test_interrupted_serialize_leaves_old_output(tmp_path, cartpole, monkeypatch):
-    from rlft.hub import serialize as mod
+    from rlft.builders import serialize as mod
 
     out = tmp_path / "o"
     mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, chunk_steps=20))
@@ -144,7 +144,7 @@ def test_interrupted_serialize_leaves_old_output(tmp_path, cartpole, monkeypatch
 
 
 def test_split_episodes_is_seeded_and_disjoint():
-    from rlft.hub.serialize import split_episodes
+    from rlft.builders.serialize import split_episodes
 
     ids = np.arange(50)
     a, b = split_episodes(ids, (0.8, 0.1, 0.1), 0), split_episodes(ids, (0.8, 0.1, 0.1), 0)
@@ -157,7 +157,7 @@ def test_split_episodes_is_seeded_and_disjoint():
 
 
 def test_local_folder_loader_never_serves_stale_rows(tmp_path, cartpole):
-    from rlft.hub import serialize as mod
+    from rlft.builders import serialize as mod
     from rlft.hub.folder import load_dataset_folder
 
     out = tmp_path / "o"

@@ -104,8 +104,8 @@ def test_every_trl_field_is_a_yaml_key_and_a_flag(tmp_path):
     config, sources = build_config(SFTStageConfig, "sft", path, {})
     assert config.trl == {"weight_decay": 0.01, "optim": "adamw_torch"} and config.max_steps == 5
     assert sources["trl"] == "yaml"
-    config, sources = build_config(SFTStageConfig, "sft", path, {"max_steps": None},
-                                   ["--weight-decay", "0.02", "--per_device_train_batch_size", "4", "--no_dataloader_pin_memory"])
+    flags = ["--weight-decay", "0.02", "--per_device_train_batch_size", "4", "--no_dataloader_pin_memory"]
+    config, sources = build_config(SFTStageConfig, "sft", path, {"max_steps": None}, flags)
     assert config.trl == {"weight_decay": 0.02, "optim": "adamw_torch",
                           "dataloader_pin_memory": False} and sources["trl"] == "cli"
     assert config.per_device_train_batch_size == 4 and config.max_steps == 5

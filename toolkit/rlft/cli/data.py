@@ -42,7 +42,7 @@ def export_q(
         raise InvalidInputError(f"export-q supports {', '.join(EXPORT_Q_ENVS)}, not {env!r}")
     if episodes < 1:
         raise InvalidInputError(f"--episodes must be at least 1, got {episodes}")
-    from rlft.hub.frozenlake_q import ExportQConfig, export_frozenlake_q
+    from rlft.builders.frozenlake_q import ExportQConfig, export_frozenlake_q
 
     config = ExportQConfig(
         map=map,
@@ -82,7 +82,7 @@ def import_(
 
     if source_format not in IMPORT_FORMATS:
         raise InvalidInputError(f"data import reads {', '.join(IMPORT_FORMATS)}, not {source_format!r}")
-    from rlft.hub.import_rlft4rl import ImportConfig, import_rlft4rl
+    from rlft.builders.import_rlft4rl import ImportConfig, import_rlft4rl
 
     import_rlft4rl(ImportConfig(path=path, env_id=env, out=out, validation=validation, seed=seed,
                                 overwrite=overwrite))

@@ -53,8 +53,8 @@ def serialize(
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
     """Serialize a Minari dataset into prompt/completion records with a reversible codec."""
-    from rlft.hub.serialize import SerializeConfig
-    from rlft.hub.serialize import serialize as run
+    from rlft.builders.serialize import SerializeConfig
+    from rlft.builders.serialize import serialize as run
 
     run(
         SerializeConfig(
