@@ -31,9 +31,9 @@ OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "eval_thr
 def build_model(work: Path, sft_steps: int) -> tuple[str, str]:
     """CartPole random data -> raw codec dataset -> tiny model -> short SFT run; returns (run, dataset)."""
     from bench_fixtures import random_cartpole_dataset
-    from rlft.train.models import ModelInitConfig, init_model
     from rlft.train.sft import run_sft
     from rlft.train.sft_config import SFTStageConfig
+    from rlft.train.tiny_model import ModelInitConfig, init_model
 
     dataset = random_cartpole_dataset(work)
     init_model(ModelInitConfig(dataset=str(dataset), out=work / "tiny"))

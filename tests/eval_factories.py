@@ -60,7 +60,7 @@ def tiny_model(tmp_path_factory, dataset: Path, name: str, **options) -> Path:
 
     def build(out: Path) -> Path:
         from rlft.core.console import console
-        from rlft.train.models import ModelInitConfig, init_model
+        from rlft.train.tiny_model import ModelInitConfig, init_model
 
         with console.capture():
             init_model(ModelInitConfig(dataset=str(dataset), out=out / "model", **options))

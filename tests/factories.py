@@ -96,7 +96,7 @@ def make_cartpole_text_model(root: Path, max_positions: int | None = 512) -> tup
     import os
 
     from rlft.builders.serialize import SerializeConfig, serialize
-    from rlft.train.models import ModelInitConfig, init_model
+    from rlft.train.tiny_model import ModelInitConfig, init_model
 
     previous = os.environ.get("MINARI_DATASETS_PATH")
     os.environ["MINARI_DATASETS_PATH"] = str(root / "minari")

@@ -59,7 +59,7 @@ def _rollout(data, model_dir, max_turns=4, temperature=1.0, constrained=True):
 def cheetah(tmp_path_factory):
     """HalfCheetah-shaped data (raw codec, 1 decimal, plain prompts) and a tiny model: continuous actions."""
     from rlft.builders.serialize import SerializeConfig, serialize
-    from rlft.train.models import ModelInitConfig, init_model
+    from rlft.train.tiny_model import ModelInitConfig, init_model
 
     root = tmp_path_factory.mktemp("episodes-cheetah")
     with pytest.MonkeyPatch.context() as mp:

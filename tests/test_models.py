@@ -63,7 +63,7 @@ def test_tiny_model_reloads_with_auto_classes_and_chat_template(tiny, lake_datas
 
 def test_tokenized_codec_values_are_one_token_each():
     from rlft.codecs import make_codec
-    from rlft.train.models import train_tokenizer
+    from rlft.train.tokenizer import train_tokenizer
 
     rng = np.random.default_rng(0)
     obs, act = rng.uniform(-1, 1, (200, 3)), rng.uniform(-1, 1, (200, 2))

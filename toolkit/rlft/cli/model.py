@@ -32,7 +32,7 @@ def init(
     datasets train as with SmolLM2; a `tokenized` codec's values 0..N-1 are one token each.
     """
     from rlft.core.seeding import limit_threads
-    from rlft.train.models import ModelInitConfig, init_model
+    from rlft.train.tiny_model import ModelInitConfig, init_model
 
     limit_threads()
     init_model(ModelInitConfig(dataset=dataset, out=out, layers=layers, hidden=hidden, heads=heads,
