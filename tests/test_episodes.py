@@ -228,6 +228,13 @@ def test_episodic_grpo_trains_the_adapter_and_rewards_are_the_replayed_returns(l
     saved = json.loads((out / "rlft_run.json").read_text())
     assert saved["rollout"] == "episode" and saved["max_turns"] == 4
     assert [r["name"] for r in saved["rewards"]] == ["return", "format"]
+    # the results record keeps the learning curve from the trainer's own log: one point per logged step
+    from rlft.results.record import read_run_record
+
+    record = read_run_record(out)
+    assert [step for step, _ in record["curve"]] == [1.0, 2.0, 3.0]
+    assert all(0.0 <= rate <= 1.0 for _, rate in record["curve"])
+    assert record["curve_axes"] == ["optimizer step", "training episodes' success rate"]
 
 
 # ------------------------------------------------------------------------------------------------------------

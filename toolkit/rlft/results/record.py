@@ -84,12 +84,38 @@ def online_run_record(info: dict[str, Any]) -> dict[str, Any]:
         "seconds_per_step": seconds / steps if steps and seconds else None,
         "final_eval_return": (info.get("eval") or {}).get("mean"),
         "curve": info.get("curve"),
+        "curve_axes": ["environment step", "training episode return (mean of the last 20)"],
     }
 
 
-def _run_record(path: Path) -> dict[str, Any]:
+def episode_curve(run: Path) -> tuple[list[list[float]], str] | None:
+    """An episodic GRPO run's learning curve from the trainer's own log (``trainer_state.json`` of its last
+    checkpoint): (optimizer step, success rate of the training episodes, or their mean return), with its name."""
+    states = sorted((p for p in (run / "checkpoints").glob("checkpoint-*/trainer_state.json")
+                     if p.parent.name.rsplit("-", 1)[-1].isdigit()),
+                    key=lambda p: int(p.parent.name.rsplit("-", 1)[-1]))
+    if not states:
+        return None
+    history = _load_json(states[-1], "trainer state").get("log_history") or []
+    for key, name in (("episode/success_rate", "success rate"), ("episode/return", "return")):
+        points = [[float(h["step"]), float(h[key])] for h in history if key in h and "step" in h]
+        if points:
+            return points, name
+    return None
+
+
+def read_run_record(path: Path) -> dict[str, Any]:
+    """What results keep of a RUN folder: a training run's summary.json (with an episodic run's curve) or an online
+    run's rlft_online.json."""
     if (path / "summary.json").is_file() or not (path / "rlft_online.json").is_file():
-        return run_record(_load_json(path / "summary.json", "run summary"))
+        summary = _load_json(path / "summary.json", "run summary")
+        record = run_record(summary)
+        if summary.get("episodes_played") and not record.get("criterion"):  # episodic GRPO
+            found = episode_curve(path)
+            if found:
+                record["curve"], name = found
+                record["curve_axes"] = ["optimizer step", f"training episodes' {name}"]
+        return record
     return online_run_record(_load_json(path / "rlft_online.json", "online run info"))
 
 
@@ -131,7 +157,7 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
         "recorded": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **environment(),
         "reports": report_records({label: load_report(path) for label, path in reports.items()}),
-        "runs": {label: _run_record(Path(path)) for label, path in runs.items()},
+        "runs": {label: read_run_record(Path(path)) for label, path in runs.items()},
         "datasets": {label: dataset_record(_load_json(Path(path) / INFO_FILENAME, "dataset info"))
                      for label, path in (datasets or {}).items()},
     }

@@ -196,14 +196,16 @@ def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: P
     if curves:
         ax = axes[-1]
         colors = {lab: f"C{i}" for i, lab in enumerate(dict.fromkeys(lab for _, lab, _ in curves))}
+        axes_names = next((run.get("curve_axes") for r in records for run in r.get("runs", {}).values()
+                           if run.get("curve_axes")), None) or ["environment step", "training episode return"]
+        per_episode = axes_names[0] == "environment step"  # online runs: one point per episode, smoothed
         for seed, lab, curve in curves:
-            steps, returns = (np.asarray(v, dtype=float) for v in zip(*curve, strict=True))
-            window = min(20, len(returns))  # a running mean over the last 20 episodes
-            smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color=colors[lab], lw=1.2,
+            steps, values = (np.asarray(v, dtype=float) for v in zip(*curve, strict=True))
+            window = min(20, len(values)) if per_episode else 1  # a running mean over the last 20 episodes
+            smooth = np.convolve(values, np.ones(window) / window, mode="valid")
+            ax.plot(steps[window - 1:], smooth, color=colors[lab], lw=1.2, alpha=0.85,
                     label=lab if seed == min(s for s, la, _ in curves if la == lab) else None)
-        ax.set(title="training episode return (mean of the last 20), every seed", xlabel="environment step",
-               ylabel="return")
+        ax.set(title=f"{axes_names[1]}, every seed", xlabel=axes_names[0], ylabel=axes_names[1].split(" (")[0])
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(summary["title"])
     fig.tight_layout()
