@@ -183,6 +183,14 @@ def parse_step(argv: list[str]) -> None:
         group = hasattr(sub, "list_commands")
         ctx = command.make_context(name, list(words) if not group else words[:1], parent=ctx,
                                    resilient_parsing=group)
+    if ctx.args:  # flags the command does not declare: train sft|grpo hands them to TRL's parser
+        from rlft.cli.train import check_trl_flags
+        from rlft.core.errors import InvalidInputError
+
+        try:
+            check_trl_flags(ctx.info_name, list(ctx.args))
+        except InvalidInputError as exc:
+            raise _usage_error()(str(exc)) from exc
 
 
 def _options(argv: list[str]) -> list[tuple[str, str]]:

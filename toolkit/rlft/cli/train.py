@@ -196,5 +196,19 @@ def grpo(
     run_grpo(stage_config)
 
 
+def check_trl_flags(command: str, args: list[str]) -> None:
+    """What ``rlft pipeline run`` checks before any step runs: the flags of ``train sft|grpo`` that rlft does not
+    declare are fields of TRL's config class (InvalidInputError naming the first that is not)."""
+    from rlft.core.errors import InvalidInputError
+    from rlft.train.configs import parse_trl_flags
+    from rlft.train.grpo_config import GRPOStageConfig
+    from rlft.train.sft_config import SFTStageConfig
+
+    stages = {"sft": SFTStageConfig, "grpo": GRPOStageConfig}
+    if command not in stages:
+        raise InvalidInputError(f"unknown option {args[0]}")
+    parse_trl_flags(stages[command], args)
+
+
 # Commands defined in their own modules register themselves on ``app`` (imported last: they import ``app``).
 from rlft.cli import train_bc, train_online  # noqa: E402,F401
