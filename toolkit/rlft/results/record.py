@@ -84,7 +84,7 @@ def online_run_record(info: dict[str, Any]) -> dict[str, Any]:
         "seconds_per_step": seconds / steps if steps and seconds else None,
         "final_eval_return": (info.get("eval") or {}).get("mean"),
         "curve": info.get("curve"),
-        "curve_axes": ["environment step", "training episode return (mean of the last 20)"],
+        "curve_axes": ["environment step", "training episode return (running mean)"],
     }
 
 

@@ -201,9 +201,11 @@ def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: P
         per_episode = axes_names[0] == "environment step"  # online runs: one point per episode, smoothed
         for seed, lab, curve in curves:
             steps, values = (np.asarray(v, dtype=float) for v in zip(*curve, strict=True))
-            window = min(20, len(values)) if per_episode else 1  # a running mean over the last 20 episodes
+            # a running mean over the last 20 episodes, shorter for a short run so that it still draws a line
+            window = min(20, max(1, len(values) // 4)) if per_episode else 1
             smooth = np.convolve(values, np.ones(window) / window, mode="valid")
             ax.plot(steps[window - 1:], smooth, color=colors[lab], lw=1.2, alpha=0.85,
+                    marker="." if len(smooth) < 50 else None,
                     label=lab if seed == min(s for s, la, _ in curves if la == lab) else None)
         ax.set(title=f"{axes_names[1]}, every seed", xlabel=axes_names[0], ylabel=axes_names[1].split(" (")[0])
         ax.legend(fontsize=7, loc="best")
