@@ -161,8 +161,8 @@ def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: P
     # online runs (rlft train online): episode return against environment steps, instead of decision accuracy
     curves = [(r["seed"], lab, run["curve"]) for r in records for lab, run in r.get("runs", {}).items()
               if run.get("curve")]
-    if histories:
-        curves = []
+    if curves:  # a learning curve (online RL, episodic GRPO) says more than the SFT start's decision accuracy
+        histories = []
     labels = list(dict.fromkeys(lab for r in records for lab in r.get("reports", {})))
     if not labels and not histories and not curves:
         return False
@@ -183,6 +183,8 @@ def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: P
         if key == "success_rate" and optimal is not None:
             ax.axhline(optimal, color="k", ls="--", lw=1, label=f"exact optimal {optimal:.3f}")
         ax.set_xticks(range(len(labels)), labels)
+        if sum(len(lab) for lab in labels) > 60:  # long policy names would run into each other
+            ax.tick_params(axis="x", labelrotation=15, labelsize=8)
         ax.set(title=f"{key.replace('_', ' ')} per seed ({len(records)} seeds)", ylabel=key.replace("_", " "))
         ax.legend(fontsize=8, loc="best")
     if histories:
