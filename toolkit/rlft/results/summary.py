@@ -183,7 +183,7 @@ def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: P
         if key == "success_rate" and optimal is not None:
             ax.axhline(optimal, color="k", ls="--", lw=1, label=f"exact optimal {optimal:.3f}")
         ax.set_xticks(range(len(labels)), labels)
-        if sum(len(lab) for lab in labels) > 60:  # long policy names would run into each other
+        if sum(len(lab) for lab in labels) > 48:  # long policy names would run into each other
             ax.tick_params(axis="x", labelrotation=15, labelsize=8)
         ax.set(title=f"{key.replace('_', ' ')} per seed ({len(records)} seeds)", ylabel=key.replace("_", " "))
         ax.legend(fontsize=8, loc="best")
