@@ -25,7 +25,7 @@ DATASET_FIELDS = ("n_rows", "v_start", "exact_success", "success_rate", "episode
                   "return_mean", "return_std", "normalized_score_mean")
 RUN_FIELDS = ("stage", "lora", "train_rows", "global_step", "train_runtime_s", "train_steps_per_second",
               "eval_loss_start", "eval_loss_end", "trainable_parameters", "total_parameters", "prompt_tokens_mean",
-              "base_model")
+              "base_model", "episodes_per_second", "rollout_share")
 
 
 def parse_labelled(items: list[str], what: str) -> dict[str, Path]:

@@ -47,6 +47,8 @@ RUN_COLUMNS = [
     ("train_runtime_s", "train s", ".1f"),
     ("seconds_per_step", "s/step", ".3f"),
     ("eval_loss_end", "final eval loss", ".4f"),
+    ("episodes_per_second", "episodes/s", ".2f"),  # episodic GRPO: played while training
+    ("rollout_share", "share of time playing", ".2f"),  # episodic GRPO: generation + env vs optimisation
     ("trainable_parameters", "trainable parameters", ",.0f"),
     ("prompt_tokens_mean", "prompt tokens", ".0f"),
 ]
