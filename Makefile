@@ -56,7 +56,7 @@ test-network: setup
 test-minimums:
 	rm -rf .min-venv && $(PYTHON) -m venv .min-venv
 	.min-venv/bin/python -m pip install --quiet "$$(grep -E '^torch==' $(LOCK))"
-	$(PYTHON) requirements/minimums.py pyproject.toml > .min-venv/minimums.txt
+	$(PYTHON) requirements/minimums.py pyproject.toml collect,mujoco > .min-venv/minimums.txt
 	.min-venv/bin/python -m pip install --quiet --only-binary :all: -r .min-venv/minimums.txt pytest hypothesis
 	.min-venv/bin/python -m pip install --quiet --no-deps -e .
 	.min-venv/bin/python -m pytest -m "not slow and not network" $(PYTEST_ARGS)

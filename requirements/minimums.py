@@ -11,9 +11,14 @@ import tomllib
 from pathlib import Path
 
 
-def minimum_pins(pyproject: Path) -> list[str]:
+def minimum_pins(pyproject: Path, extras: tuple[str, ...] = ()) -> list[str]:
+    """``name==lowest`` for every dependency (and those of ``extras``) declared with a ``>=`` bound."""
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    deps = list(project["dependencies"])
+    for extra in extras:
+        deps += project["optional-dependencies"][extra]
     pins = []
-    for dep in tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]:
+    for dep in deps:
         match = re.fullmatch(r"\s*([A-Za-z0-9_.\-\[\],]+)\s*>=\s*([^,;\s]+).*", dep)
         if match and not match.group(1).startswith("torch"):
             pins.append(f"{match.group(1)}=={match.group(2)}")
@@ -21,4 +26,6 @@ def minimum_pins(pyproject: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    print("\n".join(minimum_pins(Path(sys.argv[1] if len(sys.argv) > 1 else "pyproject.toml"))))
+    # python requirements/minimums.py pyproject.toml [EXTRA,EXTRA]
+    extras = tuple(e for e in (sys.argv[2] if len(sys.argv) > 2 else "").split(",") if e)
+    print("\n".join(minimum_pins(Path(sys.argv[1] if len(sys.argv) > 1 else "pyproject.toml"), extras)))

@@ -158,7 +158,8 @@ class TransformersBackend(GenerationBackend):
         if scores:
             kwargs.update(output_scores=True, return_dict_in_generate=True)
         with torch.inference_mode():
-            out = self.model.generate(**batch, **kwargs)
+            # input ids and mask only: a tokenizer may add token_type_ids, which causal LMs do not take
+            out = self.model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **kwargs)
         self.calls += 1
         self.requests += len(prompts)
         return out, prompt_len
