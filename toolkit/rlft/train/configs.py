@@ -211,17 +211,18 @@ def parse_trl_flags(cls, args: list[str]) -> dict[str, Any]:
 
 
 def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dict[str, Any] | None = None,
-                 source: str = "config file"):
+                 source: str = "config file", trl_flags: dict[str, Any] | None = None):
     """``cls`` built from its defaults, overridden by ``yaml_values``, overridden by non-None ``cli_values``.
 
-    Keys ``cls`` does not declare but its TRL config class does go into ``config.trl`` (command line over YAML).
+    Keys ``cls`` does not declare but its TRL config class does go into ``config.trl`` (command line over YAML);
+    ``trl_flags`` are those parsed from the command line by :func:`parse_trl_flags`.
     Returns ``(config, sources)`` where ``sources[field]`` is ``default``, ``yaml`` or ``cli``.
     """
     types_ = field_types(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     yaml_values = {k.replace("-", "_"): v for k, v in dict(yaml_values or {}).items()}
     cli_values = dict(cli_values or {})
-    trl_flags = cli_values.pop("_trl_flags", None) or {}
+    trl_flags = dict(trl_flags or {})
     trl_values = {**dict(yaml_values.pop("trl", None) or {}), **dict(cli_values.pop("trl", None) or {})}
     for key, value in trl_flags.items():
         # a TRL flag naming a field rlft declares (--per_device_train_batch_size) is that field
@@ -271,10 +272,8 @@ def build_config(cls, section: str, config_file: Path | None, cli_values: dict[s
     """The stage config from an optional YAML file, the command-line values and the flags rlft does not declare
     (parsed by TRL's parser, see :func:`parse_trl_flags`); see :func:`merge_config`."""
     yaml_values = read_yaml_config(config_file, section) if config_file is not None else {}
-    cli_values = dict(cli_values)
-    if extra_args:
-        cli_values["_trl_flags"] = parse_trl_flags(cls, list(extra_args))
-    return merge_config(cls, yaml_values, cli_values, source=str(config_file))
+    return merge_config(cls, yaml_values, cli_values, source=str(config_file),
+                        trl_flags=parse_trl_flags(cls, list(extra_args or [])))
 
 
 def config_to_dict(config) -> dict[str, Any]:
