@@ -91,12 +91,15 @@ def online_run_record(info: dict[str, Any]) -> dict[str, Any]:
 def episode_curve(run: Path) -> tuple[list[list[float]], str] | None:
     """An episodic GRPO run's learning curve from the trainer's own log (``trainer_state.json`` of its last
     checkpoint): (optimizer step, success rate of the training episodes, or their mean return), with its name."""
-    states = sorted((p for p in (run / "checkpoints").glob("checkpoint-*/trainer_state.json")
-                     if p.parent.name.rsplit("-", 1)[-1].isdigit()),
-                    key=lambda p: int(p.parent.name.rsplit("-", 1)[-1]))
-    if not states:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from rlft.train.run import CHECKPOINTS_DIR
+
+    folder = run / CHECKPOINTS_DIR
+    last = get_last_checkpoint(str(folder)) if folder.is_dir() else None  # the one --resume continues from
+    if last is None or not (Path(last) / "trainer_state.json").is_file():
         return None
-    history = _load_json(states[-1], "trainer state").get("log_history") or []
+    history = _load_json(Path(last) / "trainer_state.json", "trainer state").get("log_history") or []
     for key, name in (("episode/success_rate", "success rate"), ("episode/return", "return")):
         points = [[float(h["step"]), float(h[key])] for h in history if key in h and "step" in h]
         if points:
