@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from pathlib import Path
+
+
+def quiet() -> contextlib.ExitStack:
+    """Silence a measured step's tables, progress bars and library prints (a benchmark prints its own table)."""
+    from rlft.core.console import console
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(console.capture())
+    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+    return stack
 
 
 def random_cartpole_dataset(work: Path, episodes: int = 40) -> Path:

@@ -18,12 +18,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import io  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+from bench_fixtures import quiet  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "eval_throughput.json"
 
@@ -73,8 +73,7 @@ def main() -> None:
         else:
             t0 = time.perf_counter()
             # the build's own tables and progress bars are not the benchmark's output
-            with console.capture(), contextlib.redirect_stdout(io.StringIO()), \
-                    contextlib.redirect_stderr(io.StringIO()):
+            with quiet():
                 model, codec = build_model(Path(tmp), args.sft_steps)
             console.print(f"built CartPole dataset, tiny model and {args.sft_steps}-step SFT run in "
                           f"{time.perf_counter() - t0:.1f} s")

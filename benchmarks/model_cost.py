@@ -22,27 +22,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import io  # noqa: E402
 import json  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+from bench_fixtures import quiet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "benchmarks" / "model_cost.json"
 SMOLLM2 = ROOT / "models" / "smollm2-135m-instruct"
 ROW5_SFT_STEPS, ROW5_EPISODES, EPISODE_STEPS = 3000, 10, 1000
-
-
-def quiet():
-    """Silence a step's tables and progress bars (the benchmark prints its own table)."""
-    from rlft.core.console import console
-
-    stack = contextlib.ExitStack()
-    stack.enter_context(console.capture())
-    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
-    stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
-    return stack
 
 
 def invoke(*args) -> None:

@@ -18,10 +18,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import io  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+from bench_fixtures import quiet  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "online_throughput.json"
 
@@ -54,15 +54,13 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="rlft-online-bench-") as tmp:
         work = Path(tmp)
-        with console.capture(), contextlib.redirect_stdout(io.StringIO()), \
-                contextlib.redirect_stderr(io.StringIO()):
+        with quiet():
             model, dataset = build_backbone(work)
         params = None
         for algo in ("ppo", "trpo"):
             rates = {}
             for backbone in ("mlp", model):
-                with console.capture(), contextlib.redirect_stdout(io.StringIO()), \
-                        contextlib.redirect_stderr(io.StringIO()):
+                with quiet():
                     info = train_online(OnlineConfig(
                         env="CartPole-v1", out=work / f"{algo}-{len(rates)}", algo=algo, backbone=backbone,
                         codec=None if backbone == "mlp" else dataset, timesteps=args.steps, eval_episodes=1))
