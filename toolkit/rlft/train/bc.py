@@ -149,16 +149,58 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
     _check(config)
     import torch
 
-    from rlft.core.console import console, kv_table, progress
+    from rlft.core.console import console, kv_table
     from rlft.core.seeding import limit_threads, seed_everything
-    from rlft.hub.datasets import dataset_dir, load_dataset_codec, observations_actions
 
     limit_threads()
+    codec, obs, actions = _load_rows(config)
+    features, targets, x, y = _encode_rows(config, codec, obs, actions)
+
+    rng = seed_everything(config.seed)
+    val_idx, train_idx = _split_rows(rng, len(x), config.val_fraction)
+    # built after seeding (and in this order), so the initial weights and batch order follow the seed
+    model = _mlp(features.n, list(config.hidden), targets.n, not targets.discrete)
+    opt = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    loss_fn = torch.nn.CrossEntropyLoss() if targets.discrete else torch.nn.MSELoss()
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    gen = torch.Generator().manual_seed(config.seed)
+    start = time.perf_counter()
+    _train_epochs(config, model, opt, loss_fn, xt, yt, train_idx, gen)
+    train_s = time.perf_counter() - start
+    metrics = _metrics(model, xt, yt, train_idx, val_idx, targets, loss_fn)
+    info = {
+        "format": BC_FORMAT,
+        "dataset": str(config.dataset),
+        "env_id": codec.env_id,
+        "env_kwargs": codec.env_kwargs,
+        "rows": int(len(x)),
+        "train_rows": int(len(train_idx)),
+        "val_rows": int(len(val_idx)),
+        "train_seconds": round(train_s, 3),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
+        **metrics,
+    }
+    out = _save(config, model, codec, features, targets, info)
+    console.print(kv_table(f"behaviour cloning -> {out}",
+                           {k: v for k, v in info.items() if k not in ("config", "env_kwargs")}))
+    return info
+
+
+def _load_rows(config: BCConfig):
+    """(codec, observations, actions) of the dataset's split; an empty split is refused."""
+    from rlft.hub.datasets import dataset_dir, load_dataset_codec, observations_actions
+
     root = dataset_dir(config.dataset)
     codec = load_dataset_codec(root)
     obs, actions = observations_actions(root, config.split)
     if len(obs) == 0:
         raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
+    return codec, obs, actions
+
+
+def _encode_rows(config: BCConfig, codec, obs: np.ndarray, actions: np.ndarray):
+    """(features, targets, x, y): the encoders fitted on the rows, and the rows encoded, checked against the
+    codec's spaces."""
     features, targets = _Features(codec.observation_space), _Actions(codec.action_space)
     try:
         features.fit(obs)
@@ -172,18 +214,23 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
                                 "codec's spaces")
     if targets.discrete and (y.min() < 0 or y.max() >= targets.n):
         raise InvalidInputError(f"{config.dataset}: actions outside the Discrete({targets.n}) action space")
+    return features, targets, x, y
 
-    rng = seed_everything(config.seed)
-    perm = rng.permutation(len(x))
-    n_val = int(round(config.val_fraction * len(x))) if len(x) > 1 else 0
-    val_idx, train_idx = perm[:n_val], perm[n_val:]
-    model = _mlp(features.n, list(config.hidden), targets.n, not targets.discrete)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    loss_fn = torch.nn.CrossEntropyLoss() if targets.discrete else torch.nn.MSELoss()
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    gen = torch.Generator().manual_seed(config.seed)
+
+def _split_rows(rng, n_rows: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """(validation indices, training indices): a seeded shuffle of the rows, ``val_fraction`` of them held out."""
+    perm = rng.permutation(n_rows)
+    n_val = int(round(val_fraction * n_rows)) if n_rows > 1 else 0
+    return perm[:n_val], perm[n_val:]
+
+
+def _train_epochs(config: BCConfig, model, opt, loss_fn, xt, yt, train_idx: np.ndarray, gen) -> list[dict]:
+    """Minibatch training for ``config.epochs`` epochs with a progress bar; returns each epoch's mean loss."""
+    import torch
+
+    from rlft.core.console import progress
+
     history = []
-    start = time.perf_counter()
     with progress(transient=True) as bar:
         task = bar.add_task("behaviour cloning", total=config.epochs)
         for epoch in range(config.epochs):
@@ -199,20 +246,15 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
                 total += loss.item() * len(idx)
             history.append({"epoch": epoch + 1, "train_loss": total / max(1, len(order))})
             bar.advance(task)
-    train_s = time.perf_counter() - start
-    metrics = _metrics(model, xt, yt, train_idx, val_idx, targets, loss_fn)
-    info = {
-        "format": BC_FORMAT,
-        "dataset": str(config.dataset),
-        "env_id": codec.env_id,
-        "env_kwargs": codec.env_kwargs,
-        "rows": int(len(x)),
-        "train_rows": int(len(train_idx)),
-        "val_rows": int(len(val_idx)),
-        "train_seconds": round(train_s, 3),
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
-        **metrics,
-    }
+    return history
+
+
+def _save(config: BCConfig, model, codec, features: _Features, targets: _Actions, info: dict[str, Any]) -> Path:
+    """Write the weights, spaces, normalisation and ``info`` to ``config.out`` atomically; returns the path."""
+    import torch
+
+    from rlft.core.io import atomic_write_file
+
     payload = {
         "format": BC_FORMAT,
         "state_dict": model.state_dict(),
@@ -225,12 +267,7 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
         "act_scale": None if targets.scale is None else torch.from_numpy(targets.scale),
         "info": json.dumps(info, default=str),
     }
-    from rlft.core.io import atomic_write_file
-
-    out = atomic_write_file(config.out, lambda tmp: torch.save(payload, tmp))
-    console.print(kv_table(f"behaviour cloning -> {out}",
-                           {k: v for k, v in info.items() if k not in ("config", "env_kwargs")}))
-    return info
+    return atomic_write_file(config.out, lambda tmp: torch.save(payload, tmp))
 
 
 def _metrics(model, xt, yt, train_idx, val_idx, targets: _Actions, loss_fn) -> dict[str, float]:

@@ -122,43 +122,80 @@ def coerce(name: str, value: Any, tp) -> Any:
             return None
         raise InvalidInputError(f"{name} cannot be empty")
     try:
-        if base is bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
-                return value.lower() in ("true", "yes", "1", "on")
-            if isinstance(value, int) and value in (0, 1):
-                return bool(value)
-            raise ValueError(f"{value!r} is not a boolean")
-        if base is int:
-            if isinstance(value, bool):
-                raise ValueError(f"{value!r} is not an integer")
-            as_float = float(value)
-            if as_float != int(as_float):
-                raise ValueError(f"{value!r} is not an integer")
-            return int(as_float)
-        if base is float:
-            if isinstance(value, bool):
-                raise ValueError(f"{value!r} is not a number")
-            return float(value)
-        if base is str:
-            if isinstance(value, list | dict):
-                raise ValueError(f"{value!r} is not a string")
-            return str(value)
-        if base is Path:
-            return Path(str(value))
-        if typing.get_origin(base) in (list, tuple):
-            (item,) = typing.get_args(base)[:1]
-            items = value.split(",") if isinstance(value, str) else list(value)
-            items = [i.strip() if isinstance(i, str) else i for i in items]
-            return [coerce(f"{name}[{i}]", v, item) for i, v in enumerate(items) if v != ""]
-        if typing.get_origin(base) is dict:
-            if not isinstance(value, dict):
-                raise ValueError(f"{value!r} is not a mapping")
-            return dict(value)
-    except (TypeError, ValueError) as exc:
+        return _convert(name, value, base)
+    except (TypeError, ValueError) as exc:  # InvalidInputError is a ValueError: a list item's error is wrapped too
         raise InvalidInputError(f"bad value for {name}: {exc}") from exc
-    return value
+
+
+def _convert(name: str, value: Any, base) -> Any:
+    """``value`` as the (non-optional) type ``base``; ValueError or TypeError when it is not one."""
+    for scalar, convert in _SCALAR_CONVERTERS:
+        if base is scalar:
+            return convert(value)
+    origin = typing.get_origin(base)
+    if origin in (list, tuple):
+        return _to_list(name, value, base)
+    if origin is dict:
+        return _to_dict(value)
+    return value  # any other type (Any, a union of several types) is taken as given
+
+
+def _to_bool(value: Any) -> bool:
+    """A bool, a yes/no word (``true``, ``off``, ``1``...) or the integer 0/1 as a bool."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
+        return value.lower() in ("true", "yes", "1", "on")
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"{value!r} is not a boolean")
+
+
+def _to_int(value: Any) -> int:
+    """An integer from an int, or a float or string that holds a whole number (``1e3``); never a bool."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not an integer")
+    as_float = float(value)
+    if as_float != int(as_float):
+        raise ValueError(f"{value!r} is not an integer")
+    return int(as_float)
+
+
+def _to_float(value: Any) -> float:
+    """A float from a number or a string (YAML reads ``1e-4`` as a string); never a bool."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number")
+    return float(value)
+
+
+def _to_str(value: Any) -> str:
+    """A string from a scalar; a list or mapping is refused."""
+    if isinstance(value, list | dict):
+        raise ValueError(f"{value!r} is not a string")
+    return str(value)
+
+
+def _to_path(value: Any) -> Path:
+    """A Path from anything written as one."""
+    return Path(str(value))
+
+
+_SCALAR_CONVERTERS = ((bool, _to_bool), (int, _to_int), (float, _to_float), (str, _to_str), (Path, _to_path))
+
+
+def _to_list(name: str, value: Any, base) -> list:
+    """A list of the item type of ``base`` from a list or a comma-separated string (empty items dropped)."""
+    (item,) = typing.get_args(base)[:1]
+    items = value.split(",") if isinstance(value, str) else list(value)
+    items = [i.strip() if isinstance(i, str) else i for i in items]
+    return [coerce(f"{name}[{i}]", v, item) for i, v in enumerate(items) if v != ""]
+
+
+def _to_dict(value: Any) -> dict:
+    """A copy of a mapping; anything else is refused."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{value!r} is not a mapping")
+    return dict(value)
 
 
 def read_yaml_config(path: Path, section: str) -> dict[str, Any]:
@@ -218,12 +255,24 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
     ``trl_flags`` are those parsed from the command line by :func:`parse_trl_flags`.
     Returns ``(config, sources)`` where ``sources[field]`` is ``default``, ``yaml`` or ``cli``.
     """
-    types_ = field_types(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     yaml_values = {k.replace("-", "_"): v for k, v in dict(yaml_values or {}).items()}
     cli_values = dict(cli_values or {})
     trl_flags = dict(trl_flags or {})
     trl_values = {**dict(yaml_values.pop("trl", None) or {}), **dict(cli_values.pop("trl", None) or {})}
+    _route_trl_flags(trl_flags, names, cli_values, trl_values)
+    trl_names = _move_trl_keys(cls, names, yaml_values, trl_values, source)
+    _check_trl_values(cls, trl_values, trl_names)
+    values, sources = _coerce_values(cls, names, yaml_values, cli_values)
+    if trl_values:
+        values["trl"] = trl_values
+        sources["trl"] = "cli" if trl_flags else "yaml"
+    return cls(**values), sources
+
+
+def _route_trl_flags(trl_flags: dict[str, Any], names: list[str], cli_values: dict[str, Any],
+                     trl_values: dict[str, Any]) -> None:
+    """Put each TRL flag in ``cli_values`` when it names a field of the stage, else in ``trl_values``."""
     for key, value in trl_flags.items():
         # a TRL flag naming a field rlft declares (--per_device_train_batch_size) is that field
         if key in names:
@@ -231,7 +280,14 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
                 cli_values[key] = value
         else:
             trl_values[key] = value
+
+
+def _move_trl_keys(cls, names: list[str], yaml_values: dict[str, Any], trl_values: dict[str, Any],
+                   source: str) -> set[str]:
+    """Move the YAML keys the stage lacks but its TRL class has into ``trl_values``; refuse any other unknown key.
+    Returns the TRL class's field names (empty when nothing needed them)."""
     unknown = sorted(k for k in yaml_values if k not in names)
+    # importing trl is slow: only when a key may be one of its fields
     trl_names = trl_field_names(cls) if unknown or trl_values else set()
     for key in [k for k in unknown if k in trl_names]:
         trl_values.setdefault(key, yaml_values.pop(key))
@@ -240,10 +296,21 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
         also = f"; and any field of trl.{cls.trl_config_class}" if cls.trl_config_class else ""
         raise InvalidInputError(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {source}",
                                 hint=f"known keys: {', '.join(n for n in names if n != 'trl')}{also}")
+    return trl_names
+
+
+def _check_trl_values(cls, trl_values: dict[str, Any], trl_names: set[str]) -> None:
+    """Refuse TRL settings that are not fields of the TRL class, or that rlft sets itself."""
     bad = sorted(k for k in trl_values if k not in trl_names or k in RESERVED_TRL_FIELDS)
     if bad:
         raise InvalidInputError(f"trl: {', '.join(bad)} cannot be set",
                                 hint=f"not a field of trl.{cls.trl_config_class}, or set by rlft (output_dir: --out)")
+
+
+def _coerce_values(cls, names: list[str], yaml_values: dict[str, Any],
+                   cli_values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(field values, where each came from): YAML values, then the command-line values given (not None) over them."""
+    types_ = field_types(cls)
     values: dict[str, Any] = {}
     sources = dict.fromkeys(names, "default")
     for key, value in yaml_values.items():
@@ -256,10 +323,7 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
             raise InvalidInputError(f"unknown option {key}")
         values[key] = coerce(key, value, types_[key])
         sources[key] = "cli"
-    if trl_values:
-        values["trl"] = trl_values
-        sources["trl"] = "cli" if trl_flags else "yaml"
-    return cls(**values), sources
+    return values, sources
 
 
 def trl_overrides(config: StageConfig, args: dict[str, Any]) -> dict[str, Any]:

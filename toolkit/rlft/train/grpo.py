@@ -17,6 +17,7 @@ from rlft.train.configs import trl_overrides
 from rlft.train.grpo_config import GRPOStageConfig
 from rlft.train.rewards import build_rewards, parse_reward_names
 from rlft.train.stage import (
+    StageInputs,
     checkpointing_field,
     criterion_callback,
     finish_run,
@@ -69,12 +70,59 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
 
     ``callbacks`` are extra ``transformers.TrainerCallback`` objects (e.g. to inspect weights during training).
     """
+    limit_threads()
+    episodic, names, constrained = check_grpo_settings(config)
+    inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
+    check_inputs = inputs  # the criterion checks decisions on the dataset's rows
+    rewards, inputs = make_rewards(config, names, inputs, episodic)
+    check_generation_batch(config)
+
+    criterion = criterion_callback(config, check_inputs)
+    seed_everything(config.seed)
+    model, tokenizer = load_model_for_training(inputs)
+    rollout = make_rollout(config, inputs, model, tokenizer, episodic, constrained)
+    run_dir, checkpoint, info = start_run(config, "grpo", inputs, run_record(config, rewards, episodic, constrained))
+
+    args, grpo_args = grpo_training_args(config, run_dir, model, episodic)
+    if args[checkpointing_field()] and config.lora:
+        model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
+    trainer = grpo_trainer_class(episodic)(
+        model=model,
+        reward_funcs=rewards,
+        args=grpo_args,
+        train_dataset=inputs.train,
+        processing_class=tokenizer,
+        peft_config=lora_config(config) if config.lora else None,
+        callbacks=stage_callbacks(criterion, run_dir, callbacks),
+        **({"rollout_func": rollout} if rollout is not None else {}),
+    )
+    console.print(f"[bold]GRPO[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}; rewards "
+                  + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
+    result = train_then_close(trainer, checkpoint, rewards, rollout)
+    metrics = grpo_metrics(trainer, result, inputs, tokenizer, rollout, episodic)
+    metrics.update(logged_first_last(trainer.state.log_history, logged_keys(rewards)))
+    return finish_run(trainer, run_dir, info, metrics, f"GRPO run -> {run_dir}", criterion)
+
+
+def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, list[str], bool]:
+    """(episodic, reward names, constrained sampling) from ``config``, after refusing settings that cannot work."""
     from rlft.train.episodes import ROLLOUTS
 
-    limit_threads()
     if config.rollout not in ROLLOUTS:
         raise InvalidInputError(f"--rollout must be one of {', '.join(ROLLOUTS)}, got {config.rollout!r}")
     episodic = config.rollout == "episode"
+    names = reward_names(config, episodic)
+    check_sampling(config)
+    constrained = episodic if config.constrained is None else bool(config.constrained)
+    if constrained and config.use_vllm:
+        raise InvalidInputError("--constrained sampling runs on the transformers backend, not with --use-vllm",
+                                hint="drop --use-vllm, or sample unconstrained (--no-constrained)")
+    check_vllm(config)
+    return episodic, names, constrained
+
+
+def reward_names(config: GRPOStageConfig, episodic: bool) -> list[str]:
+    """The rewards named by ``--rewards`` (episode rewards when ``episodic``), one weight each if weights are given."""
     if episodic:
         from rlft.train.episodes import parse_episode_reward_names
 
@@ -85,6 +133,11 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         raise InvalidInputError(
             f"--reward-weights has {len(config.reward_weights)} values for {len(names)} rewards ({','.join(names)})"
         )
+    return names
+
+
+def check_sampling(config: GRPOStageConfig) -> None:
+    """Refuse group sizes, completion lengths, reward scalings and temperatures GRPO cannot sample with."""
     if config.num_generations < 2:
         raise InvalidInputError(f"--num-generations must be at least 2, got {config.num_generations}")
     if config.max_completion_length < 1:
@@ -93,24 +146,24 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         raise InvalidInputError(f"--scale-rewards must be one of {SCALE_REWARDS}, got {config.scale_rewards!r}")
     if config.temperature <= 0:
         raise InvalidInputError(f"--temperature must be positive, got {config.temperature}")
-    constrained = episodic if config.constrained is None else bool(config.constrained)
-    if constrained and config.use_vllm:
-        raise InvalidInputError("--constrained sampling runs on the transformers backend, not with --use-vllm",
-                                hint="drop --use-vllm, or sample unconstrained (--no-constrained)")
-    check_vllm(config)
-    inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
-    check_inputs = inputs  # the criterion checks decisions on the dataset's rows
-    if episodic:
-        from dataclasses import replace
 
-        from rlft.train.episodes import check_episode_env, episode_rewards, episode_starts
 
-        check_episode_env(inputs.codec)
-        rewards = episode_rewards(names, inputs.codec, config.max_turns)
-        starts = episode_starts(inputs.codec, config.episode_starts, config.seed)
-        inputs = replace(inputs, train=starts, conversational=isinstance(starts[0]["prompt"], list))
-    else:
-        rewards = build_rewards(names, inputs.codec, inputs.train.column_names, reward_options(config, names))
+def make_rewards(config: GRPOStageConfig, names: list[str], inputs: StageInputs, episodic: bool):
+    """(reward functions, inputs to train on): episodic runs train on the env's start states instead of the rows."""
+    if not episodic:
+        return build_rewards(names, inputs.codec, inputs.train.column_names, reward_options(config, names)), inputs
+    from dataclasses import replace
+
+    from rlft.train.episodes import check_episode_env, episode_rewards, episode_starts
+
+    check_episode_env(inputs.codec)
+    rewards = episode_rewards(names, inputs.codec, config.max_turns)
+    starts = episode_starts(inputs.codec, config.episode_starts, config.seed)
+    return rewards, replace(inputs, train=starts, conversational=isinstance(starts[0]["prompt"], list))
+
+
+def check_generation_batch(config: GRPOStageConfig) -> None:
+    """Refuse a batch that does not split into whole groups of ``num_generations`` completions."""
     generation_batch = config.per_device_train_batch_size * config.gradient_accumulation_steps
     if generation_batch % config.num_generations:
         raise InvalidInputError(
@@ -119,28 +172,34 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
             hint="each prompt's completions are scored as one group",
         )
 
-    criterion = criterion_callback(config, check_inputs)
-    seed_everything(config.seed)
-    model, tokenizer = load_model_for_training(inputs)
-    rollout = None
+
+def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer, episodic: bool, constrained: bool):
+    """The ``rollout_func`` TRL samples with: whole episodes, one constrained answer per row, or None (TRL's own
+    sampling)."""
     if episodic:
         from rlft.train.episodes import EpisodeRollout, check_context
 
         rollout = EpisodeRollout(inputs.codec, tokenizer, config.max_turns, config.temperature, config.top_p,
                                  constrained)  # sets the codec's template.turns, saved with the run
         check_context(rollout, tokenizer, model)
-    elif constrained:
+        return rollout
+    if constrained:
         from rlft.train.sampling import GrammarSampler, StepRollout
 
-        rollout = StepRollout(GrammarSampler(inputs.codec, tokenizer, config.temperature, config.top_p))
-    run_dir, checkpoint, info = start_run(
-        config, "grpo", inputs,
-        {"rewards": [{"name": r.name, "low": r.low, "high": r.high} for r in rewards],
-         "reward_weights": config.reward_weights, "rollout": config.rollout, "constrained_sampling": constrained,
-         **({"max_turns": config.max_turns, "episode_starts": config.episode_starts} if episodic else {})},
-    )
+        return StepRollout(GrammarSampler(inputs.codec, tokenizer, config.temperature, config.top_p))
+    return None
 
-    from trl import GRPOConfig, GRPOTrainer
+
+def run_record(config: GRPOStageConfig, rewards: list, episodic: bool, constrained: bool) -> dict[str, Any]:
+    """What ``rlft_run.json`` records of the GRPO setup: the rewards and their ranges, weights and rollout."""
+    return {"rewards": [{"name": r.name, "low": r.low, "high": r.high} for r in rewards],
+            "reward_weights": config.reward_weights, "rollout": config.rollout, "constrained_sampling": constrained,
+            **({"max_turns": config.max_turns, "episode_starts": config.episode_starts} if episodic else {})}
+
+
+def grpo_training_args(config: GRPOStageConfig, run_dir, model, episodic: bool):
+    """(the shared TrainingArguments fields, TRL's ``GRPOConfig``), the user's TRL settings applied last."""
+    from trl import GRPOConfig
 
     n_params = sum(p.numel() for p in model.parameters())
     args = training_args(config, run_dir, n_params)
@@ -167,34 +226,34 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         )))
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"invalid GRPO settings: {exc}") from exc
-    if args[checkpointing_field()] and config.lora:
-        model.enable_input_require_grads()
-    trainer_class = GRPOTrainer
+    return args, grpo_args
+
+
+def grpo_trainer_class(episodic: bool):
+    """TRL's ``GRPOTrainer``, or its episodic subclass that hands the rollout the batch's rows."""
     if episodic:
         from rlft.train.episodes import episode_trainer_class
 
-        trainer_class = episode_trainer_class()
-    trainer = trainer_class(
-        model=model,
-        reward_funcs=rewards,
-        args=grpo_args,
-        train_dataset=inputs.train,
-        processing_class=tokenizer,
-        peft_config=lora_config(config) if config.lora else None,
-        callbacks=stage_callbacks(criterion, run_dir, callbacks),
-        **({"rollout_func": rollout} if rollout is not None else {}),
-    )
-    console.print(f"[bold]GRPO[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}; rewards "
-                  + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
+        return episode_trainer_class()
+    from trl import GRPOTrainer
+
+    return GRPOTrainer
+
+
+def train_then_close(trainer, checkpoint, rewards: list, rollout):
+    """``trainer.train()``, then close the rewards and rollout that hold environments, even when training fails."""
     try:
-        result = trainer.train(resume_from_checkpoint=checkpoint)
+        return trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         for reward in rewards:
             if hasattr(reward, "close"):
                 reward.close()
         if hasattr(rollout, "close"):
             rollout.close()
-    history = trainer.state.log_history
+
+
+def grpo_metrics(trainer, result, inputs: StageInputs, tokenizer, rollout, episodic: bool) -> dict[str, Any]:
+    """Rows, steps, speed, parameter counts and prompt lengths, plus the sampling or episode figures."""
     metrics: dict[str, Any] = {
         "train_rows": len(inputs.train),
         "global_step": trainer.state.global_step,
@@ -213,11 +272,21 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
             "rollout_share": rollout.seconds / runtime if runtime else None,  # generation+env vs optimisation
             "episode_retokenized_turns": rollout.retokenized,  # answers re-tokenized canonically
         })
-    keys = ["reward", *[f"rewards/{r.name}/mean" for r in rewards], "parse_rate", "optimal_action_rate",
+    return metrics
+
+
+def logged_keys(rewards: list) -> list[str]:
+    """The logged values whose first and last values the run records."""
+    return ["reward", *[f"rewards/{r.name}/mean" for r in rewards], "parse_rate", "optimal_action_rate",
             "completions/mean_length", *EPISODE_METRICS]
+
+
+def logged_first_last(history: list[dict], keys: list[str]) -> dict[str, Any]:
+    """``<key>_first`` and ``<key>_last`` for each of ``keys`` that was logged."""
+    metrics: dict[str, Any] = {}
     for key in keys:
         first, last = first_logged(history, key), last_logged(history, key)
         if last is not None:
             metrics[f"{key}_first"] = first
             metrics[f"{key}_last"] = last
-    return finish_run(trainer, run_dir, info, metrics, f"GRPO run -> {run_dir}", criterion)
+    return metrics

@@ -15,6 +15,7 @@ from rlft.core.seeding import limit_threads, seed_everything
 from rlft.train.configs import trl_overrides
 from rlft.train.sft_config import SFTStageConfig
 from rlft.train.stage import (
+    StageInputs,
     checkpointing_field,
     criterion_callback,
     finish_run,
@@ -41,12 +42,53 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
     """
     limit_threads()
     inputs = load_inputs(config, "sft", SFT_COLUMNS)
+    check_sft_settings(config)
+    train, evaluation, eval_name = sft_splits(config, inputs)
+
+    criterion = criterion_callback(config, inputs)
+    seed_everything(config.seed)
+    model, tokenizer = load_model_for_training(inputs)
+    run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
+
+    from trl import SFTTrainer
+
+    args, sft_args = sft_training_args(config, run_dir, model, evaluation is not None)
+    if args[checkpointing_field()] and config.lora:
+        model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
+    trainer = SFTTrainer(
+        model=model,
+        args=sft_args,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        processing_class=tokenizer,
+        peft_config=lora_config(config) if config.lora else None,
+        callbacks=sft_callbacks(config, criterion, run_dir, callbacks),
+    )
+    metrics: dict[str, Any] = {"train_rows": len(train), "eval_split": eval_name,
+                               "eval_rows": len(evaluation) if evaluation is not None else 0}
+    if evaluation is not None and config.eval_at_start and checkpoint is None:
+        metrics["eval_loss_start"] = trainer.evaluate()["eval_loss"]
+    console.print(f"[bold]SFT[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}"
+                  f" ({'LoRA r=' + str(config.lora_r) if config.lora else 'full fine-tuning'})")
+    result = trainer.train(resume_from_checkpoint=checkpoint)
+    metrics.update(train_metrics(trainer, result, inputs, tokenizer))
+    if evaluation is not None:
+        metrics.update(final_eval_metrics(trainer, config))
+    return finish_run(trainer, run_dir, info, metrics, f"SFT run -> {run_dir}", criterion)
+
+
+def check_sft_settings(config: SFTStageConfig) -> None:
+    """Refuse SFT-only settings that cannot work (the shared ones are checked by ``load_inputs``)."""
     if config.max_length < 8:
         raise InvalidInputError(f"--max-length must be at least 8, got {config.max_length}")
     if config.early_stopping_patience is not None and config.early_stopping_patience < 1:
         raise InvalidInputError("--early-stopping-patience must be at least 1")
     if config.eval_steps < 1:
         raise InvalidInputError("--eval-steps must be at least 1")
+
+
+def sft_splits(config: SFTStageConfig, inputs: StageInputs):
+    """(train, evaluation or None, evaluation split name), cut to the prompt/completion columns."""
     from rlft.hub.datasets import load_dataset_dict
 
     splits = load_dataset_dict(inputs.dataset_dir)
@@ -58,21 +100,21 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
                                 hint="the dataset has no validation/test split: pass --val-fraction 0.1")
     train = train.select_columns(list(SFT_COLUMNS))
     evaluation = evaluation.select_columns(list(SFT_COLUMNS)) if evaluation is not None else None
+    return train, evaluation, eval_name
 
-    criterion = criterion_callback(config, inputs)
-    seed_everything(config.seed)
-    model, tokenizer = load_model_for_training(inputs)
-    run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
 
-    from transformers import EarlyStoppingCallback
-    from trl import SFTConfig, SFTTrainer
+def sft_training_args(config: SFTStageConfig, run_dir, model, evaluating: bool):
+    """(the shared TrainingArguments fields, TRL's ``SFTConfig``): evaluation and early stopping added, the
+    user's TRL settings applied last."""
+    from trl import SFTConfig
 
     n_params = sum(p.numel() for p in model.parameters())
     args = training_args(config, run_dir, n_params)
-    if evaluation is not None:
+    if evaluating:
         args.update(eval_strategy="steps", eval_steps=config.eval_steps,
                     per_device_eval_batch_size=config.per_device_eval_batch_size)
     if config.early_stopping_patience:
+        # early stopping restores the best checkpoint, so one is saved at every evaluation
         args.update(load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
                     save_steps=config.eval_steps)
     try:
@@ -85,29 +127,23 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
         )))
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"invalid SFT settings: {exc}") from exc
-    if args[checkpointing_field()] and config.lora:
-        model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
-    callbacks = stage_callbacks(criterion, run_dir, callbacks)
+    return args, sft_args
+
+
+def sft_callbacks(config: SFTStageConfig, criterion, run_dir, extra: list | None) -> list:
+    """The stage's callbacks (criterion, TensorBoard, the caller's), then early stopping when it is on."""
+    from transformers import EarlyStoppingCallback
+
+    callbacks = stage_callbacks(criterion, run_dir, extra)
     if config.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=config.early_stopping_patience))
-    trainer = SFTTrainer(
-        model=model,
-        args=sft_args,
-        train_dataset=train,
-        eval_dataset=evaluation,
-        processing_class=tokenizer,
-        peft_config=lora_config(config) if config.lora else None,
-        callbacks=callbacks,
-    )
-    metrics: dict[str, Any] = {"train_rows": len(train), "eval_split": eval_name,
-                               "eval_rows": len(evaluation) if evaluation is not None else 0}
-    if evaluation is not None and config.eval_at_start and checkpoint is None:
-        metrics["eval_loss_start"] = trainer.evaluate()["eval_loss"]
-    console.print(f"[bold]SFT[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}"
-                  f" ({'LoRA r=' + str(config.lora_r) if config.lora else 'full fine-tuning'})")
-    result = trainer.train(resume_from_checkpoint=checkpoint)
+    return callbacks
+
+
+def train_metrics(trainer, result, inputs: StageInputs, tokenizer) -> dict[str, Any]:
+    """Step count, losses, speed, parameter counts and prompt lengths of the finished training."""
     history = trainer.state.log_history
-    metrics.update(
+    return dict(
         global_step=trainer.state.global_step,
         train_loss=result.metrics.get("train_loss"),
         train_loss_first=first_logged(history, "loss"),
@@ -118,11 +154,14 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
         **parameter_metrics(trainer.model),
         **prompt_token_metrics(inputs.train, tokenizer, inputs.conversational),
     )
-    if evaluation is not None:
-        final = trainer.evaluate()
-        metrics["eval_loss_end"] = final["eval_loss"]
-        metrics["eval_perplexity_end"] = math.exp(min(final["eval_loss"], 50.0))
-        if config.early_stopping_patience:
-            metrics["best_eval_loss"] = trainer.state.best_metric
-            metrics["best_checkpoint"] = trainer.state.best_model_checkpoint
-    return finish_run(trainer, run_dir, info, metrics, f"SFT run -> {run_dir}", criterion)
+
+
+def final_eval_metrics(trainer, config: SFTStageConfig) -> dict[str, Any]:
+    """The evaluation loss and perplexity after training, and the best checkpoint when early stopping was on."""
+    final = trainer.evaluate()
+    # the perplexity is capped: a diverged loss would overflow exp
+    metrics = {"eval_loss_end": final["eval_loss"], "eval_perplexity_end": math.exp(min(final["eval_loss"], 50.0))}
+    if config.early_stopping_patience:
+        metrics["best_eval_loss"] = trainer.state.best_metric
+        metrics["best_checkpoint"] = trainer.state.best_model_checkpoint
+    return metrics

@@ -82,10 +82,33 @@ def wait_for_everyone() -> None:
 def load_inputs(config: StageConfig, stage: str, needed_columns: tuple[str, ...]) -> StageInputs:
     """Resolve and check the dataset, its codec and splits, and the model, before anything is written."""
     config.require("dataset", "model", "out")
-    out = Path(config.out)
+    _check_out_folder(Path(config.out))
+    _check_training_numbers(config)
+    local = resolve_dataset(config.dataset)
+    codec = load_codec(local)
+    train = _train_split(config, load_dataset_dict(local), stage, needed_columns)
+    model_path = resolve_model(config.model)
+    conversational = isinstance(train[0]["prompt"], list)
+    return StageInputs(
+        dataset_dir=local,
+        dataset=_recorded(config.dataset),
+        codec=codec,
+        train=train,
+        model_path=model_path,
+        base_model=_recorded(config.model),
+        conversational=conversational,
+    )
+
+
+def _check_out_folder(out: Path) -> None:
+    """Refuse an ``--out`` that is a file, or whose parent cannot hold a folder."""
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"--out {out} exists and is not a folder", hint="give a RUN folder path")
     check_output_parent(out)  # a parent that is a file, or no permission: refused before any model is loaded
+
+
+def _check_training_numbers(config: StageConfig) -> None:
+    """Refuse sizes, step counts and a learning rate TRL would take but cannot train with."""
     for name in ("lora_r", "lora_alpha", "per_device_train_batch_size", "gradient_accumulation_steps",
                  "logging_steps", "save_steps"):
         if getattr(config, name) < 1:
@@ -94,9 +117,10 @@ def load_inputs(config: StageConfig, stage: str, needed_columns: tuple[str, ...]
         raise InvalidInputError(f"--max-steps must be positive (or -1 for epochs), got {config.max_steps}")
     if config.learning_rate <= 0:
         raise InvalidInputError(f"--learning-rate must be positive, got {config.learning_rate}")
-    local = resolve_dataset(config.dataset)
-    codec = load_codec(local)
-    data = load_dataset_dict(local)
+
+
+def _train_split(config: StageConfig, data, stage: str, needed_columns: tuple[str, ...]):
+    """The training split of ``data``, checked for the columns ``stage`` needs and cut to ``max_train_samples``."""
     if config.train_split not in data:
         raise InvalidInputError(f"dataset {config.dataset} has no split {config.train_split!r}",
                                 hint=f"its splits: {', '.join(data)}")
@@ -114,17 +138,7 @@ def load_inputs(config: StageConfig, stage: str, needed_columns: tuple[str, ...]
         if config.max_train_samples < 1:
             raise InvalidInputError("--max-train-samples must be at least 1")
         train = train.select(range(min(config.max_train_samples, len(train))))
-    model_path = resolve_model(config.model)
-    conversational = isinstance(train[0]["prompt"], list)
-    return StageInputs(
-        dataset_dir=local,
-        dataset=_recorded(config.dataset),
-        codec=codec,
-        train=train,
-        model_path=model_path,
-        base_model=_recorded(config.model),
-        conversational=conversational,
-    )
+    return train
 
 
 def pick_eval_split(data_splits: dict, train, eval_split: str, val_fraction: float, seed: int,
