@@ -44,6 +44,37 @@ def build_model(work: Path, sft_steps: int) -> tuple[str, str]:
     return str(run), str(dataset)
 
 
+def measure(setup, ks: list[int], episodes: int, seed: int) -> list[dict]:
+    """One row per K: throughput of the same episodes with K vector envs, against the first K."""
+    from rlft.evaluate.rollout import rollout
+    from rlft.policy.policies import default_action
+    from rlft.policy.vector_envs import make_env_fns
+
+    policy = setup.policy
+    rows, base, reference = [], None, None
+    for k in ks:
+        k_eff = min(k, episodes)
+        calls0, dec0, inv0 = policy.backend.calls, policy.decisions, policy.invalid
+        fns = make_env_fns(setup.env_id, setup.env_kwargs, k_eff, None, None)
+        result = rollout(policy, fns, episodes, seed, default_action(setup.action_space))
+        returns = [e.episode_return for e in result.episodes]
+        reference = reference or returns
+        rate = result.env_steps / result.seconds
+        base = base or rate
+        rows.append({
+            "K": k_eff,
+            "steps": result.env_steps,
+            "calls": policy.backend.calls - calls0,
+            "seconds": round(result.seconds, 2),
+            "steps/s": round(rate, 1),
+            "speedup": round(rate / base, 2),
+            "/K": round(rate / base / k_eff, 2),
+            "invalid": f"{policy.invalid - inv0}/{policy.decisions - dec0}",
+            "same returns": returns == reference,
+        })
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="model or RUN folder (default: build a tiny CartPole model)")
@@ -62,10 +93,7 @@ def main() -> None:
     torch.set_num_threads(1)
     from rlft.core.console import console, records_table
     from rlft.evaluate.config import EvalConfig
-    from rlft.evaluate.rollout import rollout
     from rlft.evaluate.setup import build_setup
-    from rlft.policy.policies import default_action
-    from rlft.policy.vector_envs import make_env_fns
 
     with tempfile.TemporaryDirectory(prefix="rlft-eval-bench-") as tmp:
         if args.model:
@@ -77,33 +105,12 @@ def main() -> None:
                 model, codec = build_model(Path(tmp), args.sft_steps)
             console.print(f"built CartPole dataset, tiny model and {args.sft_steps}-step SFT run in "
                           f"{time.perf_counter() - t0:.1f} s")
-        ks = [int(k) for k in args.ks.split(",")]
         config = EvalConfig(policy=f"llm:{model}", env_id=args.env, codec=codec, episodes=args.episodes,
                             seed=args.seed, constrained=args.constrained, quiet=True, cache=False)
         # the model is loaded once and shared by every K; no greedy cache: every K must really generate
         setup = build_setup(config)
         policy = setup.policy
-        rows, base, reference = [], None, None
-        for k in ks:
-            k_eff = min(k, args.episodes)
-            calls0, dec0, inv0 = policy.backend.calls, policy.decisions, policy.invalid
-            fns = make_env_fns(setup.env_id, setup.env_kwargs, k_eff, None, None)
-            result = rollout(policy, fns, args.episodes, args.seed, default_action(setup.action_space))
-            returns = [e.episode_return for e in result.episodes]
-            reference = reference or returns
-            rate = result.env_steps / result.seconds
-            base = base or rate
-            rows.append({
-                "K": k_eff,
-                "steps": result.env_steps,
-                "calls": policy.backend.calls - calls0,
-                "seconds": round(result.seconds, 2),
-                "steps/s": round(rate, 1),
-                "speedup": round(rate / base, 2),
-                "/K": round(rate / base / k_eff, 2),
-                "invalid": f"{policy.invalid - inv0}/{policy.decisions - dec0}",
-                "same returns": returns == reference,
-            })
+        rows = measure(setup, [int(k) for k in args.ks.split(",")], args.episodes, args.seed)
         console.print(f"{args.episodes} episodes (seeds {args.seed}..{args.seed + args.episodes - 1}) of "
                       f"{setup.env_id}, codec {setup.codec.describe()}, {setup.codec.template.style} prompts, "
                       f"{'constrained' if args.constrained else 'free'} greedy decoding, "

@@ -62,7 +62,7 @@ def test_llm_backbone_trains_saves_loads_and_evaluates(pole, tmp_path, algo, mod
     extractor = model.policy.features_extractor
     assert isinstance(extractor, TransformerFeatures) and meta["algo"] == algo
     if algo == "trpo":  # an activation from the hyperparameter file is saved by name and comes back as its class
-        import torch.nn as nn
+        from torch import nn
 
         assert meta["policy_kwargs"]["activation_fn"] == "relu" and model.policy.activation_fn is nn.ReLU
     before = _backbone_weights(model_dir)

@@ -205,9 +205,6 @@ def _inside(path: Path, produced: list[Path]) -> bool:
 def preflight(runs: list[tuple[str, list[str]]], produced: list[Path] | None = None) -> None:
     """Check every step before any runs: the CLI accepts it, its reward names are known, and every input it
     names exists or is the output of an earlier step. Nested ``pipeline run`` steps are checked too."""
-    from rlft.hub.datasets import looks_like_hub_id
-    from rlft.train.rewards import parse_reward_names
-
     produced = produced if produced is not None else []
     for i, (label, argv) in enumerate(runs, 1):
         where = f"step {i}{' (' + label + ')' if label else ''}, rlft {' '.join(argv[:3])}"
@@ -226,28 +223,42 @@ def preflight(runs: list[tuple[str, list[str]]], produced: list[Path] | None = N
         episodic = ("--rollout", "episode") in options
         for key, value in options:
             if key == "--reward":
-                try:
-                    if episodic:
-                        from rlft.train.episodes import parse_episode_reward_names
-
-                        parse_episode_reward_names(value)
-                    else:
-                        parse_reward_names(value)
-                except InvalidInputError as exc:
-                    raise InvalidInputError(f"{where}: {exc.message}", hint=exc.hint) from exc
-            labelled = argv[:2] == ["results", "record"]
-            if key not in (LABELLED_INPUTS if labelled else INPUT_OPTIONS):
-                continue
-            target = value.partition("=")[2] if labelled else next(
-                (value[len(p):] for p in POLICY_PREFIXES if value.startswith(p)), value)
-            if key == "--policy" and target == value:
-                continue  # random, constant, q-greedy: no input
-            path = Path(target).expanduser()
-            if path.exists() or _inside(path, produced) or (looks_like_hub_id(target) and "/" in target):
-                continue  # a local input, one an earlier step writes, or a Hub id (resolved when the step runs)
-            raise InvalidInputError(f"{where}: {key} {value} does not exist and no earlier step writes it",
-                                    hint="fix the path, or add the step that makes it")
+                _check_rewards(value, episodic, where)
+            _check_input(argv, key, value, produced, where)
         produced += [Path(v).expanduser().resolve() for k, v in options if k == "--out"]
+
+
+def _check_rewards(value: str, episodic: bool, where: str) -> None:
+    """A step's ``--reward`` names, as the trainer it runs will parse them."""
+    from rlft.train.rewards import parse_reward_names
+
+    try:
+        if episodic:
+            from rlft.train.episodes import parse_episode_reward_names
+
+            parse_episode_reward_names(value)
+        else:
+            parse_reward_names(value)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{where}: {exc.message}", hint=exc.hint) from exc
+
+
+def _check_input(argv: list[str], key: str, value: str, produced: list[Path], where: str) -> None:
+    """An input option's path exists, is written by an earlier step, or is a Hub id."""
+    from rlft.hub.datasets import looks_like_hub_id
+
+    labelled = argv[:2] == ["results", "record"]
+    if key not in (LABELLED_INPUTS if labelled else INPUT_OPTIONS):
+        return
+    target = value.partition("=")[2] if labelled else next(
+        (value[len(p):] for p in POLICY_PREFIXES if value.startswith(p)), value)
+    if key == "--policy" and target == value:
+        return  # random, constant, q-greedy: no input
+    path = Path(target).expanduser()
+    if path.exists() or _inside(path, produced) or (looks_like_hub_id(target) and "/" in target):
+        return  # a local input, one an earlier step writes, or a Hub id (resolved when the step runs)
+    raise InvalidInputError(f"{where}: {key} {value} does not exist and no earlier step writes it",
+                            hint="fix the path, or add the step that makes it")
 
 
 @command(app, "run")

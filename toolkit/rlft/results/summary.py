@@ -172,48 +172,60 @@ def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: P
     fig, axes = figure(1, 2 if both else 1, figsize=(11 if both else 6, 3.8))
     axes = np.atleast_1d(axes)
     if labels:
-        ax = axes[0]
-        key = "success_rate" if any(r["reports"][lab].get("success_rate") is not None for r in records
-                                    for lab in labels if lab in r["reports"]) else "return_mean"
-        for i, lab in enumerate(labels):
-            values = [(r["seed"], r["reports"][lab].get(key)) for r in records if lab in r["reports"]]
-            xs = [i + 0.06 * (j - (len(values) - 1) / 2) for j in range(len(values))]
-            ax.plot(xs, [v for _, v in values], "o", label=lab)
-        optimal = [r["reports"][lab].get("optimal_success_exact") for r in records for lab in labels
-                   if lab in r["reports"]]
-        optimal = next((o for o in optimal if o is not None), None)
-        if key == "success_rate" and optimal is not None:
-            ax.axhline(optimal, color="k", ls="--", lw=1, label=f"exact optimal {optimal:.3f}")
-        ax.set_xticks(range(len(labels)), labels)
-        if sum(len(lab) for lab in labels) > 48:  # long policy names would run into each other
-            ax.tick_params(axis="x", labelrotation=15, labelsize=8)
-        ax.set(title=f"{key.replace('_', ' ')} per seed ({len(records)} seeds)", ylabel=key.replace("_", " "))
-        ax.legend(fontsize=8, loc="best")
+        _plot_scores(axes[0], records, labels)
     if histories:
-        ax = axes[-1]
-        for seed, lab, history in histories:
-            steps, acc = zip(*history, strict=True)
-            ax.plot(steps, acc, marker=".", label=f"{lab} seed {seed}")
-        ax.set(title="decision accuracy while training (greedy)", xlabel="optimizer step", ylabel="accuracy",
-               ylim=(-0.02, 1.02))
-        ax.legend(fontsize=7, loc="lower right")
+        _plot_histories(axes[-1], histories)
     if curves:
-        ax = axes[-1]
-        colors = {lab: f"C{i}" for i, lab in enumerate(dict.fromkeys(lab for _, lab, _ in curves))}
-        axes_names = next((run.get("curve_axes") for r in records for run in r.get("runs", {}).values()
-                           if run.get("curve_axes")), None) or ["environment step", "training episode return"]
-        per_episode = axes_names[0] == "environment step"  # online runs: one point per episode, smoothed
-        for seed, lab, curve in curves:
-            steps, values = (np.asarray(v, dtype=float) for v in zip(*curve, strict=True))
-            # a running mean over the last 20 episodes, shorter for a short run so that it still draws a line
-            window = min(20, max(1, len(values) // 4)) if per_episode else 1
-            smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, color=colors[lab], lw=1.2, alpha=0.85,
-                    marker="." if len(smooth) < 50 else None,
-                    label=lab if seed == min(s for s, la, _ in curves if la == lab) else None)
-        ax.set(title=f"{axes_names[1]}, every seed", xlabel=axes_names[0], ylabel=axes_names[1].split(" (")[0])
-        ax.legend(fontsize=7, loc="best")
+        _plot_curves(axes[-1], records, curves)
     fig.suptitle(summary["title"])
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
     return True
+
+
+def _plot_scores(ax, records: list[dict[str, Any]], labels: list[str]) -> None:
+    """Each policy's main score (success rate, else mean return), one dot per seed, with the exact optimum."""
+    key = "success_rate" if any(r["reports"][lab].get("success_rate") is not None for r in records
+                                for lab in labels if lab in r["reports"]) else "return_mean"
+    for i, lab in enumerate(labels):
+        values = [(r["seed"], r["reports"][lab].get(key)) for r in records if lab in r["reports"]]
+        xs = [i + 0.06 * (j - (len(values) - 1) / 2) for j in range(len(values))]
+        ax.plot(xs, [v for _, v in values], "o", label=lab)
+    optimal = [r["reports"][lab].get("optimal_success_exact") for r in records for lab in labels
+               if lab in r["reports"]]
+    optimal = next((o for o in optimal if o is not None), None)
+    if key == "success_rate" and optimal is not None:
+        ax.axhline(optimal, color="k", ls="--", lw=1, label=f"exact optimal {optimal:.3f}")
+    ax.set_xticks(range(len(labels)), labels)
+    if sum(len(lab) for lab in labels) > 48:  # long policy names would run into each other
+        ax.tick_params(axis="x", labelrotation=15, labelsize=8)
+    ax.set(title=f"{key.replace('_', ' ')} per seed ({len(records)} seeds)", ylabel=key.replace("_", " "))
+    ax.legend(fontsize=8, loc="best")
+
+
+def _plot_histories(ax, histories: list) -> None:
+    """Decision accuracy against optimizer step, a line per (run, seed)."""
+    for seed, lab, history in histories:
+        steps, acc = zip(*history, strict=True)
+        ax.plot(steps, acc, marker=".", label=f"{lab} seed {seed}")
+    ax.set(title="decision accuracy while training (greedy)", xlabel="optimizer step", ylabel="accuracy",
+           ylim=(-0.02, 1.02))
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def _plot_curves(ax, records: list[dict[str, Any]], curves: list) -> None:
+    """Learning curves (online RL, episodic GRPO), one colour per run, every seed."""
+    colors = {lab: f"C{i}" for i, lab in enumerate(dict.fromkeys(lab for _, lab, _ in curves))}
+    axes_names = next((run.get("curve_axes") for r in records for run in r.get("runs", {}).values()
+                       if run.get("curve_axes")), None) or ["environment step", "training episode return"]
+    per_episode = axes_names[0] == "environment step"  # online runs: one point per episode, smoothed
+    for seed, lab, curve in curves:
+        steps, values = (np.asarray(v, dtype=float) for v in zip(*curve, strict=True))
+        # a running mean over the last 20 episodes, shorter for a short run so that it still draws a line
+        window = min(20, max(1, len(values) // 4)) if per_episode else 1
+        smooth = np.convolve(values, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, color=colors[lab], lw=1.2, alpha=0.85,
+                marker="." if len(smooth) < 50 else None,
+                label=lab if seed == min(s for s, la, _ in curves if la == lab) else None)
+    ax.set(title=f"{axes_names[1]}, every seed", xlabel=axes_names[0], ylabel=axes_names[1].split(" (")[0])
+    ax.legend(fontsize=7, loc="best")

@@ -96,7 +96,7 @@ def _resolve(key: str, value: Any) -> Any:
 
 
 def _activation_classes() -> dict[str, Any]:
-    import torch.nn as nn
+    from torch import nn
 
     return {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU, "gelu": nn.GELU,
             "silu": nn.SiLU}
