@@ -68,15 +68,7 @@ def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
     stats = policy.stats()
     ref = reference_scores(setup.env_id)
     frozenlake = setup.env_id.startswith("FrozenLake")
-    decisions = policy.decisions
-    agreement = None
-    agreement_kind = None
-    if result.agreement_total:
-        agreement = result.agreement_hits / result.agreement_total
-        agreement_kind = "action in the optimal set of the dataset's Q-values"
-    if result.expert_total:
-        agreement = result.expert_match / result.expert_total
-        agreement_kind = f"same action as the SB3 expert {config.expert}"
+    agreement, agreement_kind = _agreement(config, result)
     report: dict[str, Any] = {
         "rlft_report_version": REPORT_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -96,24 +88,16 @@ def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
         "returns": returns.tolist(),
         "lengths": lengths.tolist(),
         "terminated": [e.terminated for e in eps],
-        "return_mean": float(returns.mean()),
-        "return_std": float(returns.std()),
-        "return_min": float(returns.min()),
-        "return_max": float(returns.max()),
-        "return_stderr": float(returns.std(ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else 0.0,
-        "length_mean": float(lengths.mean()),
-        "length_min": int(lengths.min()),
-        "length_max": int(lengths.max()),
+        **_return_stats(returns, lengths),
         "success_rate": float(np.mean(returns > 0)) if frozenlake else None,
         "optimal_success_exact": (setup.qtable.exact_success_within(config.max_episode_steps)
                                   if frozenlake and setup.qtable is not None else None),
         "normalized_score": normalized_score(setup.env_id, float(returns.mean())),
         "reference_scores": None if ref is None else {"random": ref.random, "expert": ref.expert,
                                                         "source": ref.source},
-        "decisions": int(decisions),
+        "decisions": int(policy.decisions),
         "invalid_actions": int(policy.invalid),
-        "invalid_action_rate": (policy.invalid / decisions) if (decisions and policy.kind == "llm") else
-        (0.0 if policy.kind == "llm" else None),
+        "invalid_action_rate": _invalid_action_rate(policy),
         "invalid_examples": stats.get("invalid_examples", []),
         "invalid_reasons": stats.get("invalid_reasons", {}),
         "expert_agreement": agreement,
@@ -137,6 +121,37 @@ def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
         "versions": _versions(),
     }
     return report
+
+
+def _return_stats(returns: np.ndarray, lengths: np.ndarray) -> dict[str, Any]:
+    """Mean, spread and range of the episode returns and lengths (the standard error is 0 for one episode)."""
+    return {
+        "return_mean": float(returns.mean()),
+        "return_std": float(returns.std()),
+        "return_min": float(returns.min()),
+        "return_max": float(returns.max()),
+        "return_stderr": float(returns.std(ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else 0.0,
+        "length_mean": float(lengths.mean()),
+        "length_min": int(lengths.min()),
+        "length_max": int(lengths.max()),
+    }
+
+
+def _agreement(config, result) -> tuple[float | None, str | None]:
+    """(share of agreeing steps, what agreeing means): with an SB3 expert when one was given, else with the
+    optimal actions of the dataset's Q-values, else (None, None)."""
+    if result.expert_total:
+        return result.expert_match / result.expert_total, f"same action as the SB3 expert {config.expert}"
+    if result.agreement_total:
+        return result.agreement_hits / result.agreement_total, "action in the optimal set of the dataset's Q-values"
+    return None, None
+
+
+def _invalid_action_rate(policy) -> float | None:
+    """The share of an LLM policy's decisions whose answer did not parse (0.0 before any); None for others."""
+    if policy.kind != "llm":
+        return None
+    return (policy.invalid / policy.decisions) if policy.decisions else 0.0
 
 
 def _policy_map(setup, result) -> dict[str, Any] | None:

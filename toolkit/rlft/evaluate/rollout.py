@@ -75,6 +75,33 @@ class Agreement:
                 result.expert_abs_diff_n += int(diff.size)
 
 
+@dataclass
+class _Slots:
+    """The episode each vector slot runs (-1: idle, all episodes handed out), its running return and length,
+    the finished episodes by index and the time spent in the policy and in the environments."""
+
+    episode: list[int]
+    returns: np.ndarray
+    lengths: np.ndarray
+    next_episode: int
+    finished: dict[int, EpisodeResult] = field(default_factory=dict)
+    policy_seconds: float = 0.0
+    env_seconds: float = 0.0
+
+    @classmethod
+    def first(cls, k_envs: int) -> _Slots:
+        """Slot k runs episode k; episode K is the next one to hand out."""
+        return cls(list(range(k_envs)), np.zeros(k_envs), np.zeros(k_envs, dtype=np.int64), k_envs)
+
+    def any_live(self) -> bool:
+        """Whether some slot still runs an episode."""
+        return any(ep >= 0 for ep in self.episode)
+
+    def live(self) -> list[int]:
+        """The slots that run an episode."""
+        return [k for k in range(len(self.episode)) if self.episode[k] >= 0]
+
+
 def rollout(policy: Policy, env_fns: list[Callable], episodes: int, seed: int, idle_action,
             agreement: Agreement | None = None, video: VideoSlots | None = None,
             on_episode: Callable[[EpisodeResult], None] | None = None,
@@ -88,83 +115,113 @@ def rollout(policy: Policy, env_fns: list[Callable], episodes: int, seed: int, i
 
     if episodes < 1:
         raise InvalidInputError(f"--episodes must be at least 1, got {episodes}")
-    k_envs = len(env_fns)
     envs = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.DISABLED)
-    space = envs.single_action_space
-    results: dict[int, EpisodeResult] = {}
     result = result if result is not None else RolloutResult([], 0.0, 0.0, 0.0, 0)
-    slot_ep = list(range(k_envs))
-    returns = np.zeros(k_envs)
-    lengths = np.zeros(k_envs, dtype=np.int64)
-    next_ep = k_envs
-    t_policy = t_env = 0.0
+    slots = _Slots.first(len(env_fns))
     start = time.perf_counter()
     try:
-        if video is not None:
-            for k in range(k_envs):
-                video.before_reset(k, k, seed + k)
-        obs, _ = envs.reset(seed=[seed + k for k in range(k_envs)])
-        for k in range(k_envs):
-            policy.begin_episode(k, k, seed + k, take(obs, k))
-        while any(ep >= 0 for ep in slot_ep):
-            live = [k for k in range(k_envs) if slot_ep[k] >= 0]
+        obs = _reset_all_slots(envs, policy, seed, video)
+        while slots.any_live():
+            live = slots.live()
             live_obs = take(obs, live)
             t0 = time.perf_counter()
             actions = policy.act(live_obs, live)
-            t1 = time.perf_counter()
-            t_policy += t1 - t0
+            slots.policy_seconds += time.perf_counter() - t0
             if agreement is not None:
                 agreement.update(result, live_obs, actions)
-            if len(live) == k_envs:
-                full = actions
-            else:
-                full = np.stack([np.asarray(idle_action, dtype=space.dtype)] * k_envs) if not isinstance(
-                    space, gym.spaces.Discrete) else np.full(k_envs, idle_action, dtype=np.int64)
-                full[live] = actions
-            t2 = time.perf_counter()
+            full = _all_slot_actions(envs, live, actions, idle_action)
+            t1 = time.perf_counter()
             obs, rewards, terminated, truncated, _ = envs.step(full)
-            t_env += time.perf_counter() - t2
+            slots.env_seconds += time.perf_counter() - t1
             policy.record(live, actions, rewards[live])
             done = np.logical_or(terminated, truncated)
-            for k in live:
-                returns[k] += float(rewards[k])
-                lengths[k] += 1
-                result.env_steps += 1
-                if done[k]:
-                    ep = slot_ep[k]
-                    res = EpisodeResult(ep, seed + ep, float(returns[k]), int(lengths[k]), bool(terminated[k]))
-                    results[ep] = res
-                    if on_episode is not None:
-                        on_episode(res)
+            _add_step(slots, live, rewards, terminated, done, seed, result, on_episode)
             if done.any():
-                seeds: list[int | None] = [None] * k_envs
-                new = []
-                for k in np.flatnonzero(done):
-                    if slot_ep[k] >= 0 and next_ep < episodes:
-                        slot_ep[k] = next_ep
-                        seeds[k] = seed + next_ep
-                        new.append(k)
-                        next_ep += 1
-                    else:
-                        slot_ep[k] = -1  # idle: reset (stepping a finished env is refused) and never read
-                    returns[k], lengths[k] = 0.0, 0
-                    if video is not None:
-                        video.before_reset(int(k), slot_ep[k] if slot_ep[k] >= 0 else None, seeds[k])
-                t3 = time.perf_counter()
-                obs, _ = envs.reset(seed=seeds, options={"reset_mask": done.copy()})
-                t_env += time.perf_counter() - t3
-                for k in new:
-                    policy.begin_episode(k, slot_ep[k], seed + slot_ep[k], take(obs, k))
+                obs = _start_next_episodes(envs, policy, slots, done, seed, episodes, video)
     finally:
+        # also on an exception: the caller reports the episodes finished so far
         result.seconds = time.perf_counter() - start
-        result.policy_seconds, result.env_seconds = t_policy, t_env
-        result.episodes = [results[i] for i in sorted(results)]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            envs.close()
+        result.policy_seconds, result.env_seconds = slots.policy_seconds, slots.env_seconds
+        result.episodes = [slots.finished[i] for i in sorted(slots.finished)]
+        _close_quietly(envs)
     if video is not None:
         result.videos = video.finish()
     return result
+
+
+def _reset_all_slots(envs, policy: Policy, seed: int, video: VideoSlots | None):
+    """Reset every slot k to episode k (seed ``seed + k``) and start that episode in the policy."""
+    k_envs = envs.num_envs
+    if video is not None:
+        for k in range(k_envs):
+            video.before_reset(k, k, seed + k)
+    obs, _ = envs.reset(seed=[seed + k for k in range(k_envs)])
+    for k in range(k_envs):
+        policy.begin_episode(k, k, seed + k, take(obs, k))
+    return obs
+
+
+def _all_slot_actions(envs, live: list[int], actions, idle_action):
+    """The actions of all K slots: the policy's for the live slots, ``idle_action`` for the idle ones."""
+    import gymnasium as gym
+
+    k_envs = envs.num_envs
+    if len(live) == k_envs:
+        return actions
+    space = envs.single_action_space
+    if isinstance(space, gym.spaces.Discrete):
+        full = np.full(k_envs, idle_action, dtype=np.int64)
+    else:
+        full = np.stack([np.asarray(idle_action, dtype=space.dtype)] * k_envs)
+    full[live] = actions
+    return full
+
+
+def _add_step(slots: _Slots, live: list[int], rewards, terminated, done, seed: int, result: RolloutResult,
+              on_episode: Callable[[EpisodeResult], None] | None) -> None:
+    """Add one step to the live slots' episodes; an episode that ended becomes an :class:`EpisodeResult`."""
+    for k in live:
+        slots.returns[k] += float(rewards[k])
+        slots.lengths[k] += 1
+        result.env_steps += 1
+        if done[k]:
+            ep = slots.episode[k]
+            res = EpisodeResult(ep, seed + ep, float(slots.returns[k]), int(slots.lengths[k]), bool(terminated[k]))
+            slots.finished[ep] = res
+            if on_episode is not None:
+                on_episode(res)
+
+
+def _start_next_episodes(envs, policy: Policy, slots: _Slots, done, seed: int, episodes: int,
+                         video: VideoSlots | None):
+    """Give each finished slot the next episode (or make it idle once all are handed out), reset the finished
+    slots and start their new episodes in the policy; returns the observations of all slots."""
+    seeds: list[int | None] = [None] * len(slots.episode)
+    new = []
+    for k in np.flatnonzero(done):
+        if slots.episode[k] >= 0 and slots.next_episode < episodes:
+            slots.episode[k] = slots.next_episode
+            seeds[k] = seed + slots.next_episode
+            new.append(k)
+            slots.next_episode += 1
+        else:
+            slots.episode[k] = -1  # idle: reset (stepping a finished env is refused) and never read
+        slots.returns[k], slots.lengths[k] = 0.0, 0
+        if video is not None:
+            video.before_reset(int(k), slots.episode[k] if slots.episode[k] >= 0 else None, seeds[k])
+    t0 = time.perf_counter()
+    obs, _ = envs.reset(seed=seeds, options={"reset_mask": done.copy()})
+    slots.env_seconds += time.perf_counter() - t0
+    for k in new:
+        policy.begin_episode(k, slots.episode[k], seed + slots.episode[k], take(obs, k))
+    return obs
+
+
+def _close_quietly(envs) -> None:
+    """Close the vector env, silencing the warnings gymnasium may emit while closing."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        envs.close()
 
 
 # -- assembling an evaluation -------------------------------------------------------------------------------

@@ -28,10 +28,35 @@ def _keep_finished(config: EvalConfig, setup, result: RolloutResult, num_envs: i
 
 def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     """Build everything, run the episodes, write and print the report; return the report dict."""
-    from rlft.core.console import console, progress
     from rlft.core.seeding import limit_threads, seed_everything
     from rlft.evaluate.report import build_report, print_report, write_report
 
+    _check_config(config)
+    limit_threads()
+    seed_everything(config.seed)
+    expert_model = _load_expert_model(config)
+    setup = build_setup(config)
+    if expert_model is not None:
+        check_sb3_spaces(expert_model, setup.env_id, setup.observation_space, setup.action_space,
+                          str(config.expert))
+    num_envs = _num_envs(config, setup)
+    video = _video_slots(config, setup, num_envs)
+    if not config.quiet:
+        _print_setup(setup)
+    env_fns = make_env_fns(setup.env_id, setup.env_kwargs, num_envs, config.max_episode_steps, video)
+    agreement = Agreement(setup.qtable, expert_model) if (setup.qtable is not None or expert_model is not None) \
+        else None
+    result = _run_episodes(config, setup, env_fns, agreement, video, num_envs)
+    report = build_report(config, setup, result, num_envs)
+    if config.out is not None:
+        report["files"] = write_report(report, Path(config.out))
+    if not config.quiet:
+        print_report(report)
+    return report
+
+
+def _check_config(config: EvalConfig) -> None:
+    """Refuse bad numbers and a bad --out before anything slow is loaded."""
     if config.episodes < 1:
         raise InvalidInputError(f"--episodes must be at least 1, got {config.episodes}")
     if config.num_envs < 1:
@@ -49,36 +74,51 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
         from rlft.core.io import check_output_file
 
         check_output_file(out, config.overwrite)
-    limit_threads()
-    seed_everything(config.seed)
-    expert_model = None
-    if config.expert is not None:
-        from rlft.sources.experts import load_expert
 
-        expert_model, _ = load_expert(config.expert)
-    setup = build_setup(config)
-    if expert_model is not None:
-        check_sb3_spaces(expert_model, setup.env_id, setup.observation_space, setup.action_space,
-                          str(config.expert))
-    num_envs = config.num_envs
-    if num_envs > config.episodes:
-        setup.notes.append(f"--num-envs {num_envs} is more than --episodes {config.episodes}: "
+
+def _load_expert_model(config: EvalConfig):
+    """The SB3 model of --expert (to measure agreement against), or None."""
+    if config.expert is None:
+        return None
+    from rlft.sources.experts import load_expert
+
+    expert_model, _ = load_expert(config.expert)
+    return expert_model
+
+
+def _num_envs(config: EvalConfig, setup) -> int:
+    """--num-envs, capped to --episodes (a note says so)."""
+    if config.num_envs > config.episodes:
+        setup.notes.append(f"--num-envs {config.num_envs} is more than --episodes {config.episodes}: "
                            f"using {config.episodes} environments")
-        num_envs = config.episodes
-    video = None
-    if config.video is not None:
-        check_video(setup.env_id, setup.env_kwargs)
-        video = VideoSlots(config.video, config.video_episodes, num_envs)
-    if not config.quiet:
-        for note in setup.notes:
-            console.print(f"[yellow]note:[/] {note}")
-        if setup.precompute:
-            pc = setup.precompute
-            console.print(f"constrained decoding: {pc['states']} grammar states, {pc['candidate_tokens']} candidate "
-                          f"tokens, precomputed in {pc['precompute_seconds'] * 1000:.1f} ms")
-    env_fns = make_env_fns(setup.env_id, setup.env_kwargs, num_envs, config.max_episode_steps, video)
-    agreement = Agreement(setup.qtable, expert_model) if (setup.qtable is not None or expert_model is not None) \
-        else None
+        return config.episodes
+    return config.num_envs
+
+
+def _video_slots(config: EvalConfig, setup, num_envs: int) -> VideoSlots | None:
+    """The video recorder of --video (after checking that the environment renders), or None."""
+    if config.video is None:
+        return None
+    check_video(setup.env_id, setup.env_kwargs)
+    return VideoSlots(config.video, config.video_episodes, num_envs)
+
+
+def _print_setup(setup) -> None:
+    """Print the setup's notes and the constrained-decoding precompute summary."""
+    from rlft.core.console import console
+
+    for note in setup.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    if setup.precompute:
+        pc = setup.precompute
+        console.print(f"constrained decoding: {pc['states']} grammar states, {pc['candidate_tokens']} candidate "
+                      f"tokens, precomputed in {pc['precompute_seconds'] * 1000:.1f} ms")
+
+
+def _run_episodes(config: EvalConfig, setup, env_fns, agreement: Agreement | None, video: VideoSlots | None,
+                  num_envs: int) -> RolloutResult:
+    """Roll the policy out under a progress bar; the policy is closed whatever happens."""
+    from rlft.core.console import progress
     from rlft.policy.policies import default_action
 
     result = RolloutResult([], 0.0, 0.0, 0.0, 0)
@@ -91,9 +131,4 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
         raise _keep_finished(config, setup, result, num_envs, exc) from exc
     finally:
         setup.policy.close()
-    report = build_report(config, setup, result, num_envs)
-    if config.out is not None:
-        report["files"] = write_report(report, Path(config.out))
-    if not config.quiet:
-        print_report(report)
-    return report
+    return result

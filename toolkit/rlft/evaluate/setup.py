@@ -67,12 +67,7 @@ def _env_spaces(env_id: str, env_kwargs: dict):
 def build_setup(config: EvalConfig) -> Setup:
     """Load the policy, its codec and the environment description; check that they fit together."""
     kind, arg = parse_policy_spec(config.policy)
-    if config.backend not in BACKENDS:
-        raise InvalidInputError(f"--backend must be one of {', '.join(BACKENDS)}, got {config.backend!r}")
-    if config.backend == "openai" and kind != "llm":
-        raise InvalidInputError("--backend openai is for llm policies")
-    if config.n_examples < 0:
-        raise InvalidInputError("--n-examples must be >= 0")
+    _check_options(config, kind)
     codec = _load_codec_from(config.codec) if config.codec else None
     codec_source = str(config.codec) if config.codec else None
     notes: list[str] = []
@@ -80,64 +75,101 @@ def build_setup(config: EvalConfig) -> Setup:
     if kind == "llm":
         return _llm_setup(config, arg, codec, codec_source, notes)
 
-    fallback_env, fallback_kwargs = None, None
-    bc_policy = expert_policy = None
-    if kind == "bc":
-        from rlft.evaluate.bc import BCPolicy
-
-        bc_policy = BCPolicy(arg)
-        fallback_env, fallback_kwargs = bc_policy.info.get("env_id"), bc_policy.info.get("env_kwargs")
-    elif kind == "expert":
-        from rlft.sources.experts import load_expert
-
-        path = Path(arg)
-        model, metadata = load_expert(path)
-        fallback_env = metadata.get("env_id")
-        expert_policy = (path, model, metadata)
-    elif kind == "online":
-        from rlft.policy.backbone import load_online
-
-        path = Path(arg)
-        model, metadata = load_online(path)
-        fallback_env = metadata.get("env_id")
-        expert_policy = (path, model, metadata)
+    loaded = _load_baseline(kind, arg)  # before the env: a BC policy or an SB3 model names the env it was made on
     if kind == "q-greedy" and codec is None:
         raise InvalidInputError("--policy q-greedy needs --codec DATASET_DIR (a FrozenLake Q dataset: "
                                 "rlft data export-q frozenlake)")
+    env_id, env_kwargs, obs_space, act_space = _checked_env(config, codec, codec_source, loaded.env_id,
+                                                            loaded.env_kwargs)
+    qtable = _qtable(config.codec, codec, obs_space)
+    policy = _baseline_policy(kind, arg, config, loaded, codec, codec_source, qtable, env_id, obs_space, act_space)
+    return Setup(policy, env_id, env_kwargs, codec, codec_source, qtable, notes, None, obs_space, act_space)
+
+
+def _check_options(config: EvalConfig, kind: str) -> None:
+    """Refuse an unknown --backend, --backend openai for a non-LLM policy and a negative --n-examples."""
+    if config.backend not in BACKENDS:
+        raise InvalidInputError(f"--backend must be one of {', '.join(BACKENDS)}, got {config.backend!r}")
+    if config.backend == "openai" and kind != "llm":
+        raise InvalidInputError("--backend openai is for llm policies")
+    if config.n_examples < 0:
+        raise InvalidInputError("--n-examples must be >= 0")
+
+
+def _checked_env(config: EvalConfig, codec: Codec | None, codec_source: str | None, fallback_env: str | None,
+                 fallback_kwargs: dict | None) -> tuple[str, dict, Any, Any]:
+    """The environment (id, kwargs, observation and action space), checked against the codec's spaces."""
     env_id, env_kwargs = _resolve_env(config, codec, fallback_env, fallback_kwargs)
     obs_space, act_space = _env_spaces(env_id, env_kwargs)
     if codec is not None:
         check_spaces(f"the codec of {codec_source}", codec.observation_space, codec.action_space, env_id, obs_space,
                      act_space)
-    qtable = _qtable(config.codec, codec, obs_space)
+    return env_id, env_kwargs, obs_space, act_space
 
+
+@dataclass
+class _LoadedBaseline:
+    """What a baseline policy loaded from a file brings: the environment it names, and the BC policy or the SB3
+    model (with its path and metadata)."""
+
+    env_id: str | None = None
+    env_kwargs: dict | None = None
+    bc_policy: Any = None
+    sb3: tuple[Path, Any, dict] | None = None
+
+
+def _load_baseline(kind: str, arg: str | None) -> _LoadedBaseline:
+    """Load the file of a ``bc:``, ``expert:`` or ``online:`` policy (nothing to load for the others)."""
+    if kind == "bc":
+        from rlft.evaluate.bc import BCPolicy
+
+        bc_policy = BCPolicy(arg)
+        return _LoadedBaseline(bc_policy.info.get("env_id"), bc_policy.info.get("env_kwargs"), bc_policy=bc_policy)
+    if kind == "expert":
+        from rlft.sources.experts import load_expert
+
+        path = Path(arg)
+        model, metadata = load_expert(path)
+    elif kind == "online":
+        from rlft.policy.backbone import load_online
+
+        path = Path(arg)
+        model, metadata = load_online(path)
+    else:
+        return _LoadedBaseline()
+    return _LoadedBaseline(metadata.get("env_id"), sb3=(path, model, metadata))
+
+
+def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _LoadedBaseline, codec: Codec | None,
+                     codec_source: str | None, qtable, env_id: str, obs_space, act_space) -> Policy:
+    """The policy of a non-LLM --policy, checked against the environment's spaces."""
     if kind == "random":
         from rlft.policy.policies import RandomPolicy
 
-        policy: Policy = RandomPolicy(act_space, config.seed)
-    elif kind == "constant":
+        return RandomPolicy(act_space, config.seed)
+    if kind == "constant":
         from rlft.policy.policies import ConstantPolicy, parse_action_value
 
-        policy = ConstantPolicy(act_space, parse_action_value(arg, act_space, codec) if arg else None)
-    elif kind in ("expert", "online"):
+        return ConstantPolicy(act_space, parse_action_value(arg, act_space, codec) if arg else None)
+    if kind in ("expert", "online"):
         from rlft.policy.policies import ExpertPolicy
 
-        path, model, metadata = expert_policy
+        path, model, metadata = loaded.sb3
         policy = ExpertPolicy(model, metadata, str(path))
         policy.kind = kind
         check_sb3_spaces(model, env_id, obs_space, act_space, str(path))
-    elif kind == "bc":
-        check_spaces(f"the behaviour-cloning policy {arg}", bc_policy.observation_space, bc_policy.action_space,
-                     env_id, obs_space, act_space)
-        policy = bc_policy
-    else:  # q-greedy
-        if qtable is None:
-            raise InvalidInputError(f"--policy q-greedy: {codec_source} holds no Q-values (state, q_values, "
-                                    "optimal_actions columns)", hint="make one with rlft data export-q frozenlake")
-        from rlft.policy.policies import TablePolicy
+        return policy
+    if kind == "bc":
+        check_spaces(f"the behaviour-cloning policy {arg}", loaded.bc_policy.observation_space,
+                     loaded.bc_policy.action_space, env_id, obs_space, act_space)
+        return loaded.bc_policy
+    # q-greedy
+    if qtable is None:
+        raise InvalidInputError(f"--policy q-greedy: {codec_source} holds no Q-values (state, q_values, "
+                                "optimal_actions columns)", hint="make one with rlft data export-q frozenlake")
+    from rlft.policy.policies import TablePolicy
 
-        policy = TablePolicy(qtable.greedy, qtable.source)
-    return Setup(policy, env_id, env_kwargs, codec, codec_source, qtable, notes, None, obs_space, act_space)
+    return TablePolicy(qtable.greedy, qtable.source)
 
 
 def check_sb3_spaces(model, env_id, obs_space, act_space, what) -> None:
@@ -196,88 +228,126 @@ def _default_target_return(config: EvalConfig, dataset: str | None) -> float | N
 
 def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_source: str | None,
                notes: list[str]) -> Setup:
+    """The setup of ``llm:MODEL``: the model (transformers) or the server (openai), its codec, the environment
+    and the decoding options."""
     from rlft.policy.constrained import build_token_table
-    from rlft.policy.generation import default_max_new_tokens
-    from rlft.policy.llm_policy import LLMPolicy, load_few_shot
-    from rlft.policy.policies import default_action, parse_action_value
+    from rlft.policy.llm_policy import LLMPolicy
 
     model = tokenizer = None
     run_dataset = None  # the dataset a RUN folder was trained on (its Q-values grade the actions)
     if config.backend == "transformers":
-        from transformers.utils import logging as hf_logging
-
-        from rlft.train.run import load_policy_model
-
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()  # a "Loading weights" bar per evaluation is noise
-        try:
-            model, tokenizer, run_codec = load_policy_model(model_arg)
-        finally:
-            if bars:
-                hf_logging.enable_progress_bar()
-        if codec is None and run_codec is not None:
-            codec, codec_source = run_codec, f"{model_arg} (rlft_codec.json)"
-            run_dataset = _run_dataset(model_arg)
-        elif codec is not None and run_codec is not None and codec.to_dict() != run_codec.to_dict():
-            notes.append(f"--codec {config.codec} differs from the codec the run was trained with; using --codec")
+        model, tokenizer, run_codec = _load_transformers_model(model_arg)
+        codec, codec_source, run_dataset = _codec_or_run_codec(config, model_arg, codec, codec_source, run_codec,
+                                                                notes)
     else:
-        local = Path(model_arg)
-        if codec is None and (local / "rlft_codec.json").is_file():
-            codec, codec_source = _load_codec_from(str(local)), f"{model_arg} (rlft_codec.json)"
+        codec, codec_source = _codec_or_local_codec(model_arg, codec, codec_source)
         if config.constrained:
             raise InvalidInputError("--constrained needs --backend transformers (the logits are not reachable "
                                     "through the OpenAI API)")
     if codec is None:
         raise InvalidInputError(f"no codec for {model_arg}: pass --codec DATASET_DIR (the dataset the model was "
                                 "trained on)", hint="a RUN folder written by rlft train carries rlft_codec.json")
-    env_id, env_kwargs = _resolve_env(config, codec, None, None)
-    obs_space, act_space = _env_spaces(env_id, env_kwargs)
-    check_spaces(f"the codec of {codec_source}", codec.observation_space, codec.action_space, env_id, obs_space,
-                 act_space)
+    env_id, env_kwargs, obs_space, act_space = _checked_env(config, codec, codec_source, None, None)
     qtable = _qtable(config.codec or run_dataset, codec, obs_space)
-    fallback = (parse_action_value(config.fallback_action, act_space, codec) if config.fallback_action is not None
-                else default_action(act_space))
-    few_shot = None
-    if config.n_examples:
-        if not config.codec:
-            raise InvalidInputError("--n-examples needs --codec DATASET_DIR (the examples come from its rows)")
-        few_shot = load_few_shot(codec, config.codec, config.n_examples, config.seed)
-
-    precompute = None
-    table = None
-    if config.constrained:
-        table = build_token_table(codec, tokenizer, model)
-        precompute = table.describe()
-    if config.max_new_tokens is not None:
-        if config.max_new_tokens < 1:
-            raise InvalidInputError("--max-new-tokens must be at least 1")
-        max_new = int(config.max_new_tokens)
-        if table is not None and max_new < table.max_new_tokens:
-            notes.append(f"--max-new-tokens {max_new} is below the longest constrained answer "
-                         f"({table.max_new_tokens} tokens): some answers may be cut")
-    else:
-        max_new = default_max_new_tokens(codec, table)
-    if config.backend == "transformers":
-        from rlft.policy.generation import TransformersBackend
-
-        backend = TransformersBackend(model, tokenizer, max_new, config.temperature, config.top_p, table,
-                                      cache=config.cache)
-    else:
-        import os
-
-        from rlft.policy.openai_backend import OpenAIBackend
-
-        if not config.api_url:
-            raise InvalidInputError("--backend openai needs --api-url URL (e.g. http://127.0.0.1:8000/v1)")
-        suffix = codec.template.answer_suffix
-        backend = OpenAIBackend(config.api_url, config.api_model or model_arg, max_new, config.temperature,
-                                config.top_p, config.concurrency, api_key=config.api_key or os.environ.get(
-                                    "OPENAI_API_KEY"), stop=[suffix] if suffix and config.api_stop else None,
-                                answer_prefix=codec.template.answer_prefix, answer_suffix=suffix,
-                                seed=config.seed)
+    fallback = _fallback_action(config, codec, act_space)
+    few_shot = _few_shot(config, codec)
+    table = build_token_table(codec, tokenizer, model) if config.constrained else None
+    precompute = table.describe() if table is not None else None
+    max_new = _max_new_tokens(config, codec, table, notes)
+    backend = _generation_backend(config, model_arg, codec, model, tokenizer, max_new, table)
     target_return = _default_target_return(config, config.codec or run_dataset)
     policy = LLMPolicy(codec, backend, fallback, act_space, target_return, few_shot, model=model_arg,
                        constrained=config.constrained)
     if codec.template.return_to_go and config.target_return is None:
         notes.append(f"--target-return not given: using the dataset's best episode return {policy.target_return:g}")
     return Setup(policy, env_id, env_kwargs, codec, codec_source, qtable, notes, precompute, obs_space, act_space)
+
+
+def _load_transformers_model(model_arg: str):
+    """(model, tokenizer, codec of a RUN folder or None) of MODEL, loaded without the weight-loading bar."""
+    from transformers.utils import logging as hf_logging
+
+    from rlft.train.run import load_policy_model
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a "Loading weights" bar per evaluation is noise
+    try:
+        return load_policy_model(model_arg)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _codec_or_run_codec(config: EvalConfig, model_arg: str, codec: Codec | None, codec_source: str | None,
+                        run_codec: Codec | None, notes: list[str]) -> tuple[Codec | None, str | None, str | None]:
+    """(codec, codec source, the RUN folder's dataset or None): --codec wins over the codec a RUN folder was
+    trained with (a note says when they differ)."""
+    if codec is None and run_codec is not None:
+        return run_codec, f"{model_arg} (rlft_codec.json)", _run_dataset(model_arg)
+    if codec is not None and run_codec is not None and codec.to_dict() != run_codec.to_dict():
+        notes.append(f"--codec {config.codec} differs from the codec the run was trained with; using --codec")
+    return codec, codec_source, None
+
+
+def _codec_or_local_codec(model_arg: str, codec: Codec | None, codec_source: str | None
+                          ) -> tuple[Codec | None, str | None]:
+    """--codec, else the rlft_codec.json in MODEL when MODEL is a local folder that holds one."""
+    local = Path(model_arg)
+    if codec is None and (local / "rlft_codec.json").is_file():
+        return _load_codec_from(str(local)), f"{model_arg} (rlft_codec.json)"
+    return codec, codec_source
+
+
+def _fallback_action(config: EvalConfig, codec: Codec, act_space):
+    """The action taken for an unparsable answer: --fallback-action, else the action space's default."""
+    from rlft.policy.policies import default_action, parse_action_value
+
+    return (parse_action_value(config.fallback_action, act_space, codec) if config.fallback_action is not None
+            else default_action(act_space))
+
+
+def _few_shot(config: EvalConfig, codec: Codec):
+    """The --n-examples example rows of the --codec dataset for the prompts, or None."""
+    from rlft.policy.llm_policy import load_few_shot
+
+    if not config.n_examples:
+        return None
+    if not config.codec:
+        raise InvalidInputError("--n-examples needs --codec DATASET_DIR (the examples come from its rows)")
+    return load_few_shot(codec, config.codec, config.n_examples, config.seed)
+
+
+def _max_new_tokens(config: EvalConfig, codec: Codec, table, notes: list[str]) -> int:
+    """--max-new-tokens (a note when it cuts constrained answers), else enough for the longest answer."""
+    from rlft.policy.generation import default_max_new_tokens
+
+    if config.max_new_tokens is None:
+        return default_max_new_tokens(codec, table)
+    if config.max_new_tokens < 1:
+        raise InvalidInputError("--max-new-tokens must be at least 1")
+    max_new = int(config.max_new_tokens)
+    if table is not None and max_new < table.max_new_tokens:
+        notes.append(f"--max-new-tokens {max_new} is below the longest constrained answer "
+                     f"({table.max_new_tokens} tokens): some answers may be cut")
+    return max_new
+
+
+def _generation_backend(config: EvalConfig, model_arg: str, codec: Codec, model, tokenizer, max_new: int, table):
+    """The backend that answers the prompts: the loaded model (transformers) or an OpenAI-compatible server."""
+    if config.backend == "transformers":
+        from rlft.policy.generation import TransformersBackend
+
+        return TransformersBackend(model, tokenizer, max_new, config.temperature, config.top_p, table,
+                                   cache=config.cache)
+    import os
+
+    from rlft.policy.openai_backend import OpenAIBackend
+
+    if not config.api_url:
+        raise InvalidInputError("--backend openai needs --api-url URL (e.g. http://127.0.0.1:8000/v1)")
+    suffix = codec.template.answer_suffix
+    return OpenAIBackend(config.api_url, config.api_model or model_arg, max_new, config.temperature,
+                         config.top_p, config.concurrency, api_key=config.api_key or os.environ.get(
+                             "OPENAI_API_KEY"), stop=[suffix] if suffix and config.api_stop else None,
+                         answer_prefix=codec.template.answer_prefix, answer_suffix=suffix,
+                         seed=config.seed)

@@ -164,8 +164,23 @@ def build_token_table(codec: Codec, tokenizer, model=None, grammar: AnswerGramma
     text a valid prefix of an answer (states that cannot reach a complete answer are removed)."""
     t0 = time.perf_counter()
     grammar = grammar or answer_grammar(codec)
-    alphabet = grammar.alphabet()
-    texts = token_texts(tokenizer)
+    root, candidates = _token_trie(grammar.alphabet(), token_texts(tokenizer))
+    eos = eos_ids(tokenizer, model)
+    delta, accepting = compile_dfa(grammar)
+    states, tids_of, ends_of = _token_states(root, delta)
+    alive = _alive_states(states, ends_of, accepting)
+    if not alive[0]:
+        raise InvalidInputError(
+            f"the tokenizer cannot write any valid answer of the codec ({grammar.description})",
+            hint="its vocabulary lacks the characters of the answer format",
+        )
+    allowed, targets = _allowed_tokens(states, tids_of, ends_of, alive, accepting, eos)
+    max_new = _longest_path(targets) + 1
+    return TokenTable(allowed, targets, eos, grammar, len(tokenizer), candidates, time.perf_counter() - t0, max_new)
+
+
+def _token_trie(alphabet, texts: dict[int, str]) -> tuple[_TrieNode, int]:
+    """A trie of the tokens written only with characters of the grammar's alphabet, and how many there are."""
     root = _TrieNode()
     candidates = 0
     for tid, text in texts.items():
@@ -176,17 +191,20 @@ def build_token_table(codec: Codec, tokenizer, model=None, grammar: AnswerGramma
         for ch in text:
             node = node.children.setdefault(ch, _TrieNode())
         node.ids.append(tid)
-    eos = eos_ids(tokenizer, model)
-    delta, accepting = compile_dfa(grammar)
+    return root, candidates
 
-    # token-level states: the character states reachable from the start through whole tokens
+
+def _token_states(root: _TrieNode, delta: list[dict[str, int]]
+                  ) -> tuple[list[int], list[np.ndarray], list[np.ndarray]]:
+    """The token-level states (the character states reachable from the start through whole tokens; token state
+    -> character state) and, for each, its readable tokens and the token state each leads to."""
     tok_of_char = np.full(len(delta), -1, dtype=np.int64)
     tok_of_char[0] = 0
     states = [0]  # token state -> character state
     tids_of: list[np.ndarray] = []
     ends_of: list[np.ndarray] = []
     sid = 0
-    while sid < len(states):
+    while sid < len(states):  # breadth first: states found while walking are appended and walked in turn
         tids, ends = _walk(root, delta, states[sid])
         ends_arr = np.asarray(ends, dtype=np.int64)
         for cs in np.unique(ends_arr[tok_of_char[ends_arr] < 0]) if len(ends_arr) else ():
@@ -195,8 +213,12 @@ def build_token_table(codec: Codec, tokenizer, model=None, grammar: AnswerGramma
         tids_of.append(np.asarray(tids, dtype=np.int64))
         ends_of.append(tok_of_char[ends_arr] if len(ends_arr) else ends_arr)
         sid += 1
+    return states, tids_of, ends_of
 
-    # keep only states from which a complete answer can be reached (no dead ends), backwards from accepting
+
+def _alive_states(states: list[int], ends_of: list[np.ndarray], accepting: list[bool]) -> np.ndarray:
+    """Which token states can still reach a complete answer (no dead ends), searched backwards from the
+    accepting ones."""
     n = len(states)
     alive = np.array([accepting[cs] for cs in states], dtype=bool)
     parents: list[list[int]] = [[] for _ in range(n)]
@@ -210,14 +232,16 @@ def build_token_table(codec: Codec, tokenizer, model=None, grammar: AnswerGramma
             if not alive[p]:
                 alive[p] = True
                 todo.append(p)
-    if not alive[0]:
-        raise InvalidInputError(
-            f"the tokenizer cannot write any valid answer of the codec ({grammar.description})",
-            hint="its vocabulary lacks the characters of the answer format",
-        )
+    return alive
+
+
+def _allowed_tokens(states: list[int], tids_of: list[np.ndarray], ends_of: list[np.ndarray], alive: np.ndarray,
+                    accepting: list[bool], eos: list[int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per token state, the allowed tokens (sorted) and the state each leads to: only tokens into alive states,
+    plus EOS (target -1) where the answer may end; dead states allow nothing."""
     allowed, targets = [], []
     eos_arr = np.asarray(eos, dtype=np.int64)
-    for sid in range(n):
+    for sid in range(len(states)):
         if not alive[sid]:
             allowed.append(np.zeros(0, np.int64))
             targets.append(np.zeros(0, np.int64))
@@ -230,8 +254,7 @@ def build_token_table(codec: Codec, tokenizer, model=None, grammar: AnswerGramma
         order = np.argsort(tids, kind="stable")
         allowed.append(tids[order])
         targets.append(ends[order])
-    max_new = _longest_path(targets) + 1
-    return TokenTable(allowed, targets, eos, grammar, len(tokenizer), candidates, time.perf_counter() - t0, max_new)
+    return allowed, targets
 
 
 def _longest_path(targets: list[np.ndarray]) -> int:

@@ -22,42 +22,96 @@ def spaces_mismatch(codec_space: dict, env_space) -> str | None:
 
 
 def _dict_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
+    """How two space dicts differ (``path``: where they sit in a dict/tuple space, "" at the top), or None."""
+    if codec_space["type"] != env["type"]:
+        return _described(codec_space, env, path)
+    check = _MISMATCH_BY_TYPE.get(env["type"], _box_mismatch)
+    return check(codec_space, env, path)
+
+
+def _where(path: str) -> str:
+    """The prefix that places a difference inside a dict/tuple space."""
+    return f"{path}: " if path else ""
+
+
+def _described(codec_space: dict, env: dict, path: str) -> str:
+    """Both spaces, described in full."""
     from rlft.codecs.spaces import describe_space
 
-    where = f"{path}: " if path else ""
-    if codec_space["type"] != env["type"]:
-        return f"{where}{describe_space(codec_space)} vs {describe_space(env)}"
-    kind = env["type"]
-    if kind in ("dict", "tuple"):
-        a, b = codec_space["spaces"], env["spaces"]
-        keys_a, keys_b = (list(a), list(b)) if kind == "dict" else (list(range(len(a))), list(range(len(b))))
-        if keys_a != keys_b:
-            return f"{where}fields {keys_a} vs {keys_b}"
-        for key in keys_a:
-            diff = _dict_mismatch(a[key], b[key], f"{path}.{key}" if path else str(key))
-            if diff:
-                return diff
-        return None
-    if kind == "text":
-        same = all(codec_space.get(k) == env.get(k) for k in ("min_length", "max_length"))
-        return None if same else f"{where}{describe_space(codec_space)} vs {describe_space(env)}"
-    if kind == "discrete":
-        if (codec_space["n"], codec_space.get("start", 0)) != (env["n"], env["start"]):
-            return f"{where}{describe_space(codec_space)} (start {codec_space.get('start', 0)}) vs " \
-                   f"Discrete({env['n']}) (start {env['start']})"
-        return None
+    return f"{_where(path)}{describe_space(codec_space)} vs {describe_space(env)}"
+
+
+def _same_keys(codec_space: dict, env: dict, keys: tuple[str, ...]) -> bool:
+    """Whether both spaces hold the same values under ``keys`` (absent counts as None)."""
+    return all(codec_space.get(k) == env.get(k) for k in keys)
+
+
+def _composite_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
+    """Dict and tuple spaces: the same fields, then the first field that differs."""
+    a, b = codec_space["spaces"], env["spaces"]
+    keys_a, keys_b = (list(a), list(b)) if env["type"] == "dict" else (list(range(len(a))), list(range(len(b))))
+    if keys_a != keys_b:
+        return f"{_where(path)}fields {keys_a} vs {keys_b}"
+    for key in keys_a:
+        diff = _dict_mismatch(a[key], b[key], f"{path}.{key}" if path else str(key))
+        if diff:
+            return diff
+    return None
+
+
+def _text_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
+    """Text spaces: the same length limits."""
+    return None if _same_keys(codec_space, env, ("min_length", "max_length")) else _described(codec_space, env, path)
+
+
+def _discrete_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
+    """Discrete spaces: the same size and start (a codec space without ``start`` starts at 0)."""
+    from rlft.codecs.spaces import describe_space
+
+    if (codec_space["n"], codec_space.get("start", 0)) != (env["n"], env["start"]):
+        return f"{_where(path)}{describe_space(codec_space)} (start {codec_space.get('start', 0)}) vs " \
+               f"Discrete({env['n']}) (start {env['start']})"
+    return None
+
+
+def _shape_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
+    """Array spaces: the same shape."""
     if list(codec_space["shape"]) != list(env["shape"]):
-        return f"{where}shape {tuple(codec_space['shape'])} vs {tuple(env['shape'])}"
-    if kind in ("multi_discrete", "multi_binary"):
-        same = all(codec_space.get(k) == env.get(k) for k in ("nvec", "start"))
-        return None if same else f"{where}{describe_space(codec_space)} vs {describe_space(env)}"
+        return f"{_where(path)}shape {tuple(codec_space['shape'])} vs {tuple(env['shape'])}"
+    return None
+
+
+def _multi_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
+    """MultiDiscrete and MultiBinary spaces: the same shape, sizes and starts."""
+    shape = _shape_mismatch(codec_space, env, path)
+    if shape:
+        return shape
+    return None if _same_keys(codec_space, env, ("nvec", "start")) else _described(codec_space, env, path)
+
+
+def _box_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
+    """Box spaces: the same shape and close bounds; names the first dimension whose bound differs."""
+    shape = _shape_mismatch(codec_space, env, path)
+    if shape:
+        return shape
     for bound in ("low", "high"):
         a, b = np.asarray(codec_space[bound], np.float64), np.asarray(env[bound], np.float64)
         same = (a == b) | np.isclose(a, b, rtol=1e-5, atol=1e-6)
         if not same.all():
             j = int(np.argmin(same))
-            return f"{where}{bound} bound of dimension {j}: {a[j]:g} vs {b[j]:g}"
+            return f"{_where(path)}{bound} bound of dimension {j}: {a[j]:g} vs {b[j]:g}"
     return None
+
+
+# how each space type is compared once both types agree; any other type (box) compares shape and bounds
+_MISMATCH_BY_TYPE = {
+    "dict": _composite_mismatch,
+    "tuple": _composite_mismatch,
+    "text": _text_mismatch,
+    "discrete": _discrete_mismatch,
+    "multi_discrete": _multi_mismatch,
+    "multi_binary": _multi_mismatch,
+}
 
 
 def check_spaces(what: str, obs_space: dict, act_space: dict, env_id: str, single_obs, single_act) -> None:
