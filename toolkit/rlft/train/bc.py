@@ -117,7 +117,7 @@ class _Actions:
 
 
 def _mlp(n_in: int, hidden: list[int], n_out: int, box: bool):
-    import torch.nn as nn
+    from torch import nn
 
     layers: list[nn.Module] = []
     last = n_in
