@@ -71,6 +71,19 @@ class Episode:
 
 def validate_config(config: SerializeConfig) -> None:
     """Every option is checked before the source is read."""
+    _check_prompt_options(config)
+    _check_codec_options(config)
+    if config.max_episodes is not None and config.max_episodes < 1:
+        raise InvalidInputError(f"--max-episodes must be at least 1, got {config.max_episodes}",
+                                hint="leave it out to serialize every episode")
+    if config.chunk_steps < 1 or config.in_memory_steps < 0:
+        raise InvalidInputError("chunk_steps must be >= 1 and in_memory_steps >= 0")
+    check_output_dir(config.out, config.overwrite)
+    read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before the data scan
+
+
+def _check_prompt_options(config: SerializeConfig) -> None:
+    """Format, prompt style, splits and history."""
     if config.format not in FORMATS:
         raise InvalidInputError(f"--format must be one of {FORMATS}, got {config.format!r}")
     if config.prompt_style not in PROMPT_STYLES:
@@ -83,30 +96,26 @@ def validate_config(config: SerializeConfig) -> None:
         )
     if config.history < 0:
         raise InvalidInputError("--history must be >= 0")
+
+
+def _check_codec_options(config: SerializeConfig) -> None:
+    """The codec's options, whatever the format (a --bins 0 beside --format raw is a mistake too)."""
+    from rlft.codecs.numeric import PROFILES, SEPARATORS
+
     if not 0 <= config.precision <= 6:
         raise InvalidInputError("--precision must be in 0..6")
-    # codec options are checked whatever the format (a --bins 0 beside --format raw is a mistake too)
     if config.bins < 2:
         raise InvalidInputError(f"--bins must be at least 2, got {config.bins}")
     if config.tokens < 2:
         raise InvalidInputError(f"--tokens must be at least 2, got {config.tokens}")
     if config.edges_from not in EDGE_SOURCES:
         raise InvalidInputError(f"--edges-from must be one of {', '.join(EDGE_SOURCES)}, got {config.edges_from!r}")
-    from rlft.codecs.numeric import PROFILES, SEPARATORS
-
     if config.separator not in SEPARATORS:
         raise InvalidInputError(f"--separator must be ' ' or ',', got {config.separator!r}")
     if config.profile is not None and config.profile not in PROFILES:
         raise InvalidInputError(f"unknown --profile {config.profile!r}", hint=f"known: {', '.join(PROFILES)}")
     if config.prefill and config.prompt_style != "plain" and config.profile is None:
         raise InvalidInputError("--prefill needs --prompt-style plain")
-    if config.max_episodes is not None and config.max_episodes < 1:
-        raise InvalidInputError(f"--max-episodes must be at least 1, got {config.max_episodes}",
-                                hint="leave it out to serialize every episode")
-    if config.chunk_steps < 1 or config.in_memory_steps < 0:
-        raise InvalidInputError("chunk_steps must be >= 1 and in_memory_steps >= 0")
-    check_output_dir(config.out, config.overwrite)
-    read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before the data scan
 
 
 def split_episodes(ids: np.ndarray, fractions, seed: int) -> dict[str, np.ndarray]:
