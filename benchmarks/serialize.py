@@ -205,7 +205,10 @@ def timed_process(cmd: list[str], env: dict) -> tuple[float, float]:
 
 
 def whole_process(sizes: list[int], repeat: int) -> list[tuple[str, dict]]:
-    """Best-of-``repeat`` wall time of ``rlft data serialize`` and of the plain script, per dataset size."""
+    """Median wall times of ``rlft data serialize``, the plain script and the read-only script, per dataset size.
+
+    The three run in turn, ``repeat`` rounds, and each ratio is the median of the per-round ratios: this
+    machine's speed drifts by tens of percent over a minute, and a round's three runs share the drift."""
     root = Path(tempfile.mkdtemp(prefix="rlft-bench-"))
     env = {**os.environ, "MINARI_DATASETS_PATH": str(root / "minari"), "OMP_NUM_THREADS": "1"}
     os.environ["MINARI_DATASETS_PATH"] = env["MINARI_DATASETS_PATH"]
@@ -214,15 +217,18 @@ def whole_process(sizes: list[int], repeat: int) -> list[tuple[str, dict]]:
     for steps in sizes:
         dataset_id = f"bench/halfcheetah{steps}-v0"
         make_minari(steps, dataset_id)
-        ours = [timed_process([rlft, "data", "serialize", dataset_id, "--out", str(root / f"out{steps}"),
-                               "--overwrite"], env) for _ in range(repeat)]
-        plain = [timed_process([sys.executable, "-c", PLAIN_SCRIPT, dataset_id, str(root / f"plain{steps}.parquet")],
-                               env) for _ in range(repeat)]
-        read = [timed_process([sys.executable, "-c", READ_ONLY_SCRIPT, dataset_id], env) for _ in range(repeat)]
-        best, best_plain, best_read = (min(w for w, _ in runs) for runs in (ours, plain, read))
-        rows.append((f"{steps:,} steps", {"rlft": best, "plain": best_plain, "ratio": best_plain / best,
-                                         "read": best_read, "ceiling": best_plain / best_read,
-                                         "rss": max(m for _, m in ours)}))
+        commands = {
+            "rlft": [rlft, "data", "serialize", dataset_id, "--out", str(root / f"out{steps}"), "--overwrite"],
+            "plain": [sys.executable, "-c", PLAIN_SCRIPT, dataset_id, str(root / f"plain{steps}.parquet")],
+            "read": [sys.executable, "-c", READ_ONLY_SCRIPT, dataset_id],
+        }
+        rounds = [{name: timed_process(cmd, env) for name, cmd in commands.items()} for _ in range(repeat)]
+        wall = {name: np.array([r[name][0] for r in rounds]) for name in commands}
+        rows.append((f"{steps:,} steps", {
+            "rlft": float(np.median(wall["rlft"])), "plain": float(np.median(wall["plain"])),
+            "ratio": float(np.median(wall["plain"] / wall["rlft"])), "read": float(np.median(wall["read"])),
+            "ceiling": float(np.median(wall["plain"] / wall["read"])),
+            "rss": max(r["rlft"][1] for r in rounds)}))
     return rows
 
 
@@ -234,7 +240,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=200_000, help="steps of the in-process comparison")
     parser.add_argument("--process-steps", default="1000,300000", help="dataset sizes of the whole-process runs")
-    parser.add_argument("--repeat", type=int, default=3, help="whole-process runs per command (best is kept)")
+    parser.add_argument("--repeat", type=int, default=7, help="whole-process rounds (medians are kept)")
     parser.add_argument("--no-write", action="store_true", help="print only, leave results/ as it is")
     args = parser.parse_args()
     rows = [(row["method"], {"rate": row["steps/s"], "ratio": row["ratio"]}) for row in in_process(args.steps)]
@@ -257,8 +263,9 @@ def main() -> None:
                         "python benchmarks/serialize.py",
                         description="rlft's vectorised records per codec against a plain per-step f-string loop on "
                                     "the same HalfCheetah-shaped data in one process (steady state, untimed "
-                                    "warm-up); then whole commands, best of "
-                                    f"{args.repeat}: `rlft data serialize` of a Minari HDF5 dataset against a plain "
+                                    "warm-up); then whole commands, medians of "
+                                    f"{args.repeat} rounds (ratios: median of the per-round ratios): "
+                                    "`rlft data serialize` of a Minari HDF5 dataset against a plain "
                                     "script that opens it with minari, writes one f-string prompt per step and "
                                     "saves Parquet with pandas; the read-only script only imports minari and reads "
                                     "every episode, the floor any Minari-based serializer pays (plain / read-only is "
