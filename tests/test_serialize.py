@@ -54,6 +54,64 @@ def test_raw_cartpole_with_history_and_rtg(cli, tmp_path, cartpole):
     assert (out / "plots" / "returns.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize("style", ["chat", "plain"])
+def test_turns_write_each_step_as_the_conversation_evaluation_builds(cli, tmp_path, cartpole, style):
+    """--turns K: a row's prompt is its episode so far (the last K turns), exactly as the per-step path builds
+    it for episodic GRPO and evaluation, the recorded answers in place of the model's."""
+    out = tmp_path / style
+    result = cli("data", "serialize", "cartpole/random-v0", "--out", out, "--turns", "4", "--prompt-style", style,
+                 "--history", "1", "--splits", "1,0,0")
+    assert result.exit_code == 0, result.output
+    codec = load_codec(out)
+    assert codec.template.turns == 4  # saved with the codec: an SFT run and its evaluation read it back
+    train = _load(out)["train"].to_pandas()
+    checked = 0
+    for _, ep in train.groupby("episode_id"):
+        ep = ep.sort_values("step")
+        obs_texts = [codec.encode_observation(np.asarray(o)) for o in ep.observation]
+        act_texts = [codec.encode_action(a) for a in ep.action]
+        past = []
+        for t, (_, row) in enumerate(ep.iterrows()):
+            context = codec.template.context(list(zip(obs_texts[:t], act_texts[:t], strict=True)))
+            prompt = codec.template.build_conversation(past, obs_texts[t], context)
+            got = row["prompt"] if style == "plain" else [dict(m) for m in row["prompt"]]
+            assert got == prompt
+            answer = codec.template.answer_text(act_texts[t])
+            assert (row["completion"] if style == "plain" else row["completion"][0]["content"]) == answer
+            past.append((codec.template.user_text(obs_texts[t], context), answer))
+            checked += 1
+    assert checked == len(train)
+    if style == "chat":  # the window: system + 3 earlier turns + the current observation at most
+        assert max(len(p) for p in train.prompt) == 1 + 2 * 3 + 1
+    assert "conversation of its last 4 turns" in (out / "README.md").read_text()
+
+
+@pytest.mark.slow
+def test_sft_on_turns_data_is_evaluated_as_a_conversation(cli, tmp_path, cartpole):
+    """The SFT run keeps the dataset's turns, so rlft eval plays it in the format it was trained on."""
+    import json
+
+    data, tiny, run = tmp_path / "ds", tmp_path / "tiny", tmp_path / "run"
+    assert cli("data", "serialize", "cartpole/random-v0", "--out", data, "--turns", "3",
+               "--prompt-style", "chat").exit_code == 0
+    assert cli("model", "init", "--dataset", data, "--out", tiny).exit_code == 0
+    result = cli("train", "sft", "--dataset", data, "--model", tiny, "--out", run, "--max-steps", "2",
+                 "--batch-size", "4", "--eval-split", "none", "--no-lora")
+    assert result.exit_code == 0, result.output
+    assert load_codec(run).template.turns == 3
+    result = cli("eval", "--policy", f"llm:{run}", "--episodes", "2", "--num-envs", "2", "--constrained",
+                 "--out", tmp_path / "report.json")
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["episodes"] == 2 and report["invalid_action_rate"] == 0.0
+
+
+def test_turns_with_a_prefilled_answer_tag_is_refused(cli, tmp_path, cartpole):
+    result = cli("data", "serialize", "cartpole/random-v0", "--out", tmp_path / "x", "--turns", "3", "--prefill")
+    assert result.exit_code == 2 and "--turns writes conversations" in result.output
+    assert not (tmp_path / "x").exists()
+
+
 @pytest.mark.parametrize("fmt", ["raw", "discretized", "tokenized"])
 def test_continuous_formats_round_trip_and_normalized_score(cli, tmp_path, fmt):
     make_continuous_minari_dataset("mujoco/fake-v0", episodes=5, steps=40)

@@ -40,6 +40,7 @@ class SerializeConfig:
     tokens: int = 1000
     prompt_style: str = "plain"
     history: int = 0
+    turns: int = 0  # K > 1: each prompt is the episode so far as its last K turns (the episodic GRPO format)
     return_to_go: bool = False
     splits: tuple[float, float, float] = (0.8, 0.1, 0.1)
     seed: int = 0
@@ -96,6 +97,11 @@ def _check_prompt_options(config: SerializeConfig) -> None:
         )
     if config.history < 0:
         raise InvalidInputError("--history must be >= 0")
+    if config.turns < 0:
+        raise InvalidInputError(f"--turns must be >= 0, got {config.turns}")
+    if config.turns > 1 and (config.prefill or config.profile is not None):
+        raise InvalidInputError("--turns writes conversations; a prefilled answer tag (--prefill, --profile) needs "
+                                "single-turn prompts", hint="drop one of them")
 
 
 def _check_codec_options(config: SerializeConfig) -> None:
@@ -262,7 +268,7 @@ def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan) -> Codec:
 
     env_spec = dataset.spec.env_spec
     obs, act = scan.sample()
-    return make_codec(
+    codec = make_codec(
         config.format,
         dataset.observation_space,
         dataset.action_space,
@@ -282,6 +288,8 @@ def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan) -> Codec:
         prefill=config.prefill,
         profile=config.profile,
     )
+    codec.template.turns = config.turns  # saved with the codec: training and evaluation read the same turns
+    return codec
 
 
 LARGE_OBSERVATION = 1024  # values per observation beyond which an image-like Box is refused by default
@@ -378,6 +386,7 @@ def _summary(config, dataset, scan: _Scan, splits, codec: Codec) -> dict:
         "format": config.format,
         "prompt_style": config.prompt_style,
         "history": config.history,
+        "turns": config.turns,
         "return_to_go": config.return_to_go,
         "seed": config.seed,
         "episodes": int(len(returns)),

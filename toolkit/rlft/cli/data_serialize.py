@@ -33,6 +33,9 @@ def serialize(
     tokens: int = typer.Option(1000, help="tokenized: integer tokens per value (0..N-1)."),
     prompt_style: str = typer.Option("plain", help="plain (<observation> tags) or chat (system + user messages)."),
     history: int = typer.Option(0, help="Previous (observation, action) pairs in each prompt."),
+    turns: int = typer.Option(0, help="K > 1: each prompt is the episode so far as a conversation of its last K "
+                                      "turns (observation, recorded answer), the format episodic GRPO "
+                                      "(train grpo --rollout episode --max-turns K) and evaluation play in."),
     return_to_go: bool = typer.Option(False, "--return-to-go/--no-return-to-go", help="Condition on return-to-go."),
     splits: str = typer.Option("0.8,0.1,0.1", help="Fractions of episodes: train,validation,test."),
     seed: int = typer.Option(0, min=0, help="Seed of the episode split."),
@@ -59,7 +62,8 @@ def serialize(
     run(
         SerializeConfig(
             source=source, out=out, format=format, precision=precision, bins=bins, edges_from=edges_from,
-            tokens=tokens, prompt_style=prompt_style, history=history, return_to_go=return_to_go,
+            tokens=tokens, prompt_style=prompt_style, history=history, turns=turns,
+            return_to_go=return_to_go,
             splits=_fractions(splits), seed=seed, drop_nonfinite=drop_nonfinite, max_episodes=max_episodes,
             download=download, card_extra=card_extra, plot=plot, allow_large_observations=allow_large_observations,
             separator=separator, prefill=prefill, profile=profile, system=system, overwrite=overwrite,

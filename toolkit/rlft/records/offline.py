@@ -14,11 +14,20 @@ import pyarrow.compute as pc
 
 from rlft.codecs.base import Codec
 from rlft.core.textfmt import format_fixed
-from rlft.records.textops import concat_text, fill_template, from_numpy, messages, shifted, text_scalar
+from rlft.records.textops import (
+    concat_text,
+    fill_template,
+    from_numpy,
+    messages,
+    repeat_text,
+    shifted,
+    text_scalar,
+)
 
 GLOSSARY = {
     "prompt": "model input: the observation (and optional history / return-to-go) in the codec's format; "
-    "a string (plain style) or a list of chat messages (chat style)",
+    "a string (plain style) or a list of chat messages (chat style); with turns, the episode so far as a "
+    "conversation",
     "completion": "the recorded action in the codec's answer format, e.g. <action>0.123 -0.500</action>",
     "observation": "the raw observation (list of float, or the integer of a discrete space)",
     "action": "the raw action (list of float, or the integer of a discrete space)",
@@ -92,7 +101,10 @@ def build_records(chunk: EpisodeChunk, codec: Codec) -> pa.Table:
     user = fill_template(template.instruction, {"context": context, "observation": obs_text}, n)
     answer = fill_template(template.completion_format, {"action": act_text}, n)
 
-    if template.style == "plain":
+    if template.turns > 1:  # the episode so far as a conversation, as episodic GRPO and evaluation write it
+        prompt = turn_prompts(template, user, answer, chunk.step)
+        completion = answer if template.style == "plain" else messages(["assistant"], [answer], n)
+    elif template.style == "plain":
         prompt = concat_text([template.system + "\n\n", user], n) if template.system else user
         if template.prompt_suffix:  # the prefilled answer tag
             prompt = concat_text([prompt, template.prompt_suffix], n)
@@ -116,3 +128,47 @@ def build_records(chunk: EpisodeChunk, codec: Codec) -> pa.Table:
             "truncated": from_numpy(chunk.truncated.astype(bool)),
         }
     )
+
+
+def turn_prompts(template, user: pa.Array, answer: pa.Array, step: np.ndarray) -> pa.Array:
+    """Each row's prompt as ``PromptTemplate.build_conversation`` writes it: the last ``turns - 1`` (user text,
+    recorded answer) pairs of its episode, then its own user text. Rows of a chunk are whole episodes in order,
+    so row i's earlier turns are rows ``i - keep .. i - 1``."""
+    n = len(user)
+    keep = np.minimum(step.astype(np.int64), template.turns - 1)
+    head = 1 if template.system else 0  # the system message (chat) or the system text and a blank line (plain)
+    if template.style == "plain":  # pieces: [system], (user + answer + newline) per earlier turn, the user text
+        pairs = pc.binary_join_element_wise(user, answer, text_scalar("\n"), text_scalar(""))
+        sizes = head + keep + 1
+        row, pos = _positions(sizes)
+        earlier = pos - head  # index of the earlier turn inside the row's window; == keep[row]: the current turn
+        first = row - keep[row]
+        index = np.where(earlier == keep[row], row, n + first + earlier)  # user texts first, then the pairs
+        pieces = pa.concat_arrays([user.cast(pa.string()), pairs.cast(pa.string()),
+                                   repeat_text(template.system + "\n\n", 1)])
+        index = np.where(pos < head, 2 * n, index)
+        return pc.binary_join(_lists(pc.take(pieces, from_numpy(index)), sizes), text_scalar(""))
+    sizes = head + 2 * keep + 1
+    row, pos = _positions(sizes)
+    turn = pos - head  # 0, 1 = first kept turn's user, answer; 2 * keep = the current user text
+    current = turn == 2 * keep[row]
+    earlier = row - keep[row] + turn // 2
+    index = np.where(current, row, np.where(turn % 2 == 0, earlier, n + earlier))
+    index = np.where(pos < head, 2 * n, index)
+    texts = pa.concat_arrays([user.cast(pa.string()), answer.cast(pa.string()), repeat_text(template.system, 1)])
+    role = np.where(pos < head, 0, np.where(current | (turn % 2 == 0), 1, 2))
+    roles = pc.take(repeat_text(["system", "user", "assistant"], 1), from_numpy(role))
+    struct = pa.StructArray.from_arrays([roles, pc.take(texts, from_numpy(index))], names=["role", "content"])
+    return _lists(struct, sizes)
+
+
+def _positions(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For lists of ``sizes`` laid end to end: each element's row and its position inside the row."""
+    row = np.repeat(np.arange(len(sizes)), sizes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return row, np.arange(len(row)) - starts[row]
+
+
+def _lists(values: pa.Array, sizes: np.ndarray) -> pa.Array:
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    return pa.ListArray.from_arrays(from_numpy(offsets), values)
