@@ -104,6 +104,16 @@ def test_sft_on_turns_data_is_evaluated_as_a_conversation(cli, tmp_path, cartpol
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["episodes"] == 2 and report["invalid_action_rate"] == 0.0
+    assert json.loads((run / "rlft_run.json").read_text())["metrics"]["train_rows_dropped"] == 0
+    # A --max-length that cuts the answers off: TRL drops those rows; rlft says how many, or refuses when none is left.
+    short = cli("train", "sft", "--dataset", data, "--model", tiny, "--out", tmp_path / "short", "--max-steps", "1",
+                "--batch-size", "4", "--eval-split", "none", "--no-lora", "--max-length", "200")
+    assert short.exit_code == 0, short.output
+    dropped = json.loads((tmp_path / "short" / "rlft_run.json").read_text())["metrics"]["train_rows_dropped"]
+    assert dropped > 0 and f"{dropped:,} of" in " ".join(short.output.split())
+    none_left = cli("train", "sft", "--dataset", data, "--model", tiny, "--out", tmp_path / "none", "--max-steps",
+                    "1", "--eval-split", "none", "--no-lora", "--max-length", "16")
+    assert none_left.exit_code == 2 and "every training row is longer than --max-length 16" in none_left.output
 
 
 def test_turns_with_a_prefilled_answer_tag_is_refused(cli, tmp_path, cartpole):

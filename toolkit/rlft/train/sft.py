@@ -65,7 +65,8 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
         callbacks=sft_callbacks(config, criterion, run_dir, callbacks),
     )
     metrics: dict[str, Any] = {"train_rows": len(train), "eval_split": eval_name,
-                               "eval_rows": len(evaluation) if evaluation is not None else 0}
+                               "eval_rows": len(evaluation) if evaluation is not None else 0,
+                               "train_rows_dropped": dropped_rows(len(train), trainer, config)}
     if evaluation is not None and config.eval_at_start and checkpoint is None:
         metrics["eval_loss_start"] = trainer.evaluate()["eval_loss"]
     console.print(f"[bold]SFT[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}"
@@ -75,6 +76,25 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
     if evaluation is not None:
         metrics.update(final_eval_metrics(trainer, config))
     return finish_run(trainer, run_dir, info, metrics, f"SFT run -> {run_dir}", criterion)
+
+
+def dropped_rows(rows: int, trainer, config: SFTStageConfig) -> int | None:
+    """Rows TRL left out of training, said out loud: it truncates each row to ``max_length`` tokens and drops the
+    rows whose answer the cut removed entirely (long multi-turn prompts), which would otherwise go unnoticed.
+    None with packing, where rows are merged and the counts no longer compare."""
+    if getattr(trainer.args, "packing", False):
+        return None
+    dropped = rows - len(trainer.train_dataset)
+    if dropped == rows:
+        raise InvalidInputError(f"every training row is longer than --max-length {config.max_length} tokens up to "
+                                "its answer, so TRL dropped them all",
+                                hint="raise --max-length (up to the model's positions), or serialize with fewer "
+                                     "--turns / --history")
+    if dropped:
+        console.print(f"[yellow]warning: {dropped:,} of {rows:,} training rows ({dropped / rows:.0%}) are longer "
+                      f"than --max-length {config.max_length} tokens up to their answer; TRL dropped them[/] "
+                      "(raise --max-length, up to the model's positions, to train on them)")
+    return dropped
 
 
 def check_sft_settings(config: SFTStageConfig) -> None:
