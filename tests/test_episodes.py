@@ -264,6 +264,22 @@ def test_bad_episode_settings_fail_before_training(lake, tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+def test_the_context_check_bounds_every_turn_an_episode_plays(pole):
+    """check_context's estimate (longest observation and answer of a random rollout, plus the generation budget)
+    is at least what every played turn needs; one built on the reset state let a CartPole run overflow."""
+    from rlft.train.episodes import check_context
+
+    rollout, model = _rollout(*pole, max_turns=6)
+    bound = check_context(rollout, rollout.tokenizer, model)
+    backend = rollout.sampler.backend(model)
+    needed = [
+        len(backend.prompt_ids(rollout.template.build_conversation(
+            list(zip(ep.users[:t], ep.answers[:t], strict=True)), ep.observations[t]))) + backend.max_new_tokens
+        for ep in rollout.play(model, [0, 1, 2, 3]) for t in range(len(ep.observations))
+    ]
+    assert len(needed) > 8 and max(needed) <= bound
+
+
 def test_a_codec_without_an_environment_is_refused(lake, tmp_path):
     from rlft.codecs import load_codec
     from rlft.train.episodes import check_episode_env

@@ -351,25 +351,47 @@ def episode_trainer_class():
     return EpisodeGRPOTrainer
 
 
-def check_context(rollout: EpisodeRollout, tokenizer, model) -> int:
-    """Tokens of the longest turn prompt (``max_turns`` turns of the first observation and a canonical answer);
-    refuses, before training, a model whose positions cannot hold it."""
-    from rlft.policy.generation import TransformersBackend
+PROBE_STEPS = 512  # seeded random steps whose observations and actions probe the longest turn
 
-    env = rollout.codec.make_env()
+
+def longest_turn_texts(codec, tokenizer, steps: int = PROBE_STEPS) -> tuple[str, str]:
+    """(observation text, action text) with the most tokens over a seeded random rollout: token counts vary with
+    signs and digits, and the reset state is among the shortest (a check built on it let a 50-turn CartPole
+    prompt through that overflowed the model at turn 50)."""
+    env = codec.make_env()
+    env.action_space.seed(0)
     obs, _ = env.reset(seed=0)
+    observations, actions = [codec.encode_observation(obs)], []
+    for _ in range(steps):
+        action = env.action_space.sample()
+        actions.append(codec.encode_action(action))
+        obs, _, terminated, truncated, _ = env.step(action)
+        observations.append(codec.encode_observation(obs))
+        if terminated or truncated:
+            obs, _ = env.reset()
     env.close()
-    obs_text = rollout.codec.encode_observation(obs)
-    answer = rollout.template.answer_text(rollout.codec.encode_action(rollout.fallback))
+
+    def tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return max(observations, key=tokens), max(actions, key=tokens)
+
+
+def check_context(rollout: EpisodeRollout, tokenizer, model) -> int:
+    """Tokens of the longest turn (``max_turns`` turns of the longest observation and answer a random rollout
+    shows, plus the generation budget); refuses, before training, a model whose positions cannot hold it."""
+    obs_text, action_text = longest_turn_texts(rollout.codec, tokenizer)
+    answer = rollout.template.answer_text(action_text)
     past = [(rollout.template.user_text(obs_text), answer)] * (rollout.max_turns - 1)
     prompt = rollout.template.build_conversation(past, obs_text)
     side = tokenizer.padding_side
-    backend = TransformersBackend(model, tokenizer, 1, cache=False)
+    backend = rollout.sampler.backend(model)  # the backend episodes are played with: same prompt ids and budget
     tokenizer.padding_side = side
-    n = len(backend.prompt_ids(prompt)) + len(tokenizer(answer, add_special_tokens=False)["input_ids"]) + 1
+    n = len(backend.prompt_ids(prompt)) + backend.max_new_tokens
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit and n > limit:
         raise InvalidInputError(
-            f"an episode of --max-turns {rollout.max_turns} needs about {n} tokens; the model has {limit} positions",
+            f"an episode of --max-turns {rollout.max_turns} needs up to {n} tokens a turn (prompt and answer); "
+            f"the model has {limit} positions",
             hint="lower --max-turns, or make the model with rlft model init --max-positions N")
     return n
