@@ -268,7 +268,7 @@ def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan) -> Codec:
 
     env_spec = dataset.spec.env_spec
     obs, act = scan.sample()
-    codec = make_codec(
+    return make_codec(
         config.format,
         dataset.observation_space,
         dataset.action_space,
@@ -287,9 +287,8 @@ def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan) -> Codec:
         separator=config.separator,
         prefill=config.prefill,
         profile=config.profile,
+        turns=config.turns,  # saved with the codec: training and evaluation read the same turns
     )
-    codec.template.turns = config.turns  # saved with the codec: training and evaluation read the same turns
-    return codec
 
 
 LARGE_OBSERVATION = 1024  # values per observation beyond which an image-like Box is refused by default

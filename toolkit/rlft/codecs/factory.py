@@ -40,12 +40,14 @@ def make_codec(
     separator: str = " ",
     prefill: bool = False,
     profile: str | None = None,
+    turns: int = 0,
 ) -> NumericCodec:
     """A numeric codec for ``observation_space``/``action_space`` (gymnasium spaces or their dicts).
 
     ``observations``/``actions`` are the dataset's arrays, needed by ``discretized`` (edges from data) and
     ``tokenized``; they are checked for shape and NaN/inf. ``separator`` goes between values (" " or ",");
-    ``prefill`` ends plain prompts with the answer's opening tag. ``profile="rlft4rl"`` writes RLFT4RL's format:
+    ``prefill`` ends plain prompts with the answer's opening tag; ``turns`` > 1 makes each prompt the episode so far
+    as a conversation of that many turns. ``profile="rlft4rl"`` writes RLFT4RL's format:
     "," between values, 5 decimals (raw), tokens as ``int()`` of the scaled value (tokenized), its prompt
     layout with ``<action>`` prefilled. Raises :class:`InvalidInputError` on bad input.
     """
@@ -73,7 +75,7 @@ def make_codec(
                 **params)
     codec.template = numeric_template(
         prompt_style, obs_space, act_space, codec.encoding_description(), env_id, history, return_to_go, system,
-        separator=separator, profile=profile,
+        separator=separator, profile=profile, turns=turns,
     )
     if prefill and not codec.template.prefill:
         if prompt_style != "plain":

@@ -347,6 +347,7 @@ def numeric_template(
     system: str | None = None,
     separator: str = " ",
     profile: str | None = None,
+    turns: int = 0,
 ) -> PromptTemplate:
     """The prompt of numeric datasets: ``<observation>..</observation>`` in, ``<action>..</action>`` out.
 
@@ -369,7 +370,7 @@ def numeric_template(
             style="plain", system="", answer_format="<action>{action}</action>", allow_think=False, prefill=True,
             instruction=f"### Instructions: {system}\n ### User: {{context}}<observation>{{observation}}"
                         f"</observation>\n ### Controller: ",
-            history=int(history), return_to_go=bool(return_to_go), extra={"profile": profile},
+            history=int(history), return_to_go=bool(return_to_go), turns=int(turns), extra={"profile": profile},
         )
     return PromptTemplate(
         style=style,
@@ -379,6 +380,7 @@ def numeric_template(
         allow_think=False,
         history=int(history),
         return_to_go=bool(return_to_go),
+        turns=int(turns),
     )
 
 

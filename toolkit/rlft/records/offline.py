@@ -18,6 +18,8 @@ from rlft.records.textops import (
     concat_text,
     fill_template,
     from_numpy,
+    list_array,
+    list_positions,
     messages,
     repeat_text,
     shifted,
@@ -103,16 +105,14 @@ def build_records(chunk: EpisodeChunk, codec: Codec) -> pa.Table:
 
     if template.turns > 1:  # the episode so far as a conversation, as episodic GRPO and evaluation write it
         prompt = turn_prompts(template, user, answer, chunk.step)
-        completion = answer if template.style == "plain" else messages(["assistant"], [answer], n)
     elif template.style == "plain":
         prompt = concat_text([template.system + "\n\n", user], n) if template.system else user
         if template.prompt_suffix:  # the prefilled answer tag
             prompt = concat_text([prompt, template.prompt_suffix], n)
-        completion = answer
     else:
         roles, contents = (["system", "user"], [template.system, user]) if template.system else (["user"], [user])
         prompt = messages(roles, contents, n)
-        completion = messages(["assistant"], [answer], n)
+    completion = answer if template.style == "plain" else messages(["assistant"], [answer], n)
 
     return pa.table(
         {
@@ -140,16 +140,16 @@ def turn_prompts(template, user: pa.Array, answer: pa.Array, step: np.ndarray) -
     if template.style == "plain":  # pieces: [system], (user + answer + newline) per earlier turn, the user text
         pairs = pc.binary_join_element_wise(user, answer, text_scalar("\n"), text_scalar(""))
         sizes = head + keep + 1
-        row, pos = _positions(sizes)
+        row, pos = list_positions(sizes)
         earlier = pos - head  # index of the earlier turn inside the row's window; == keep[row]: the current turn
         first = row - keep[row]
         index = np.where(earlier == keep[row], row, n + first + earlier)  # user texts first, then the pairs
         pieces = pa.concat_arrays([user.cast(pa.string()), pairs.cast(pa.string()),
                                    repeat_text(template.system + "\n\n", 1)])
         index = np.where(pos < head, 2 * n, index)
-        return pc.binary_join(_lists(pc.take(pieces, from_numpy(index)), sizes), text_scalar(""))
+        return pc.binary_join(list_array(pc.take(pieces, from_numpy(index)), sizes), text_scalar(""))
     sizes = head + 2 * keep + 1
-    row, pos = _positions(sizes)
+    row, pos = list_positions(sizes)
     turn = pos - head  # 0, 1 = first kept turn's user, answer; 2 * keep = the current user text
     current = turn == 2 * keep[row]
     earlier = row - keep[row] + turn // 2
@@ -159,16 +159,5 @@ def turn_prompts(template, user: pa.Array, answer: pa.Array, step: np.ndarray) -
     role = np.where(pos < head, 0, np.where(current | (turn % 2 == 0), 1, 2))
     roles = pc.take(repeat_text(["system", "user", "assistant"], 1), from_numpy(role))
     struct = pa.StructArray.from_arrays([roles, pc.take(texts, from_numpy(index))], names=["role", "content"])
-    return _lists(struct, sizes)
+    return list_array(struct, sizes)
 
-
-def _positions(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For lists of ``sizes`` laid end to end: each element's row and its position inside the row."""
-    row = np.repeat(np.arange(len(sizes)), sizes)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    return row, np.arange(len(row)) - starts[row]
-
-
-def _lists(values: pa.Array, sizes: np.ndarray) -> pa.Array:
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-    return pa.ListArray.from_arrays(from_numpy(offsets), values)

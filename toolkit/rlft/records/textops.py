@@ -90,4 +90,17 @@ def messages(roles: list[str], contents: list[pa.Array | str], n: int) -> pa.Arr
     content = pc.take(stacked, from_numpy(order))
     role = repeat_text(roles, n)
     struct = pa.StructArray.from_arrays([role, content], names=["role", "content"])
-    return pa.ListArray.from_arrays(from_numpy(np.arange(0, n * m + 1, m, dtype=np.int32)), struct)
+    return list_array(struct, np.full(n, m))
+
+
+def list_positions(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For lists of ``sizes`` laid end to end: each element's row and its position inside the row."""
+    row = np.repeat(np.arange(len(sizes)), sizes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return row, np.arange(len(row)) - starts[row]
+
+
+def list_array(values: pa.Array, sizes: np.ndarray) -> pa.Array:
+    """``values`` cut into consecutive lists of ``sizes`` elements: a list column of ``len(sizes)`` rows."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    return pa.ListArray.from_arrays(from_numpy(offsets), values)
