@@ -371,10 +371,11 @@ def longest_turn_texts(codec, tokenizer, steps: int = PROBE_STEPS) -> tuple[str,
             obs, _ = env.reset()
     env.close()
 
-    def tokens(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    def longest(texts: list[str]) -> str:  # one batched tokenizer call per list
+        ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return texts[int(np.argmax([len(i) for i in ids]))]
 
-    return max(observations, key=tokens), max(actions, key=tokens)
+    return longest(observations), longest(actions)
 
 
 def check_context(rollout: EpisodeRollout, tokenizer, model) -> int:
