@@ -341,8 +341,7 @@ def serialize(config: SerializeConfig) -> dict:
     summary = _summary(config, dataset, scan, splits, codec)
     with write_dataset_folder(config.out, config.overwrite) as folder, progress() as bar:
         task = bar.add_task("serializing steps", total=scan.steps)
-        for name, split_ids in splits.items():
-            folder.write_split(name, chunks_of(split_ids))
+        folder.write_splits({name: chunks_of(split_ids) for name, split_ids in splits.items()})
         folder.save_codec(codec)
         if config.plot:
             _plot_returns(folder.plot_path("returns.png"), scan, splits, summary)

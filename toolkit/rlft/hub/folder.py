@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,37 +33,19 @@ class DatasetFolderWriter:
 
     def write_split(self, split: str, tables: pa.Table | Iterable[pa.Table], rows_per_shard: int = 500_000):
         """Write one split as Parquet shards ``data/<split>-NNNNN-of-MMMMM.parquet`` (streamed, bounded memory)."""
-        if isinstance(tables, pa.Table):
-            tables = [tables]
-        parts: list[Path] = []
-        writer, written, schema = None, 0, None
-        try:
-            for table in tables:
-                if schema is None:
-                    schema = table.schema
-                offset = 0
-                while offset < table.num_rows:
-                    if writer is None:
-                        parts.append(self.root / DATA_DIR / f".{split}-{len(parts):05d}.part")
-                        # no dictionary encoding: prompts are nearly all distinct, so it only costs time
-                        writer = pq.ParquetWriter(parts[-1], schema, use_dictionary=False)
-                    take = min(rows_per_shard - written, table.num_rows - offset)
-                    writer.write_table(table.slice(offset, take).cast(schema))
-                    offset += take
-                    written += take
-                    self.rows[split] = self.rows.get(split, 0) + take
-                    if written >= rows_per_shard:
-                        writer.close()
-                        writer, written = None, 0
-        finally:
-            if writer is not None:
-                writer.close()
-        if not parts and schema is not None:  # an empty split still gets one file with its schema
-            parts.append(self.root / DATA_DIR / f".{split}-00000.part")
-            pq.write_table(schema.empty_table(), parts[-1])
-        for i, part in enumerate(parts):
-            os.replace(part, shard_path(self.root, split, i, len(parts)))
-        self.rows.setdefault(split, 0)
+        self.write_splits({split: [tables] if isinstance(tables, pa.Table) else tables}, rows_per_shard)
+
+    def write_splits(self, splits: dict[str, Iterable[pa.Table]], rows_per_shard: int = 500_000):
+        """Write several splits, each as :meth:`write_split` does. The tables are built (the iterables consumed)
+        in this thread while a writer thread encodes and compresses the previous ones: Parquet does that without
+        the GIL, so building and writing overlap on two cores (0.84 s -> 0.58 s for 300k HalfCheetah steps).
+        At most two built tables wait, so memory stays bounded; a write error stops the building and is raised
+        here."""
+        with _ShardWriter(self, rows_per_shard) as writer:
+            for split, tables in splits.items():
+                writer.start(split)
+                for table in tables:
+                    writer.put(table)
 
     def save_codec(self, codec: Codec) -> Path:
         return codec.save(self.root)
@@ -79,6 +64,112 @@ class DatasetFolderWriter:
         path = self.root / CARD_FILENAME
         path.write_text(render_card(spec), encoding="utf-8")
         return path
+
+
+class _ShardWriter:
+    """The writer thread behind :meth:`DatasetFolderWriter.write_splits`: it writes what :meth:`put` queues as
+    shards of the split named by the last :meth:`start`, and renames a split's parts once it is complete."""
+
+    _DONE = object()
+
+    def __init__(self, folder: DatasetFolderWriter, rows_per_shard: int):
+        self.folder, self.rows_per_shard = folder, rows_per_shard
+        self.queue: queue.Queue = queue.Queue(maxsize=2)
+        self.error: BaseException | None = None
+        self.parts: list[Path] = []
+        self.schema: pa.Schema | None = None
+        self.writer: pq.ParquetWriter | None = None
+        self.written = 0
+        self.thread = threading.Thread(target=self._run, name="rlft-parquet-writer", daemon=True)
+
+    def __enter__(self) -> _ShardWriter:
+        self.thread.start()
+        return self
+
+    def start(self, split: str) -> None:
+        self._send(("split", split))
+
+    def put(self, table: pa.Table) -> None:
+        self._send(("table", table))
+
+    def _send(self, item) -> None:
+        while self.error is None:  # a writer that failed takes nothing more: never block on its full queue
+            try:
+                self.queue.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+        raise self.error
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self._send(self._DONE)
+        else:  # the building failed: the writer stops at once, the caller's folder is discarded anyway
+            self.error = self.error or exc
+            with contextlib.suppress(queue.Full):
+                self.queue.put_nowait(self._DONE)
+        self.thread.join()
+        if exc_type is None and self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        split = None
+        try:
+            while (item := self.queue.get()) is not self._DONE and self.error is None:
+                kind, value = item
+                if kind == "split":
+                    self._finish(split)
+                    split, self.parts, self.schema, self.writer, self.written = value, [], None, None, 0
+                else:
+                    self._write(split, value)
+            if self.error is None:
+                self._finish(split)
+        except BaseException as exc:  # noqa: BLE001 - handed to the building thread, which raises it
+            self.error = exc
+        if self.error is not None and self.writer is not None:  # the folder is discarded: just let go of it
+            with contextlib.suppress(Exception):
+                self.writer.close()
+
+    def _write(self, split: str, table: pa.Table) -> None:
+        root, rows = self.folder.root, self.folder.rows
+        self.schema = self.schema or table.schema
+        offset = 0
+        while offset < table.num_rows:
+            if self.writer is None:
+                self.parts.append(root / DATA_DIR / f".{split}-{len(self.parts):05d}.part")
+                self.writer = _parquet_writer(self.parts[-1], self.schema)
+            take = min(self.rows_per_shard - self.written, table.num_rows - offset)
+            self.writer.write_table(table.slice(offset, take).cast(self.schema))
+            offset += take
+            self.written += take
+            rows[split] = rows.get(split, 0) + take
+            if self.written >= self.rows_per_shard:
+                self.writer.close()
+                self.writer, self.written = None, 0
+
+    def _finish(self, split: str | None) -> None:
+        """Close the split's last shard and give its parts their final names (``-NNNNN-of-MMMMM``)."""
+        if split is None:
+            return
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        root = self.folder.root
+        if not self.parts and self.schema is not None:  # an empty split still gets one file with its schema
+            self.parts.append(root / DATA_DIR / f".{split}-00000.part")
+            pq.write_table(self.schema.empty_table(), self.parts[-1])
+        for i, part in enumerate(self.parts):
+            os.replace(part, shard_path(root, split, i, len(self.parts)))
+        self.folder.rows.setdefault(split, 0)
+
+
+def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    """No dictionary encoding (prompts are nearly all distinct, so it only costs time), and min/max statistics
+    for the columns that are not text or lists: nobody filters on a prompt's lexical range, and computing it is
+    a fifth of the write."""
+    stats = [f.name for f in schema
+             if pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type)]
+    return pq.ParquetWriter(path, schema, use_dictionary=False, write_statistics=stats)
 
 
 def _default(value):
