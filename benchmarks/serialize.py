@@ -204,6 +204,28 @@ def timed_process(cmd: list[str], env: dict) -> tuple[float, float]:
     return float(wall), float(rss)
 
 
+def reading(dataset_id: str, repeat: int) -> list[tuple[str, dict]]:
+    """Reading every episode of ``dataset_id`` in this process: Minari's own iterator against rlft's (which reads
+    flat HDF5 episodes through h5py's low-level API), in turns, medians of ``repeat``; the file is in the page
+    cache after the first read, as it is for the whole-process runs."""
+    import minari
+
+    from rlft.sources.minari_source import iterate_episodes
+
+    dataset = minari.load_dataset(dataset_id)
+    readers = {"Minari's iterate_episodes": lambda: list(dataset.iterate_episodes()),
+               "rlft's iterate_episodes": lambda: list(iterate_episodes(dataset, dataset_id))}
+    times: dict[str, list[float]] = {name: [] for name in readers}
+    for _ in range(repeat + 1):  # the first round warms the page cache and is not kept
+        for name, read in readers.items():
+            t0 = time.perf_counter()
+            read()
+            times[name].append(time.perf_counter() - t0)
+    base = float(np.median(times["Minari's iterate_episodes"][1:]))
+    return [(name, {"seconds": float(np.median(t[1:])), "ratio": base / float(np.median(t[1:]))})
+            for name, t in times.items()]
+
+
 def whole_process(sizes: list[int], repeat: int) -> list[tuple[str, dict]]:
     """Median wall times of ``rlft data serialize``, the plain script and the read-only script, per dataset size.
 
@@ -256,6 +278,9 @@ def main() -> None:
                              column("ratio", "speedup", "x"), column("read", "read-only script s", ".2f"),
                              column("ceiling", "plain / read-only", "x"), column("rss", "rlft peak RSS MB", ".0f")],
                             whole_process(sizes, args.repeat)))
+        tables.append(table(f"reading the {sizes[-1]:,}-step dataset's episodes (in process)",
+                            [column("seconds", "seconds", ".3f"), column("ratio", "speedup", "x")],
+                            reading(f"bench/halfcheetah{sizes[-1]}-v0", args.repeat)))
     for t in tables:
         console.print("\n".join(table_markdown(t)), markup=False, highlight=False)
     if not args.no_write:
