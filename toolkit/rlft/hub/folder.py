@@ -102,12 +102,14 @@ class _ShardWriter:
         raise self.error
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self._send(self._DONE)
-        else:  # the building failed: the writer stops at once, the caller's folder is discarded anyway
-            self.error = self.error or exc
-            with contextlib.suppress(queue.Full):
-                self.queue.put_nowait(self._DONE)
+        if exc_type is not None and self.error is None:
+            self.error = exc  # the building failed: the writer stops at its next item (the folder is discarded)
+        while self.thread.is_alive():  # wake it; a writer that has stopped takes nothing more
+            try:
+                self.queue.put(self._DONE, timeout=0.05)
+                break
+            except queue.Full:
+                continue
         self.thread.join()
         if exc_type is None and self.error is not None:
             raise self.error
