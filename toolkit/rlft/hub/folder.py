@@ -38,7 +38,7 @@ class DatasetFolderWriter:
     def write_splits(self, splits: dict[str, Iterable[pa.Table]], rows_per_shard: int = 500_000):
         """Write several splits, each as :meth:`write_split` does. The tables are built (the iterables consumed)
         in this thread while a writer thread encodes and compresses the previous ones: Parquet does that without
-        the GIL, so building and writing overlap on two cores (0.84 s -> 0.58 s for 300k HalfCheetah steps).
+        the GIL, so building and writing overlap on two cores (``benchmarks/serialize.py`` measures the command).
         At most two built tables wait, so memory stays bounded; a write error stops the building and is raised
         here."""
         with _ShardWriter(self, rows_per_shard) as writer:
