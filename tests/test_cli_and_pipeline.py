@@ -30,6 +30,22 @@ def test_cli_import_is_light():
     assert out.strip() == "[]"
 
 
+def test_the_rlft_command_freezes_the_collector_as_its_last_exit_handler():
+    """The installed ``rlft`` is ``run``: the first exit handler it registers is ``gc.freeze``, and exit handlers
+    still run after it (here one registered earlier, so run later; its line reaches stdout)."""
+    from importlib.metadata import entry_points
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "rlft"]
+    assert script.value == "rlft.cli.main:run"
+    code = ("import atexit, gc, sys\nfrom rlft.cli import main\nseen = []\nreal = atexit.register\n"
+            "atexit.register = lambda f, *a: (seen.append(f), real(f, *a))[1]\n"
+            "real(lambda: print('later handler ran, first registered:', seen[0] is gc.freeze, flush=True))\n"
+            "sys.argv = ['rlft', '--version']\nmain.run()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"rlft {__version__}", "later handler ran, first registered: True"]
+
+
 def test_args_to_argv():
     argv = args_to_argv({"map": "4x4", "slippery": False, "dry_run": True, "csv": None, "tag": ["a", "b"]})
     assert argv == ["--map", "4x4", "--no-slippery", "--dry-run", "--tag", "a", "--tag", "b"]
