@@ -65,11 +65,10 @@ def measure(commands: dict[str, list[str]], env: dict, repeat: int) -> list[tupl
 
 
 def main() -> None:
-    from serialize import make_minari  # benchmarks/serialize.py: the same HalfCheetah-shaped dataset
-
     from rlft.core.console import console
     from rlft.results.render import table_markdown
     from rlft.results.tables import column, table, write_benchmark
+    from serialize import make_minari  # benchmarks/serialize.py: the same HalfCheetah-shaped dataset
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=9, help="rounds per command (medians are kept)")
