@@ -19,6 +19,15 @@ def quiet() -> contextlib.ExitStack:
     return stack
 
 
+def print_tables(tables: list[dict]) -> None:
+    """Each result table on the console as markdown, as the README renders it."""
+    from rlft.core.console import console
+    from rlft.results.render import table_markdown
+
+    for t in tables:
+        console.print("\n".join(table_markdown(t)), markup=False, highlight=False)
+
+
 def random_cartpole_dataset(work: Path, episodes: int = 40) -> Path:
     """A random-policy CartPole-v1 Minari dataset, serialized with the raw codec (2 decimals, plain prompts)."""
     import gymnasium as gym

@@ -65,8 +65,8 @@ def measure(commands: dict[str, list[str]], env: dict, repeat: int) -> list[tupl
 
 
 def main() -> None:
+    from bench_fixtures import print_tables
     from rlft.core.console import console
-    from rlft.results.render import table_markdown
     from rlft.results.tables import column, table, write_benchmark
     from serialize import make_minari  # benchmarks/serialize.py: the same HalfCheetah-shaped dataset
 
@@ -92,8 +92,7 @@ def main() -> None:
         column("exit_app", "exit s, plain app()", ".3f"), column("exit_run", "exit s, rlft run()", ".3f"),
         column("wall_app", "command s, plain app()", ".2f"), column("wall_run", "command s, rlft run()", ".2f"),
         column("ratio", "speedup", "x")], measure(commands, env, args.repeat))]
-    for t in tables:
-        console.print("\n".join(table_markdown(t)), markup=False, highlight=False)
+    print_tables(tables)
     if not args.no_write:
         write_benchmark(OUT, "Process exit: the rlft command against the plain Typer app", tables,
                         "python benchmarks/exit.py",

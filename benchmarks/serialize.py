@@ -255,8 +255,8 @@ def whole_process(sizes: list[int], repeat: int) -> list[tuple[str, dict]]:
 
 
 def main() -> None:
+    from bench_fixtures import print_tables
     from rlft.core.console import console
-    from rlft.results.render import table_markdown
     from rlft.results.tables import column, table, write_benchmark
 
     parser = argparse.ArgumentParser()
@@ -281,8 +281,7 @@ def main() -> None:
         tables.append(table(f"reading the {sizes[-1]:,}-step dataset's episodes (in process)",
                             [column("seconds", "seconds", ".3f"), column("ratio", "speedup", "x")],
                             reading(f"bench/halfcheetah{sizes[-1]}-v0", args.repeat)))
-    for t in tables:
-        console.print("\n".join(table_markdown(t)), markup=False, highlight=False)
+    print_tables(tables)
     if not args.no_write:
         write_benchmark(OUT, "Serialization: prompt/completion records", tables,
                         "python benchmarks/serialize.py",
