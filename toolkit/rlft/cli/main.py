@@ -46,7 +46,7 @@ def run() -> None:
     At exit Python clears every module and runs garbage collections over everything still alive, freeing
     memory the operating system is about to take back; it takes far longer once torch is loaded (the ``model
     init`` row of ``benchmarks/exit.py``). ``gc.freeze()`` as the last exit handler (the first registered runs
-    last) leaves what is alive then out of that collection; everything else runs as before: the other exit
+    last) leaves what is alive then out of those collections; everything else runs as before: the other exit
     handlers, ``finally`` blocks, files closed by their ``with``. What it skips is only what Python never
     promises at exit (``__del__`` of objects in reference cycles), and rlft writes each output file whole and
     renames it into place before exiting, so no output depends on it. Only the command does this: ``app`` run
