@@ -53,7 +53,9 @@ def measure(commands: dict[str, list[str]], env: dict, repeat: int) -> list[tupl
     rows = []
     for label, args in commands.items():
         timed("run", args, env)  # warm-up: page cache, compiled bytecode
-        rounds = [{entry: timed(entry, args, env) for entry in ("app", "run")} for _ in range(repeat)]
+        # the two take turns going first, so neither is always the one after a warm page cache
+        rounds = [{entry: timed(entry, args, env) for entry in (("app", "run"), ("run", "app"))[i % 2]}
+                  for i in range(repeat)]
         wall = {e: np.array([r[e][0] for r in rounds]) for e in ("app", "run")}
         exit_s = {e: np.array([r[e][1] for r in rounds]) for e in ("app", "run")}
         rows.append((label, {
