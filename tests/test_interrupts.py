@@ -15,7 +15,6 @@ import pytest
 
 from factories import make_continuous_minari_dataset
 
-pytestmark = pytest.mark.slow
 RLFT = str(Path(sys.executable).with_name("rlft"))
 
 
@@ -24,24 +23,48 @@ def _digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _interrupt_when(cmd: list[str], appears, sig: int, env: dict) -> subprocess.CompletedProcess:
-    """Start ``cmd``; once ``appears()`` is true, send ``sig``; return the finished process."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        while not appears():
-            try:
-                proc.wait(timeout=0.02)  # waits on the process, not a fixed delay
-            except subprocess.TimeoutExpired:
-                continue
-            pytest.fail(f"the command finished before it could be interrupted: {proc.stderr.read()[-500:]}")
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+def _freeze(proc: subprocess.Popen) -> None:
+    """SIGSTOP ``proc`` and return once the kernel shows it stopped (or gone): ``os.kill`` returns before."""
+    os.kill(proc.pid, signal.SIGSTOP)
+    stat = Path(f"/proc/{proc.pid}/stat")
+    while stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] not in ("T", "t", "Z", "X"):
+        continue
 
 
+def _interrupt_when(cmd: list[str], appears, sig: int, env: dict, snapshot) -> tuple[subprocess.CompletedProcess,
+                                                                                     dict]:
+    """Start ``cmd``; while ``appears()`` is true, send ``sig``; return the finished process and ``snapshot()`` of
+    the output as it was before that run.
+
+    The process is frozen (SIGSTOP) and ``appears()`` checked again before the signal is sent, so the signal is
+    pending while the command is provably mid-write (a signal sent after the work ended tests nothing). A run
+    that finishes first (a slow poll on a busy machine) is let finish and the attempt made again, 3 in all."""
+    for _ in range(3):
+        before = snapshot()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            while not appears() and proc.poll() is None:
+                try:
+                    proc.wait(timeout=0.02)  # waits on the process, not a fixed delay
+                except subprocess.TimeoutExpired:
+                    continue
+            if proc.poll() is None:
+                _freeze(proc)
+                mid_write = appears()
+                if mid_write:
+                    proc.send_signal(sig)
+                os.kill(proc.pid, signal.SIGCONT)
+                if mid_write:
+                    out, err = proc.communicate(timeout=120)
+                    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), before
+            proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    pytest.fail("the command finished before it could be interrupted, 3 times")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_interrupted_serialize_keeps_the_old_dataset_and_leaves_nothing(tmp_path, sig, code):
     env = {**os.environ, "MINARI_DATASETS_PATH": os.environ["MINARI_DATASETS_PATH"]}
@@ -50,15 +73,15 @@ def test_interrupted_serialize_keeps_the_old_dataset_and_leaves_nothing(tmp_path
     good = subprocess.run([RLFT, "data", "serialize", "mujoco/big-v0", "--out", str(out), "--max-episodes", "2"],
                           env=env, capture_output=True, text=True)
     assert good.returncode == 0, good.stderr
-    before = _digest(out)
-    result = _interrupt_when([RLFT, "data", "serialize", "mujoco/big-v0", "--out", str(out), "--overwrite"],
-                             lambda: any(tmp_path.glob(".ds.tmp-*")), sig, env)
+    result, before = _interrupt_when([RLFT, "data", "serialize", "mujoco/big-v0", "--out", str(out), "--overwrite"],
+                                     lambda: any(tmp_path.glob(".ds.tmp-*")), sig, env, lambda: _digest(out))
     assert result.returncode == code, result.stderr[-800:]
     assert ("Terminated" if sig == signal.SIGTERM else "Interrupted") in result.stderr
     assert _digest(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"], "temporary folders were left behind"
 
 
+@pytest.mark.slow
 def test_terminated_collect_keeps_the_old_dataset_and_leaves_nothing(tmp_path):
     root = Path(os.environ["MINARI_DATASETS_PATH"])
     env = dict(os.environ)
@@ -67,12 +90,64 @@ def test_terminated_collect_keeps_the_old_dataset_and_leaves_nothing(tmp_path):
     good = subprocess.run([*base, "--episodes", "3"], env=env, capture_output=True, text=True)
     assert good.returncode == 0, good.stderr
     folder = root / "cartpole" / "keep-v0"
-    before = _digest(folder)
-    result = _interrupt_when([*base, "--episodes", "100000", "--overwrite"],
-                             lambda: any(root.glob(".rlft-collect-*")), signal.SIGTERM, env)
+    result, before = _interrupt_when([*base, "--episodes", "100000", "--overwrite"],
+                                     lambda: any(root.glob(".rlft-collect-*")), signal.SIGTERM, env,
+                                     lambda: _digest(folder))
     assert result.returncode == 143, result.stderr[-800:]
     assert _digest(folder) == before
     assert not list(root.glob(".rlft-collect-*")), "the temporary Minari root was left behind"
+
+
+def test_ctrl_c_between_the_two_renames_is_held_until_both_are_done(tmp_path, monkeypatch):
+    """Replacing a folder takes two renames (old aside, new in). Ctrl-C right between them must not leave nothing
+    at ``out``: the interrupt is held until the new folder is in place, then still ends the run."""
+    from rlft.core import io
+
+    out = tmp_path / "ds"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    real_replace = os.replace
+
+    def replace_then_interrupt(src, dst):
+        real_replace(src, dst)
+        if not out.exists():  # the old folder has just moved aside: the worst moment for Ctrl-C
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(io.os, "replace", replace_then_interrupt)
+    with pytest.raises(KeyboardInterrupt), io.atomic_output_dir(out, overwrite=True) as tmp:
+        (tmp / "new.txt").write_text("new")
+    assert [p.name for p in out.iterdir()] == ["new.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["ds"], "temporary folders were left behind"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_inside_a_garbage_collection_callback_still_stops_the_command():
+    """jax registers a garbage-collection callback. A Ctrl-C whose handler runs inside it is raised there, where
+    Python can only print it and carry on; the command must still stop with exit code 130."""
+    import gc
+
+    import typer
+
+    from rlft.cli.common import handle_errors
+
+    def interrupt_inside(phase, info):
+        if phase == "start":
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(10))  # Python code: the handler runs here, inside the callback
+
+    def work():
+        gc.callbacks.append(interrupt_inside)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(interrupt_inside)
+        for _ in range(50_000_000):  # the work goes on outside the callback (about a second, unless stopped)
+            pass
+        return "finished"
+
+    with pytest.raises(typer.Exit) as stopped:
+        handle_errors(work)()
+    assert stopped.value.exit_code == 130
 
 
 def test_a_leftover_temporary_folder_is_named_on_the_next_run(cli, tmp_path):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import _thread
 import functools
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +26,22 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
+def _redeliver_lost_interrupts(previous_hook, unraisable) -> None:
+    """``sys.unraisablehook`` while a command runs: a ``KeyboardInterrupt`` (or :class:`Terminated`) raised while
+    Python runs a garbage-collection callback or a ``__del__`` (jax registers such a callback) cannot propagate,
+    and Python would print it and carry on, ignoring the Ctrl-C or SIGTERM. The signal is delivered again, from
+    another thread a moment later: raised from this hook it would be lost the same way, and by then the main
+    thread is past the callback (if it is in another one, this happens again). Anything else goes to the
+    previous hook."""
+    if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+        signum = signal.SIGTERM if issubclass(unraisable.exc_type, Terminated) else signal.SIGINT
+        timer = threading.Timer(0.01, _thread.interrupt_main, (signum,))
+        timer.daemon = True
+        timer.start()
+        return
+    previous_hook(unraisable)
+
+
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Turn :class:`RlftError` into ``Error: <message>`` on stderr and exit code 2 (no traceback); SIGINT and
     SIGTERM into a one-line note and exit code 130 / 143 after the cleanups have run."""
@@ -34,6 +52,8 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, _terminate) if main else None
+        previous_hook = sys.unraisablehook
+        sys.unraisablehook = functools.partial(_redeliver_lost_interrupts, previous_hook)
         try:
             return func(*args, **kwargs)
         except RlftError as exc:
@@ -50,6 +70,7 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             )
             raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from exc
         finally:
+            sys.unraisablehook = previous_hook
             if main:
                 signal.signal(signal.SIGTERM, previous)
 

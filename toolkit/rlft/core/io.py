@@ -12,7 +12,9 @@ import contextlib
 import errno
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,6 +104,36 @@ def warn_leftovers(out: Path) -> None:
 
 
 @contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM arriving inside are held and acted on when the block has finished.
+
+    Python raises ``KeyboardInterrupt`` between any two bytecodes, so a step of several renames needs this to
+    happen whole. A held signal goes to the handler that was in place (the ``rlft`` command's raise
+    ``Terminated``/``KeyboardInterrupt``; the default one ends the process); a block that raises keeps its own
+    error. Signal handlers can only be set in the main thread: elsewhere the block runs as is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, object]] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: held.append((signum, frame)))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    if held:
+        signum, frame = held[0]
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, frame)
+        elif handler != signal.SIG_IGN:
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
 def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success it replaces ``out`` in one rename.
 
@@ -120,13 +152,14 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the finished folder gets the usual permissions
     try:
         yield tmp
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / "content")
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        with signals_held():  # Ctrl-C between the two renames would leave no folder at ``out``
+            if out.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+                os.replace(out, old / "content")
+                os.replace(tmp, out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, out)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, OutputError) or not _is_output_fault(exc, tmp, out):
