@@ -228,3 +228,27 @@ def test_a_negative_seed_is_refused_by_the_cli(cli, tmp_path, args):
     text = " ".join(result.output.split())
     # the wording of the range is click's: typer's vendored click and click 8.2+ say it differently
     assert "--seed" in text and ("greater than or equal to 0" in text or "not in the range x>=0" in text)
+
+
+def test_a_failed_swap_puts_the_old_folder_back(tmp_path, monkeypatch):
+    """Replacing a folder is two renames (old aside, new in); if the second fails, the old folder goes back to
+    ``--out`` and nothing else is left."""
+    import os
+
+    from rlft.core import io
+
+    out = tmp_path / "ds"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if Path(src).name.startswith(".ds.tmp-"):
+            raise OSError(errno.EACCES, "Permission denied", str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(io.os, "replace", replace)
+    with pytest.raises(OSError, match="permission denied"), io.atomic_output_dir(out, overwrite=True) as tmp:
+        (tmp / "new.txt").write_text("new")
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["ds"], "temporary folders were left behind"

@@ -152,14 +152,27 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the finished folder gets the usual permissions
     try:
         yield tmp
-        with signals_held():  # Ctrl-C between the two renames would leave no folder at ``out``
-            if out.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-                os.replace(out, old / "content")
-                os.replace(tmp, out)
+        old: Path | None = None
+        swapped = False
+        try:
+            with signals_held():  # Ctrl-C between the two renames would leave no folder at ``out``
+                if out.exists():
+                    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+                    os.replace(out, old / "content")
+                    try:
+                        os.replace(tmp, out)
+                    except OSError:
+                        os.replace(old / "content", out)  # the good folder goes back where it was
+                        raise
+                else:
+                    os.replace(tmp, out)
+                swapped = True
+        finally:  # outside the held block: deleting a large old folder must not hold off Ctrl-C
+            if old is not None and swapped:
                 shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, out)
+            elif old is not None:
+                with contextlib.suppress(OSError):
+                    old.rmdir()  # empty unless the good folder could not go back: then it stays, and is named
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, OutputError) or not _is_output_fault(exc, tmp, out):
