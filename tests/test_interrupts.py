@@ -23,6 +23,21 @@ def _digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _sigint_as_a_terminal_gives_it() -> None:
+    """A child's SIGINT as a terminal's Ctrl-C gives it: a shell starts background jobs (a CI script's, too) with
+    SIGINT ignored, and the child would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises ``KeyboardInterrupt`` in this process during the test, as in a terminal (under a background
+    job it is ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _freeze(proc: subprocess.Popen) -> None:
     """SIGSTOP ``proc`` and return once the kernel shows it stopped (or gone): ``os.kill`` returns before."""
     os.kill(proc.pid, signal.SIGSTOP)
@@ -41,7 +56,8 @@ def _interrupt_when(cmd: list[str], appears, sig: int, env: dict, snapshot) -> t
     that finishes first (a slow poll on a busy machine) is let finish and the attempt made again, 3 in all."""
     for _ in range(3):
         before = snapshot()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                preexec_fn=_sigint_as_a_terminal_gives_it)
         try:
             while not appears() and proc.poll() is None:
                 try:
@@ -98,7 +114,7 @@ def test_terminated_collect_keeps_the_old_dataset_and_leaves_nothing(tmp_path):
     assert not list(root.glob(".rlft-collect-*")), "the temporary Minari root was left behind"
 
 
-def test_ctrl_c_between_the_two_renames_is_held_until_both_are_done(tmp_path, monkeypatch):
+def test_ctrl_c_between_the_two_renames_is_held_until_both_are_done(tmp_path, monkeypatch, ctrl_c_raises):
     """Replacing a folder takes two renames (old aside, new in). Ctrl-C right between them must not leave nothing
     at ``out``: the interrupt is held until the new folder is in place, then still ends the run."""
     from rlft.core import io
@@ -121,7 +137,7 @@ def test_ctrl_c_between_the_two_renames_is_held_until_both_are_done(tmp_path, mo
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_ctrl_c_inside_a_garbage_collection_callback_still_stops_the_command():
+def test_ctrl_c_inside_a_garbage_collection_callback_still_stops_the_command(ctrl_c_raises):
     """jax registers a garbage-collection callback. A Ctrl-C whose handler runs inside it is raised there, where
     Python can only print it and carry on; the command must still stop with exit code 130."""
     import gc
