@@ -229,6 +229,38 @@ def test_bin_edges_from_data_and_bounds():
     assert "bin index 0..7" in codec.encoding_description()
 
 
+_FIT_SPACES = {
+    "unbounded box": spaces.Box(-np.inf, np.inf, (3,)),
+    "half-bounded box": spaces.Box(np.array([-1.0, -np.inf]), np.array([1.0, 2.0]), dtype=np.float64),
+    "bounded box": spaces.Box(-2, 2, (2,)),
+    "discrete": spaces.Discrete(4),
+    "dict of bounded boxes": spaces.Dict({"a": spaces.Box(-1, 1, (2,)), "b": spaces.Box(0, 5, (1,))}),
+}
+
+
+@pytest.mark.parametrize("obs_name", list(_FIT_SPACES))
+@pytest.mark.parametrize("act_name", ["bounded box", "discrete"])
+@pytest.mark.parametrize("fmt,edges_from", [("raw", "data"), ("tokenized", "data"), ("discretized", "data"),
+                                            ("discretized", "bounds")])
+def test_codec_fits_on_data_says_whether_make_codec_needs_the_data(fmt, edges_from, obs_name, act_name):
+    """``rlft data serialize`` reads once when the codec fits on nothing: the declaration must match what
+    ``make_codec`` really does without data (builds, or says it is fitted on data)."""
+    from rlft.codecs.factory import codec_fits_on_data
+
+    obs, act = _FIT_SPACES[obs_name], _FIT_SPACES[act_name]
+    needs = codec_fits_on_data(fmt, obs, act, edges_from=edges_from)
+    if needs:
+        with pytest.raises(InvalidInputError, match="fitted on data"):
+            make_codec(fmt, obs, act, edges_from=edges_from)
+    else:
+        make_codec(fmt, obs, act, edges_from=edges_from)
+    has_box = (obs_name, act_name) != ("discrete", "discrete")
+    infinite_bounds = obs_name in ("unbounded box", "half-bounded box")
+    expected = {"raw": False, "tokenized": has_box,
+                "discretized": has_box and (edges_from == "data" or infinite_bounds)}[fmt]
+    assert needs == expected
+
+
 def test_tokenized_constant_dimension_gets_a_width():
     obs = np.random.default_rng(0).normal(size=(50, 17))
     codec = make_codec("tokenized", OBS, spaces.Box(-1, 1, (2,)), observations=obs, actions=np.full((50, 2), 0.25))

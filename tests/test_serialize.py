@@ -148,18 +148,61 @@ def test_continuous_formats_round_trip_and_normalized_score(cli, tmp_path, fmt):
     assert not (out / "plots").exists() and "plots/returns.png" not in card
 
 
-def test_nonfinite_is_refused_with_episode_and_step(cli, tmp_path):
+@pytest.mark.parametrize("fmt", ["raw", "tokenized"])
+def test_nonfinite_is_refused_with_episode_and_step(cli, tmp_path, fmt):
+    """raw finds the NaN while writing (one pass), tokenized before (its scan): the same error either way, and
+    an existing folder is kept as it was."""
     make_minari_dataset("cartpole/nan-v0", episodes=4, corrupt=(2, 3))
     out = tmp_path / "o"
-    result = cli("data", "serialize", "cartpole/nan-v0", "--out", out)
+    result = cli("data", "serialize", "cartpole/nan-v0", "--out", out, "--format", fmt)
     assert result.exit_code == 2
     assert "episode 2 step 3" in result.output and "--drop-nonfinite" in result.output
     assert not out.exists()
 
-    result = cli("data", "serialize", "cartpole/nan-v0", "--out", out, "--drop-nonfinite")
+    result = cli("data", "serialize", "cartpole/nan-v0", "--out", out, "--format", fmt, "--drop-nonfinite")
     assert result.exit_code == 0, result.output
     ds = _load(out)
     assert 2 not in set().union(*(set(s["episode_id"]) for s in ds.values()))
+    before = _digest(out)
+    result = cli("data", "serialize", "cartpole/nan-v0", "--out", out, "--format", fmt, "--overwrite")
+    assert result.exit_code == 2 and "episode 2 step 3" in result.output
+    assert _digest(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["o", "o-hf-cache"]
+
+
+def _digest(folder) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("env_id,options", [
+    ("CartPole-v1", {"format": "raw", "history": 2, "return_to_go": True}),
+    ("Pendulum-v1", {"format": "discretized", "edges_from": "bounds", "bins": 8}),
+    ("FrozenLake-v1", {"format": "tokenized", "prompt_style": "chat"}),
+])
+def test_a_codec_fitted_on_nothing_is_written_in_one_pass_as_two_passes_write_it(tmp_path, monkeypatch, env_id,
+                                                                                  options):
+    """raw, edges over finite bounds, tokens of Discrete spaces: one read of the source (no scan first), and the
+    same folder, byte for byte, as the two passes write with the episodes in memory or read again."""
+    from rlft.builders import serialize as mod
+    from rlft.codecs import factory
+
+    dataset_id = f"{env_id.split('-')[0].lower()}/passes-v0"
+    make_minari_dataset(dataset_id, env_id=env_id, episodes=10, max_steps=40)
+
+    def run(name: str, **extra):
+        config = mod.SerializeConfig(source=dataset_id, out=tmp_path / name, chunk_steps=50, **options, **extra)
+        return mod.serialize(config), _digest(tmp_path / name)
+
+    def no_scan(*args):
+        raise AssertionError("a codec fitted on nothing reads the source once")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(mod, "_scan_pass", no_scan)
+        summary, one = run("one")
+    monkeypatch.setattr(factory, "codec_fits_on_data", lambda *args, **kwargs: True)
+    assert run("two") == (summary, one)
+    assert run("read-twice", in_memory_steps=0) == (summary, one)
+    assert summary["episodes"] == 10 and len(summary["splits"]) == 3
+    assert sum(name.startswith("data/") for name in one) == 3  # a shard per split
 
 
 def test_bad_options_and_existing_output(cli, tmp_path, cartpole, monkeypatch):

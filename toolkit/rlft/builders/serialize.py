@@ -1,14 +1,17 @@
 """``rlft data serialize``: a Minari dataset -> a prompt/completion dataset folder in the Hub layout.
 
-Two passes over the episodes: the first checks every value is finite, measures returns and fits the codec
-(bin edges, token ranges) on the data; the second encodes whole chunks of episodes at once and streams them
-into Parquet shards. Episodes stay in memory between the passes when they fit (``in_memory_steps``), which
-halves the reading time; larger sources are read twice instead, so memory stays bounded.
+A codec fitted on the data (bin edges from quantiles, token ranges) takes two passes over the episodes: the
+first checks every value is finite, measures returns and fits the codec; the second encodes whole chunks of
+episodes at once and streams them into Parquet shards. Episodes stay in memory between the passes when they fit
+(``in_memory_steps``); larger sources are read twice instead, so memory stays bounded. A codec fixed by its
+options alone (``raw``, edges over finite bounds) takes one pass, unless NaN episodes may be dropped: the splits
+are known before a step is read, so each episode is checked and encoded as it is read, while the Parquet writer
+works on the other core.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,10 +195,12 @@ def _chunk(episodes: list[Episode]) -> EpisodeChunk:
 
 
 class _Scan:
-    """Pass 1: finiteness, returns, lengths, and a bounded sample of the data to fit the codec."""
+    """Finiteness, returns and lengths of the episodes; with ``fit``, a bounded sample of the data and each
+    dimension's range to fit the codec on; episodes kept in memory up to ``in_memory_steps``."""
 
-    def __init__(self, in_memory_steps: int, drop_nonfinite: bool):
-        self.keep, self.in_memory_steps, self.drop_nonfinite = True, in_memory_steps, drop_nonfinite
+    def __init__(self, in_memory_steps: int, drop_nonfinite: bool, fit: bool = True):
+        self.keep, self.in_memory_steps, self.drop_nonfinite = in_memory_steps > 0, in_memory_steps, drop_nonfinite
+        self.fit = fit
         self.episodes: dict[int, Episode] = {}
         self.returns: dict[int, float] = {}
         self.lengths: dict[int, int] = {}
@@ -204,7 +209,8 @@ class _Scan:
         self.steps = 0  # steps of the usable episodes so far
         self._lo = self._hi = None
 
-    def add(self, ep: Episode) -> None:
+    def add(self, ep: Episode) -> bool:
+        """Measure ``ep``; False if it is dropped for a NaN/inf (``drop_nonfinite``), else the error says where."""
         problem = _check_finite(ep)
         if problem:
             if not self.drop_nonfinite:
@@ -212,7 +218,7 @@ class _Scan:
                     f"non-finite value in {problem}", hint="pass --drop-nonfinite to drop such episodes"
                 )
             self.dropped.append(problem)
-            return
+            return False
         self.returns[ep.id] = float(np.sum(ep.rewards))
         self.lengths[ep.id] = len(ep.rewards)
         self.steps += len(ep.rewards)
@@ -221,6 +227,11 @@ class _Scan:
             if self.steps > self.in_memory_steps:  # too big to hold: pass 2 reads again
                 self.keep = False
                 self.episodes.clear()
+        if self.fit:
+            self._sample(ep)
+        return True
+
+    def _sample(self, ep: Episode) -> None:
         obs, act = ep.observations[: len(ep.rewards)], ep.actions
         if self._rows < _SAMPLE_ROWS:
             self._obs.append(obs)
@@ -251,11 +262,12 @@ def _iter_source(dataset, ids, structure: dict | None = None) -> Iterator[Episod
         yield _episode(raw, structure)
 
 
-def _chunks(ids, lengths: dict[int, int], chunk_steps: int) -> Iterator[list[int]]:
+def _batches(episodes: Iterable[Episode], chunk_steps: int) -> Iterator[list[Episode]]:
+    """Consecutive episodes in batches of at least ``chunk_steps`` steps (the last one may hold fewer)."""
     batch, steps = [], 0
-    for i in ids:
-        batch.append(int(i))
-        steps += lengths[int(i)]
+    for ep in episodes:
+        batch.append(ep)
+        steps += len(ep.rewards)
         if steps >= chunk_steps:
             yield batch
             batch, steps = [], 0
@@ -263,11 +275,12 @@ def _chunks(ids, lengths: dict[int, int], chunk_steps: int) -> Iterator[list[int
         yield batch
 
 
-def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan) -> Codec:
+def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan | None) -> Codec:
+    """The codec of ``config`` for ``dataset``, fitted on ``scan``'s sample (None: a codec that fits on nothing)."""
     from rlft.codecs.factory import make_codec
 
     env_spec = dataset.spec.env_spec
-    obs, act = scan.sample()
+    obs, act = scan.sample() if scan is not None else (None, None)
     return make_codec(
         config.format,
         dataset.observation_space,
@@ -311,6 +324,7 @@ def check_observation_size(space, allow_large: bool) -> None:
 
 def serialize(config: SerializeConfig) -> dict:
     """Write the dataset folder for ``config`` and return its summary (also printed as tables)."""
+    from rlft.codecs.factory import codec_fits_on_data
     from rlft.sources.minari_source import load_minari
 
     validate_config(config)
@@ -320,6 +334,32 @@ def serialize(config: SerializeConfig) -> dict:
     ids = np.asarray(dataset.episode_indices, dtype=np.int64)
     if config.max_episodes is not None:
         ids = ids[: config.max_episodes]
+    if not len(ids):
+        raise InvalidInputError(f"no episodes in {config.source}")
+    if config.drop_nonfinite or codec_fits_on_data(config.format, dataset.observation_space, dataset.action_space,
+                                                   edges_from=config.edges_from):
+        scan = _scan_pass(config, dataset, ids, structure)
+        codec = make_dataset_codec(config, dataset, scan)
+        splits = split_episodes(np.array(sorted(scan.returns)), config.splits, config.seed)
+
+        def episodes_of(split_ids) -> Iterable[Episode]:
+            return ((scan.episodes[int(i)] for i in split_ids) if scan.keep
+                    else _iter_source(dataset, split_ids, structure))
+    else:  # one pass: every episode is used, so the splits are known now; each is checked as it is encoded
+        scan = _Scan(0, drop_nonfinite=False, fit=False)
+        codec = make_dataset_codec(config, dataset, None)
+        splits = split_episodes(np.sort(ids), config.splits, config.seed)
+
+        def episodes_of(split_ids) -> Iterable[Episode]:
+            return (ep for ep in _iter_source(dataset, split_ids, structure) if scan.add(ep))
+
+    summary = _write_folder(config, dataset, codec, splits, scan, episodes_of)
+    _print_summary(summary)
+    return summary
+
+
+def _scan_pass(config: SerializeConfig, dataset, ids: np.ndarray, structure: dict | None) -> _Scan:
+    """Pass 1 of a codec fitted on the data (or of a source whose NaN episodes may be dropped)."""
     scan = _Scan(config.in_memory_steps, config.drop_nonfinite)
     with progress(transient=True) as bar:
         task = bar.add_task("scanning episodes", total=len(ids))
@@ -328,26 +368,28 @@ def serialize(config: SerializeConfig) -> dict:
             bar.advance(task)
     if not scan.returns:
         raise InvalidInputError(f"no usable episodes in {config.source}")
-    codec = make_dataset_codec(config, dataset, scan)
-    splits = split_episodes(np.array(sorted(scan.returns)), config.splits, config.seed)
+    return scan
 
-    def chunks_of(split_ids) -> Iterator:
-        for batch in _chunks(split_ids, scan.lengths, config.chunk_steps):
-            episodes = ([scan.episodes[i] for i in batch] if scan.keep
-                        else list(_iter_source(dataset, batch, structure)))
-            yield build_records(_chunk(episodes), codec)
-            bar.advance(task, sum(scan.lengths[i] for i in batch))
 
-    summary = _summary(config, dataset, scan, splits, codec)
+def _write_folder(config: SerializeConfig, dataset, codec: Codec, splits: dict[str, np.ndarray], scan: _Scan,
+                  episodes_of) -> dict:
+    """Encode each split's episodes (``episodes_of(ids)``) in chunks into the folder; the summary is taken once
+    every episode has been through ``scan``."""
     with write_dataset_folder(config.out, config.overwrite) as folder, progress() as bar:
-        task = bar.add_task("serializing steps", total=scan.steps)
-        folder.write_splits({name: chunks_of(split_ids) for name, split_ids in splits.items()})
+        task = bar.add_task("serializing episodes", total=sum(len(ids) for ids in splits.values()))
+
+        def tables(split_ids) -> Iterator:
+            for batch in _batches(episodes_of(split_ids), config.chunk_steps):
+                yield build_records(_chunk(batch), codec)
+                bar.advance(task, len(batch))
+
+        folder.write_splits({name: tables(split_ids) for name, split_ids in splits.items()})
         folder.save_codec(codec)
+        summary = _summary(config, dataset, scan, splits, codec)
         if config.plot:
             _plot_returns(folder.plot_path("returns.png"), scan, splits, summary)
         folder.write_info(summary)
         folder.write_card(_card(config, summary, codec, splits, scan, dataset))
-    _print_summary(summary)
     return summary
 
 

@@ -17,12 +17,18 @@ from rlft.core.errors import InvalidInputError
 EDGE_SOURCES = ("data", "bounds")
 
 
+def _uniform(space: dict[str, Any], edges_from: str) -> np.ndarray:
+    """Per dimension of a Box space: whether its edges are uniform over its bounds (finite, asked for)."""
+    low, high = np.asarray(space["low"], np.float64), np.asarray(space["high"], np.float64)
+    return np.isfinite(low) & np.isfinite(high) & (high > low) & (edges_from == "bounds")
+
+
 def fit_edges(space: dict[str, Any], rows: np.ndarray | None, bins: int, edges_from: str, role: str) -> list:
     """Per-dimension bin edges of a Box space (None for a Discrete space)."""
     if space["type"] != "box":  # Discrete and Text spaces are written as they are
         return None
     low, high = np.asarray(space["low"], np.float64), np.asarray(space["high"], np.float64)
-    uniform = np.isfinite(low) & np.isfinite(high) & (high > low) & (edges_from == "bounds")
+    uniform = _uniform(space, edges_from)
     quantiles = None
     if not uniform.all():  # bounds fall back to data where they are infinite
         rows = require_rows(rows, role, "discretized")
@@ -93,6 +99,12 @@ class DiscretizedCodec(NumericCodec):
             "observation_edges": fit_edges(observation_space, observations, bins, edges_from, "observation"),
             "action_edges": fit_edges(action_space, actions, bins, edges_from, "action"),
         }
+
+    @classmethod
+    def fits_on_data(cls, observation_space, action_space, edges_from: str = "data", **options) -> bool:
+        """Quantile edges need the data; uniform edges over finite bounds (``edges_from="bounds"``) do not."""
+        return any(space["type"] == "box" and not _uniform(space, edges_from).all()
+                   for space in (observation_space, action_space))
 
     def params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"bins": self.bins, "edges_from": self.edges_from}

@@ -20,6 +20,25 @@ NUMERIC_FORMATS: dict[str, type[NumericCodec]] = {
 }
 
 
+def _fit_inputs(format: str, observation_space, action_space) -> tuple[type[NumericCodec], dict, dict, dict]:
+    """The codec class of ``format``, both spaces as dicts, and the observation space it is fitted on."""
+    if format not in NUMERIC_FORMATS:
+        raise InvalidInputError(f"unknown numeric codec format {format!r}", hint=f"use one of {list(NUMERIC_FORMATS)}")
+    obs_space = observation_space if isinstance(observation_space, dict) else space_to_dict(observation_space,
+                                                                                             "observation")
+    act_space = action_space if isinstance(action_space, dict) else space_to_dict(action_space, "action")
+    # a structured observation (Dict, Tuple...) is fitted as its flat row of values
+    fit_space = flat_box(obs_space) if is_structured(obs_space) else obs_space
+    return NUMERIC_FORMATS[format], obs_space, act_space, fit_space
+
+
+def codec_fits_on_data(format: str, observation_space, action_space, *, edges_from: str = "data") -> bool:
+    """Whether :func:`make_codec` needs the dataset's observations and actions for these spaces: ``tokenized``
+    ranges and ``discretized`` quantile edges do; ``raw`` and edges over finite bounds do not."""
+    cls, _, act_space, fit_space = _fit_inputs(format, observation_space, action_space)
+    return cls.fits_on_data(fit_space, act_space, edges_from=edges_from)
+
+
 def make_codec(
     format: str,
     observation_space,
@@ -51,11 +70,7 @@ def make_codec(
     "," between values, 5 decimals (raw), tokens as ``int()`` of the scaled value (tokenized), its prompt
     layout with ``<action>`` prefilled. Raises :class:`InvalidInputError` on bad input.
     """
-    if format not in NUMERIC_FORMATS:
-        raise InvalidInputError(f"unknown numeric codec format {format!r}", hint=f"use one of {list(NUMERIC_FORMATS)}")
-    obs_space = observation_space if isinstance(observation_space, dict) else space_to_dict(observation_space,
-                                                                                             "observation")
-    act_space = action_space if isinstance(action_space, dict) else space_to_dict(action_space, "action")
+    cls, obs_space, act_space, fit_space = _fit_inputs(format, observation_space, action_space)
     obs_rows = None if observations is None else observation_rows(obs_space, observations)
     act_rows = None if actions is None else check_rows(act_space, actions, "action")
     rounding, signed_zero = "nearest", False
@@ -66,9 +81,6 @@ def make_codec(
         "discretized": {"bins": bins, "edges_from": edges_from},
         "tokenized": {"tokens": tokens, "rounding": rounding},
     }[format]
-    cls = NUMERIC_FORMATS[format]
-    # a structured observation (Dict, Tuple...) is fitted as its flat row of values
-    fit_space = flat_box(obs_space) if is_structured(obs_space) else obs_space
     params = cls.fit_params(fit_space, act_space, obs_rows, act_rows, **options)
     # the template describes the fitted encoding, so the codec exists before its template
     codec = cls(obs_space, act_space, PromptTemplate(), env_id=env_id, env_kwargs=env_kwargs, separator=separator,

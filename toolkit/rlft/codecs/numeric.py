@@ -190,6 +190,12 @@ class NumericCodec(Codec):
     def fit_params(cls, observation_space, action_space, observations, actions, **options) -> dict[str, Any]:
         """Constructor kwargs (bins, ranges...) fitted on validated data rows (None where not needed)."""
 
+    @classmethod
+    def fits_on_data(cls, observation_space, action_space, **options) -> bool:
+        """Whether :meth:`fit_params` reads data rows for these spaces (dicts) and options: by default, when
+        either space is a Box. When it does not, the codec is fixed before a single step is read."""
+        return any(space["type"] == "box" for space in (observation_space, action_space))
+
     # -- encoding ---------------------------------------------------------------------------------------
     def _space(self, role: str) -> dict[str, Any]:
         """The space the values of ``role`` are written from (a structured observation's flat row as a Box)."""

@@ -36,6 +36,10 @@ class RawCodec(NumericCodec):
         """Nothing is fitted: raw text needs only the precision."""
         return {"precision": precision, "signed_zero": signed_zero}
 
+    @classmethod
+    def fits_on_data(cls, observation_space, action_space, **options) -> bool:
+        return False
+
     def params(self) -> dict[str, Any]:
         return {"precision": self.precision, **({"signed_zero": True} if self.signed_zero else {})}
 

@@ -20,9 +20,20 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+class _Progress(Progress):
+    """A progress bar that is cleared when its block raises: a failed command's output ends in its one error
+    line, not under a half-filled bar (a finished bar stays, unless ``transient``)."""
+
+    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+        if exc_type is not None:
+            self.live.transient = True
+        super().__exit__(exc_type, exc_val, exc_tb)
+
+
 def progress(transient: bool = False) -> Progress:
-    """A progress bar with count, elapsed and remaining time (disabled automatically when not a terminal)."""
-    return Progress(
+    """A progress bar with count, elapsed and remaining time (disabled automatically when not a terminal);
+    cleared when the work inside it fails."""
+    return _Progress(
         TextColumn("[bold blue]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
