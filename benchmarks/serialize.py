@@ -1,7 +1,8 @@
 """Serialization speed: rlft's vectorised records per codec against a plain per-step f-string loop, same data,
 same process, printed as ratios; then whole processes: ``rlft data serialize`` against a plain script doing the
 same job (open the Minari dataset, one f-string prompt per step, pandas to Parquet), each started as a command,
-on a small and a large HalfCheetah-shaped dataset (start-up included), and the peak memory of the large one.
+on a small and a large HalfCheetah-shaped dataset (start-up included), and the peak memory of the large one;
+then the command on the large one with each codec fitted on the data (two passes over the episodes).
 
 Run: ``.venv/bin/python benchmarks/serialize.py [--steps 200000] [--full-steps 1000000]``; the tables are also
 written to ``results/benchmarks/serialize.json`` (rendered into the README by ``rlft results render``).
@@ -226,24 +227,33 @@ def reading(dataset_id: str, repeat: int) -> list[tuple[str, dict]]:
             for name, t in times.items()]
 
 
-def whole_process(sizes: list[int], repeat: int) -> list[tuple[str, dict]]:
-    """Median wall times of ``rlft data serialize``, the plain script and the read-only script, per dataset size.
+# The codecs fitted on the data take two passes over the episodes (fit, then encode); raw takes one.
+FITTED_CODECS = {"discretized (bin edges from data: two passes)": ["--format", "discretized"],
+                 "tokenized (ranges from data: two passes)": ["--format", "tokenized"]}
 
-    The three run in turn, ``repeat`` rounds, and each ratio is the median of the per-round ratios: this
-    machine's speed drifts by tens of percent over a minute, and a round's three runs share the drift."""
+
+def whole_process(sizes: list[int], repeat: int) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
+    """Median wall times of ``rlft data serialize``, the plain script and the read-only script, per dataset size;
+    and, on the largest, of the command with each codec that is fitted on the data.
+
+    The commands run in turn, ``repeat`` rounds, and each ratio is the median of the per-round ratios: this
+    machine's speed drifts by tens of percent over a minute, and a round's runs share the drift."""
     root = Path(tempfile.mkdtemp(prefix="rlft-bench-"))
     env = {**os.environ, "MINARI_DATASETS_PATH": str(root / "minari"), "OMP_NUM_THREADS": "1"}
     os.environ["MINARI_DATASETS_PATH"] = env["MINARI_DATASETS_PATH"]
     rlft = str(Path(sys.executable).with_name("rlft"))
-    rows = []
+    rows, codec_rows = [], []
     for steps in sizes:
         dataset_id = f"bench/halfcheetah{steps}-v0"
         make_minari(steps, dataset_id)
+        serialize = [rlft, "data", "serialize", dataset_id, "--out", str(root / f"out{steps}"), "--overwrite"]
         commands = {
-            "rlft": [rlft, "data", "serialize", dataset_id, "--out", str(root / f"out{steps}"), "--overwrite"],
+            "rlft": serialize,
             "plain": [sys.executable, "-c", PLAIN_SCRIPT, dataset_id, str(root / f"plain{steps}.parquet")],
             "read": [sys.executable, "-c", READ_ONLY_SCRIPT, dataset_id],
         }
+        if steps == sizes[-1]:
+            commands.update({label: serialize + args for label, args in FITTED_CODECS.items()})
         rounds = [{name: timed_process(cmd, env) for name, cmd in commands.items()} for _ in range(repeat)]
         wall = {name: np.array([r[name][0] for r in rounds]) for name in commands}
         rows.append((f"{steps:,} steps", {
@@ -251,7 +261,11 @@ def whole_process(sizes: list[int], repeat: int) -> list[tuple[str, dict]]:
             "ratio": float(np.median(wall["plain"] / wall["rlft"])), "read": float(np.median(wall["read"])),
             "ceiling": float(np.median(wall["plain"] / wall["read"])),
             "rss": max(r["rlft"][1] for r in rounds)}))
-    return rows
+    for label in ["rlft", *FITTED_CODECS]:
+        codec_rows.append(("raw (nothing fitted: one pass)" if label == "rlft" else label, {
+            "seconds": float(np.median(wall[label])), "ratio": float(np.median(wall["plain"] / wall[label])),
+            "rss": max(r[label][1] for r in rounds)}))
+    return rows, codec_rows
 
 
 def main() -> None:
@@ -273,11 +287,15 @@ def main() -> None:
                         [column("rate", "steps/s", ",.0f"), column("ratio", "speedup vs plain loop", "x")], rows))
     sizes = [int(s) for s in args.process_steps.split(",") if s]
     if sizes:
+        rows, codec_rows = whole_process(sizes, args.repeat)
         tables.append(table("whole process (start-up included)",
                             [column("rlft", "rlft data serialize s", ".2f"), column("plain", "plain script s", ".2f"),
                              column("ratio", "speedup", "x"), column("read", "read-only script s", ".2f"),
                              column("ceiling", "plain / read-only", "x"), column("rss", "rlft peak RSS MB", ".0f")],
-                            whole_process(sizes, args.repeat)))
+                            rows))
+        tables.append(table(f"rlft data serialize --format, {sizes[-1]:,} steps, whole process",
+                            [column("seconds", "s", ".2f"), column("ratio", "speedup vs plain script (raw)", "x"),
+                             column("rss", "peak RSS MB", ".0f")], codec_rows))
         tables.append(table(f"reading the {sizes[-1]:,}-step dataset's episodes (in process)",
                             [column("seconds", "seconds", ".3f"), column("ratio", "speedup", "x")],
                             reading(f"bench/halfcheetah{sizes[-1]}-v0", args.repeat)))
@@ -293,7 +311,10 @@ def main() -> None:
                                     "script that opens it with minari, writes one f-string prompt per step and "
                                     "saves Parquet with pandas; the read-only script only imports minari and reads "
                                     "every episode, the floor any Minari-based serializer pays (plain / read-only is "
-                                    "the speedup a serializer costing nothing more would reach)")
+                                    "the speedup a serializer costing nothing more would reach); the --format "
+                                    "table: the command per codec against the same plain script (raw reads the "
+                                    "episodes once; the codecs fitted on the data read them in two passes, fit "
+                                    "then encode)")
         console.print(f"-> {OUT}")
 
 
