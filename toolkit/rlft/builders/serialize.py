@@ -28,7 +28,7 @@ from rlft.hub.folder import write_dataset_folder
 from rlft.hub.layout import SPLITS
 from rlft.records.offline import GLOSSARY, EpisodeChunk, build_records
 
-FORMATS = ("raw", "discretized", "tokenized")
+FORMATS = ("raw", "discretized", "tokenized", "binned")
 _SAMPLE_ROWS = 200_000  # rows kept to fit quantile bin edges; min/max rows are always added
 
 

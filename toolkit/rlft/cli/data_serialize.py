@@ -26,10 +26,13 @@ def _fractions(text: str) -> tuple[float, float, float]:
 def serialize(
     source: str = typer.Argument(..., help="Minari dataset id (NAMESPACE/NAME-vK) or a dataset folder."),
     out: Path = typer.Option(..., "--out", help="Dataset folder to write (Hub layout)."),
-    format: str = typer.Option("raw", "--format", help="raw | discretized | tokenized."),
+    format: str = typer.Option("raw", "--format", help="raw | discretized | tokenized | binned (one token per "
+                                                       "value: quantile bins of both spaces, decoded to their data "
+                                                       "means; made for continuous control)."),
     precision: int = typer.Option(3, help="raw: decimals per value."),
-    bins: int = typer.Option(32, help="discretized: bins per dimension."),
-    edges_from: str = typer.Option("data", help="discretized: bin edges from 'data' quantiles or space 'bounds'."),
+    bins: int = typer.Option(32, help="discretized, binned: bins per dimension."),
+    edges_from: str = typer.Option("data", help="discretized, binned: bin edges from 'data' quantiles or space "
+                                                "'bounds'."),
     tokens: int = typer.Option(1000, help="tokenized: integer tokens per value (0..N-1)."),
     prompt_style: str = typer.Option("plain", help="plain (<observation> tags) or chat (system + user messages)."),
     history: int = typer.Option(0, help="Previous (observation, action) pairs in each prompt."),

@@ -47,6 +47,10 @@ def evaluate(
                                       "(default: the dataset's best episode return)."),
     n_examples: int = typer.Option(0, "--n-examples", help="Few-shot (observation, expert action) pairs from "
                                                            "the --codec dataset."),
+    bin_decoding: str = typer.Option("auto", "--bin-decoding",
+                                     help="binned codecs: read each action dimension's distribution over its bins: "
+                                          "mean (its expectation), argmax, off (generate text); auto: mean when "
+                                          "every bin is one token of the model's tokenizer, else off."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy decoding."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling (temperature > 0)."),
     api_stop: bool = typer.Option(True, "--api-stop/--no-api-stop",
@@ -77,7 +81,8 @@ def evaluate(
         policy=policy, env_id=env, episodes=episodes, num_envs=num_envs, seed=seed, out=out, codec=codec,
         backend=backend, api_url=api_url, api_model=api_model, concurrency=concurrency, constrained=constrained,
         fallback_action=fallback_action, target_return=target_return, n_examples=n_examples,
-        temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, cache=cache, api_stop=api_stop,
+        bin_decoding=bin_decoding, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, cache=cache,
+        api_stop=api_stop,
         expert=expert, video=video,
         video_episodes=video_episodes, max_episode_steps=max_episode_steps, overwrite=overwrite,
     ))

@@ -1,6 +1,7 @@
 """Reversible text codecs. ``load_codec(DATASET_DIR)`` returns the codec a dataset was written with."""
 
 from rlft.codecs.base import CODEC_FILENAME, ActionParseError, Codec, codec_from_dict, load_codec
+from rlft.codecs.binned import BinnedCodec
 from rlft.codecs.discretized import DiscretizedCodec
 from rlft.codecs.factory import NUMERIC_FORMATS, make_codec
 from rlft.codecs.grid import FrozenLakeGridCodec
@@ -13,6 +14,7 @@ __all__ = [
     "CODEC_FILENAME",
     "NUMERIC_FORMATS",
     "ActionParseError",
+    "BinnedCodec",
     "Codec",
     "DiscretizedCodec",
     "FrozenLakeGridCodec",

@@ -1,9 +1,11 @@
-"""Build a numeric codec (``raw``, ``discretized``, ``tokenized``) for a pair of spaces, fitted on data."""
+"""Build a numeric codec (``raw``, ``discretized``, ``tokenized``, ``binned``) for a pair of spaces, fitted on
+data."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rlft.codecs.binned import BinnedCodec
 from rlft.codecs.discretized import DiscretizedCodec
 from rlft.codecs.numeric import NumericCodec, check_rows, numeric_template, observation_rows
 from rlft.codecs.raw import RawCodec
@@ -17,6 +19,7 @@ NUMERIC_FORMATS: dict[str, type[NumericCodec]] = {
     "raw": RawCodec,
     "discretized": DiscretizedCodec,
     "tokenized": TokenizedCodec,
+    "binned": BinnedCodec,
 }
 
 
@@ -80,6 +83,7 @@ def make_codec(
         "raw": {"precision": precision, "signed_zero": signed_zero},
         "discretized": {"bins": bins, "edges_from": edges_from},
         "tokenized": {"tokens": tokens, "rounding": rounding},
+        "binned": {"bins": bins, "edges_from": edges_from},
     }[format]
     params = cls.fit_params(fit_space, act_space, obs_rows, act_rows, **options)
     # the template describes the fitted encoding, so the codec exists before its template

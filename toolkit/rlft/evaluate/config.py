@@ -31,6 +31,7 @@ class EvalConfig:
     fallback_action: str | None = None
     target_return: float | None = None
     n_examples: int = 0
+    bin_decoding: str = "auto"  # binned codecs: rlft.policy.bins (mean, argmax, off; auto picks)
     temperature: float = 0.0
     top_p: float = 1.0
     max_new_tokens: int | None = None

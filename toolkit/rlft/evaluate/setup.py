@@ -251,10 +251,11 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
     qtable = _qtable(config.codec or run_dataset, codec, obs_space)
     fallback = _fallback_action(config, codec, act_space)
     few_shot = _few_shot(config, codec)
-    table = build_token_table(codec, tokenizer, model) if config.constrained else None
+    bins = _bin_decoding(config, codec, tokenizer)
+    table = build_token_table(codec, tokenizer, model) if config.constrained and bins == "off" else None
     precompute = table.describe() if table is not None else None
     max_new = _max_new_tokens(config, codec, table, notes)
-    backend = _generation_backend(config, model_arg, codec, model, tokenizer, max_new, table)
+    backend = _generation_backend(config, model_arg, codec, model, tokenizer, max_new, table, bins)
     target_return = _default_target_return(config, config.codec or run_dataset)
     policy = LLMPolicy(codec, backend, fallback, act_space, target_return, few_shot, model=model_arg,
                        constrained=config.constrained)
@@ -332,11 +333,30 @@ def _max_new_tokens(config: EvalConfig, codec: Codec, table, notes: list[str]) -
     return max_new
 
 
-def _generation_backend(config: EvalConfig, model_arg: str, codec: Codec, model, tokenizer, max_new: int, table):
-    """The backend that answers the prompts: the loaded model (transformers) or an OpenAI-compatible server."""
+def _bin_decoding(config: EvalConfig, codec: Codec, tokenizer) -> str:
+    """The per-dimension bin decoding of a binned codec (rlft.policy.bins), ``off`` for text generation: sampling
+    (--temperature > 0) and servers generate text."""
+    from rlft.policy.bins import resolve_bin_decoding
+
+    if config.backend != "transformers" or (config.temperature > 0 and config.bin_decoding == "auto"):
+        return "off"
+    mode = resolve_bin_decoding(config.bin_decoding, codec, tokenizer)
+    if mode != "off" and config.temperature > 0:
+        raise InvalidInputError(f"--bin-decoding {mode} is deterministic: drop --temperature or pass "
+                                "--bin-decoding off to sample text")
+    return mode
+
+
+def _generation_backend(config: EvalConfig, model_arg: str, codec: Codec, model, tokenizer, max_new: int, table,
+                        bins: str = "off"):
+    """The backend that answers the prompts: the loaded model (transformers, reading bins when ``bins`` is not
+    off) or an OpenAI-compatible server."""
     if config.backend == "transformers":
+        from rlft.policy.bins import BinBackend
         from rlft.policy.generation import TransformersBackend
 
+        if bins != "off":
+            return BinBackend(model, tokenizer, codec, bins, cache=config.cache)
         return TransformersBackend(model, tokenizer, max_new, config.temperature, config.top_p, table,
                                    cache=config.cache)
     import os

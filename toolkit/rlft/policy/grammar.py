@@ -237,7 +237,7 @@ def answer_grammar(codec: Codec) -> AnswerGrammar:
     elif space["type"] == "discrete":
         values = [_int_choice(int(space.get("start", 0)), int(space["n"]))]
         what = f"an integer {space.get('start', 0)}..{space.get('start', 0) + space['n'] - 1}"
-    elif kind == "discretized":
+    elif kind in ("discretized", "binned"):
         counts = [len(e) - 1 for e in codec.edges["action"]]
         values = [_int_choice(0, c) for c in counts]
         what = f"{len(counts)} bin indices"

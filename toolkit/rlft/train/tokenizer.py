@@ -3,7 +3,8 @@
 It is word level (``tokenizers`` WordLevel): the text is cut by one regular expression into answer tags
 (``<answer>``), letter runs, numbers, single whitespace characters and single punctuation characters; every piece
 seen in the data becomes a token, and tokens concatenate back to the exact text. Numbers are single digits, except
-for ``tokenized`` codecs, where each value 0..N-1 is one token. Special tokens: ``<|pad|>``, ``<|bos|>`` (prepended
+for ``tokenized`` codecs, where each value 0..N-1 is one token, and ``binned`` codecs, where each bin index with the
+separator before it (``" 15"``) is one token. Special tokens: ``<|pad|>``, ``<|bos|>`` (prepended
 to plain text and by the chat template), ``<|im_start|>`` and ``<|im_end|>`` (= EOS, the end-of-turn token),
 ``<|unk|>``. The chat template is ChatML, so chat-style datasets work with TRL as they do with SmolLM2.
 """
@@ -27,10 +28,12 @@ _TAG = r"</?[A-Za-z_]+>"
 
 
 
-def split_pattern(digits_per_token: int) -> str:
-    """The pre-tokenizer regex: tags, letter runs, numbers (``digits_per_token`` digits at most), one space
-    or punctuation character."""
+def split_pattern(digits_per_token: int, separated: bool = False) -> str:
+    """The pre-tokenizer regex: tags, letter runs, numbers (``digits_per_token`` digits at most; with
+    ``separated``, a number takes the space or comma before it), one space or punctuation character."""
     number = r"\d" if digits_per_token <= 1 else rf"\d{{1,{digits_per_token}}}"
+    if separated:
+        number = rf"[ ,]?{number}"
     return rf"{_TAG}|[A-Za-z]+|{number}|\s|[^\sA-Za-z\d]"
 
 
@@ -65,17 +68,29 @@ def dataset_texts(dataset_dict, max_rows: int) -> Iterator[str]:
                 break
 
 
-def _digits_per_token(codec: Codec | None) -> int:
+def _value_tokens(codec: Codec | None) -> int:
+    """How many integer values the codec writes as one token each (0 when numbers are written digit by digit):
+    a tokenized codec's tokens, a binned codec's largest bin count."""
     if codec is not None and codec.kind == "tokenized":
-        return len(str(codec.tokens - 1))
-    return 1
+        return codec.tokens
+    if codec is not None and codec.kind == "binned":
+        counts = [len(e) - 1 for role in ("observation", "action") for e in (codec.edges[role] or [])]
+        return max(counts, default=codec.bins)
+    return 0
+
+
+def _digits_per_token(codec: Codec | None) -> int:
+    return len(str(_value_tokens(codec) - 1)) if _value_tokens(codec) else 1
 
 
 def _coverage_text(codec: Codec | None) -> list[str]:
-    """Pieces every tiny tokenizer knows: printable ASCII, special-free; every token value of a tokenized codec."""
+    """Pieces every tiny tokenizer knows: printable ASCII, special-free; every value of a tokenized codec; every bin
+    index of a binned codec, alone and after each separator (one token per written value)."""
     pieces = [c for c in string.printable if c not in "\x0b\x0c"]
-    if codec is not None and codec.kind == "tokenized":
-        pieces += [str(i) for i in range(codec.tokens)]
+    if codec is not None and codec.kind == "binned":
+        # one piece per line: a space between pieces would be taken into the next number
+        return ["\n".join(pieces + [f"{sep}{i}" for i in range(_value_tokens(codec)) for sep in ("", " ", ",")])]
+    pieces += [str(i) for i in range(_value_tokens(codec))]
     return [" ".join(pieces)]
 
 
@@ -84,7 +99,7 @@ def train_tokenizer(texts, codec: Codec | None = None, vocab_size: int = 32_000)
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    pattern = split_pattern(_digits_per_token(codec))
+    pattern = split_pattern(_digits_per_token(codec), separated=codec is not None and codec.kind == "binned")
     tok = Tokenizer(models.WordLevel(unk_token=UNK))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
     tok.decoder = decoders.Fuse()

@@ -1,0 +1,123 @@
+"""Per-dimension bin decoding: read the model's distribution over each action dimension's bins, not free text.
+
+A ``binned`` codec writes each action dimension as one token among that dimension's bin tokens. So the answer is
+a fixed sequence: the answer prefix, then for each dimension one choice among its bins. :class:`BinBackend` runs
+the model through exactly that sequence with its KV cache (one prefill and one step per dimension, no sampling
+machinery, no grammar table) and, per dimension, takes
+
+* ``argmax``: the most likely bin (what greedy constrained decoding gives, decoded to the bin's data mean), or
+* ``mean``: the mean of the model's distribution over the dimension's bins (each bin's data mean weighted by its
+  probability). A model trained with cross-entropy on bins predicts a distribution; its mean is the estimate of
+  the expected action (what an MSE-trained MLP predicts), while the argmax throws the spread away and lands on a
+  bin value, a quantization error of up to half a bin on every step.
+
+The next dimension is conditioned on the argmax bin (the token the model would write). The action comes back as
+codec text (positions between bins with decimals for ``mean``, :meth:`BinnedCodec.position_text`), so the policy
+decodes it with the codec like any other answer, and a report's examples show what was played.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlft.codecs.base import Codec
+from rlft.core.errors import InvalidInputError
+from rlft.policy.generation import Prompt, TransformersBackend
+
+BIN_DECODINGS = ("auto", "off", "argmax", "mean")
+
+
+def bin_token_ids(codec: Codec, tokenizer) -> list[np.ndarray] | None:
+    """Per action dimension, the token id of each bin (with the separator before it after the first dimension);
+    None when the codec is not binned or the tokenizer writes some bin as more than one token."""
+    if getattr(codec, "kind", None) != "binned":
+        return None
+    ids = []
+    for j, means in enumerate(codec.bin_values("action")):
+        sep = codec.separator if j else ""
+        encoded = tokenizer([f"{sep}{k}" for k in range(len(means))], add_special_tokens=False)["input_ids"]
+        if any(len(e) != 1 for e in encoded):
+            return None
+        ids.append(np.array([e[0] for e in encoded], dtype=np.int64))
+    return ids
+
+
+def resolve_bin_decoding(requested: str, codec: Codec, tokenizer) -> str:
+    """The bin decoding to use: ``auto`` is ``mean`` for a binned codec whose bins are one token each in this
+    tokenizer (``rlft model init`` makes such tokenizers), else ``off`` (text generation); an explicit mode the
+    codec/tokenizer cannot do is an error."""
+    if requested not in BIN_DECODINGS:
+        raise InvalidInputError(f"--bin-decoding must be one of {', '.join(BIN_DECODINGS)}, got {requested!r}")
+    if requested == "off":
+        return "off"
+    able = tokenizer is not None and bin_token_ids(codec, tokenizer) is not None
+    if requested == "auto":
+        return "mean" if able else "off"
+    if not able:
+        raise InvalidInputError(
+            f"--bin-decoding {requested} needs a binned codec whose bin indices are one token each",
+            hint="serialize with --format binned and make the model with rlft model init, or pass --bin-decoding off")
+    return requested
+
+
+class BinBackend(TransformersBackend):
+    """Answers prompts of a ``binned`` codec by reading each dimension's distribution over its bins (module doc)."""
+
+    name = "bins"
+
+    def __init__(self, model, tokenizer, codec: Codec, mode: str = "mean", cache: bool = True):
+        if mode not in ("argmax", "mean"):
+            raise InvalidInputError(f"bin decoding mode must be argmax or mean, got {mode!r}")
+        ids = bin_token_ids(codec, tokenizer)
+        if ids is None:
+            raise InvalidInputError("bin decoding needs a binned codec whose bin indices are one token each")
+        super().__init__(model, tokenizer, max_new_tokens=len(ids) + 1, cache=cache)
+        self.codec = codec
+        self.mode = mode
+        template = codec.template
+        self.prefix = template.answer_prefix[len(template.prompt_suffix):]  # a prefilled tag is in the prompt
+        self.suffix = template.answer_suffix
+        self.prefix_ids = tokenizer(self.prefix, add_special_tokens=False)["input_ids"] if self.prefix else []
+        torch = self.torch
+        self.bin_ids = [torch.as_tensor(i, device=self.device) for i in ids]
+        self.bin_means = [torch.as_tensor(m, dtype=torch.float64) for m in codec.bin_values("action")]
+
+    def _generate(self, prompts: list[Prompt]) -> list[str]:
+        torch = self.torch
+        batch = self.encode(prompts).to(self.device)
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        if self.prefix_ids:
+            prefix = torch.as_tensor(self.prefix_ids, device=self.device).expand(len(prompts), -1)
+            ids, mask = torch.cat([ids, prefix], 1), torch.cat([mask, torch.ones_like(prefix)], 1)
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit and ids.shape[1] + len(self.bin_ids) > limit:
+            raise InvalidInputError(f"a prompt of {ids.shape[1]} tokens plus {len(self.bin_ids)} answer tokens "
+                                    f"exceeds the model's {limit} positions")
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        chosen, values = [], []
+        with torch.inference_mode():
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+            for j, (bins, means) in enumerate(zip(self.bin_ids, self.bin_means, strict=True)):
+                probs = out.logits[:, -1, bins].double().softmax(-1).cpu()
+                best = probs.argmax(-1)
+                chosen.append(best.numpy())
+                values.append((probs * means).sum(-1).numpy() if self.mode == "mean" else means[best].numpy())
+                if j + 1 < len(self.bin_ids):
+                    mask = torch.cat([mask, mask.new_ones(len(prompts), 1)], 1)
+                    positions = positions[:, -1:] + 1
+                    out = self.model(input_ids=bins[best.to(self.device)][:, None], attention_mask=mask,
+                                     position_ids=positions, past_key_values=out.past_key_values, use_cache=True)
+        self.calls += 1
+        self.requests += len(prompts)
+        self.new_tokens += len(prompts) * len(self.bin_ids)
+        if self.mode == "argmax":
+            sep = self.codec.separator
+            return [f"{self.prefix}{sep.join(str(int(c[i])) for c in chosen)}{self.suffix}"
+                    for i in range(len(prompts))]
+        rows = np.stack(values, axis=1)
+        return [f"{self.prefix}{self.codec.position_text(row)}{self.suffix}" for row in rows]
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "transformers", "decoding": f"bins ({self.mode})", "temperature": 0.0}
