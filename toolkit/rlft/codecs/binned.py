@@ -22,7 +22,7 @@ import numpy as np
 
 from rlft.codecs.base import ActionParseError, register_codec
 from rlft.codecs.discretized import EDGE_SOURCES, DiscretizedCodec, fit_edges
-from rlft.codecs.numeric import check_index, parse_floats, parse_ints
+from rlft.codecs.numeric import check_index, parse_floats, parse_ints, require_rows
 from rlft.core.errors import InvalidInputError
 
 
@@ -35,28 +35,26 @@ def value_edges(values: np.ndarray) -> list[float]:
 
 
 def fit_bins(space: dict[str, Any], rows: np.ndarray | None, bins: int, edges_from: str, role: str):
-    """(edges, means) per dimension of a Box space, None for other spaces. Quantile (or bound) edges, except
-    one bin per value where a dimension of the data has at most ``bins`` distinct values; each bin's value is
-    the mean of the rows that fell in it (its midpoint when none did)."""
-    edges = fit_edges(space, rows, bins, edges_from, role)
-    if edges is None:
+    """(edges, means) per dimension of a Box space, (None, None) for other spaces. Quantile (or bound) edges,
+    except one bin per value where a dimension of the data has at most ``bins`` distinct values; each bin's value
+    is the mean of the rows that fell in it (its midpoint when none did: uniform edges over the bounds)."""
+    if space["type"] != "box":
         return None, None
+    rows = require_rows(rows, role, "binned")  # bin means are data statistics, whatever the edges
+    edges = fit_edges(space, rows, bins, edges_from, role)
     means = []
     for j, e in enumerate(edges):
         e = np.asarray(e, dtype=np.float64)
-        column = None if rows is None else rows[:, j]
-        if column is not None and edges_from == "data":
+        column = rows[:, j]
+        if edges_from == "data":
             distinct = np.unique(column)
             if len(distinct) <= bins:
                 e = np.asarray(value_edges(distinct))
         centres = (e[:-1] + e[1:]) / 2
-        if column is None:
-            means.append(centres.tolist())
-        else:
-            idx = np.searchsorted(e[1:-1], column, side="right")
-            counts = np.bincount(idx, minlength=len(centres))
-            sums = np.bincount(idx, weights=column, minlength=len(centres))
-            means.append(np.where(counts > 0, sums / np.maximum(counts, 1), centres).tolist())
+        idx = np.searchsorted(e[1:-1], column, side="right")
+        counts = np.bincount(idx, minlength=len(centres))
+        sums = np.bincount(idx, weights=column, minlength=len(centres))
+        means.append(np.where(counts > 0, sums / np.maximum(counts, 1), centres).tolist())
         edges[j] = e.tolist()
     return edges, means
 

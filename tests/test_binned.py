@@ -1,0 +1,186 @@
+"""The ``binned`` codec (one token per value, bins decoded to their data means) and per-dimension bin decoding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from rlft.codecs import ActionParseError, codec_from_dict, make_codec
+from rlft.core.errors import InvalidInputError
+
+BOX_SHAPES = [(1,), (3,), (2, 2), (17,)]
+
+
+def _codec(obs_shape=(3,), act_shape=(2,), bins=8, rows=400, seed=0, **options):
+    rng = np.random.default_rng(seed)
+    obs_space = spaces.Box(-np.inf, np.inf, obs_shape, np.float32)
+    act_space = spaces.Box(-1.0, 1.0, act_shape, np.float32)
+    obs = rng.normal(size=(rows, *obs_shape))
+    act = np.clip(rng.normal(scale=0.5, size=(rows, *act_shape)), -1, 1)
+    return make_codec("binned", obs_space, act_space, observations=obs, actions=act, bins=bins, **options), obs, act
+
+
+@pytest.mark.parametrize("obs_shape", BOX_SHAPES)
+@pytest.mark.parametrize("act_shape", BOX_SHAPES)
+def test_round_trip_on_every_box_shape(obs_shape, act_shape):
+    codec, obs, act = _codec(obs_shape, act_shape)
+    codec = codec_from_dict(codec.to_dict())  # what trainers and evaluation load
+    for o, a in zip(obs[:20], act[:20], strict=True):
+        text = codec.encode_observation(o)
+        assert len(text.split()) == int(np.prod(obs_shape))
+        back = codec.decode_observation(text)
+        assert back.shape == obs_shape
+        assert codec.encode_observation(back) == text  # a bin's mean lies in its bin
+        action = codec.decode_action(codec.build_completion(a))
+        assert action.shape == act_shape and action.dtype == np.float32
+        assert codec.encode_action(action) == codec.encode_action(a)
+
+
+def test_bins_decode_to_the_mean_of_their_data():
+    obs_space = spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    act_space = spaces.Box(-10.0, 10.0, (1,), np.float32)
+    actions = np.array([[0.0], [1.0], [2.0], [3.0], [4.0], [5.0], [6.0], [9.0]])
+    codec = make_codec("binned", obs_space, act_space, observations=actions, actions=actions, bins=2)
+    # quantile edges of 8 values in 2 bins: 0, 3, 9 -> bins [0, 3) and [3, 9]; means 1 and (3+4+5+6+9)/5 = 5.4
+    assert codec.edges["action"][0].tolist() == [0.0, 3.0, 9.0]
+    assert codec.means["action"][0].tolist() == pytest.approx([1.0, 5.4])
+    assert codec.decode_action("<action>1</action>")[0] == pytest.approx(5.4)
+    assert codec.decode_action("<action>0</action>")[0] == pytest.approx(1.0)
+
+
+def test_a_few_valued_dimension_gets_one_bin_per_value():
+    obs_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    act_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    rng = np.random.default_rng(1)
+    act = np.stack([rng.uniform(-1, 1, 500), rng.choice([-1.0, 0.0, 0.5], 500)], axis=1)
+    codec = make_codec("binned", obs_space, act_space, observations=act, actions=act, bins=16)
+    assert codec.params()["action_bins_per_dimension"] == [16, 3]
+    assert codec.means["action"][1].tolist() == [-1.0, 0.0, 0.5]
+    for value in (-1.0, 0.0, 0.5):
+        text = codec.encode_action([0.3, value])
+        assert codec.decode_action(f"<action>{text}</action>")[1] == value  # exact, not a merged bin's mean
+    assert "fewer bins in 1 action dims" in codec.describe()
+
+
+def test_values_beyond_the_fitted_range_are_counted_not_silent():
+    codec, _, _ = _codec(act_shape=(2,))
+    assert codec.clipped == {"observation": 0, "action": 0}
+    codec.encode_actions(np.array([[5.0, 0.0], [0.0, 0.0]]))  # 5 is beyond every fitted action
+    codec.encode_observations(np.full((1, 3), 100.0))
+    assert codec.clipped == {"observation": 3, "action": 1}
+    assert codec.encode_action([5.0, 0.0]).split()[0] == str(len(codec.means["action"][0]) - 1)  # the end bin
+
+
+def test_positions_between_bins_round_trip_to_values():
+    codec, _, act = _codec(act_shape=(3,))
+    means = codec.means["action"]
+    values = np.array([(m[2] + m[3]) / 2 for m in means])  # halfway between two bins' means
+    text = codec.position_text(values)
+    assert text.split()[0] == "2.5000"
+    assert np.allclose(codec.decode_action(f"<action>{text}</action>"), values, atol=1e-6)
+    with pytest.raises(ActionParseError, match="out of range"):
+        codec.decode_action(f"<action>0.5 1.5 {len(means[2]) - 0.5}</action>")
+    with pytest.raises(ActionParseError, match="out of range"):
+        codec.decode_action(f"<action>0 1 {len(means[2])}</action>")
+
+
+def test_bad_input_is_one_clear_error():
+    obs_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    act_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+    with pytest.raises(InvalidInputError, match="binned codec is fitted on data: no observations"):
+        make_codec("binned", obs_space, act_space, bins=8)
+    with pytest.raises(InvalidInputError, match="NaN"):
+        make_codec("binned", obs_space, act_space, observations=np.full((4, 2), np.nan), actions=np.zeros((4, 1)))
+    codec, _, _ = _codec()
+    data = codec.to_dict()
+    data["params"]["action_means"] = [[0.0]] * 2
+    with pytest.raises(InvalidInputError, match="one finite value per bin"):
+        codec_from_dict(data)
+
+
+def test_discrete_actions_are_written_as_they_are():
+    obs_space = spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    codec = make_codec("binned", obs_space, spaces.Discrete(2), observations=np.random.default_rng(0).normal(
+        size=(100, 4)), actions=np.arange(100) % 2, bins=8)
+    assert codec.encode_action(1) == "1"
+    assert codec.decode_action("<action>0</action>") == 0
+
+
+def test_the_tiny_tokenizer_writes_each_value_as_one_token():
+    from rlft.train.tokenizer import train_tokenizer
+
+    codec, obs, act = _codec(obs_shape=(17,), act_shape=(6,), bins=64, rows=2000)
+    texts = [codec.build_prompt(o) + codec.build_completion(a) for o, a in zip(obs[:50], act[:50], strict=True)]
+    tokenizer = train_tokenizer(texts, codec)
+    ids = tokenizer(codec.build_prompt(obs[0]) + codec.build_completion(act[0]))["input_ids"]
+    # bos, <observation>, 17 values, </observation>, newline, <action>, 6 values, </action>
+    assert len(ids) == 1 + 1 + 17 + 1 + 1 + 1 + 6 + 1
+    for k in range(64):  # every bin is a token, alone and after a separator, even those the texts never used
+        for piece in (str(k), f" {k}"):
+            assert len(tokenizer(piece, add_special_tokens=False)["input_ids"]) == 1
+
+
+@pytest.fixture(scope="module")
+def pendulum_binned(tmp_path_factory):
+    from eval_factories import minari_dataset_folder, tiny_model
+
+    data = minari_dataset_folder(tmp_path_factory, "Pendulum-v1", "binned", episodes=3, max_steps=40, bins=16)
+    return data, tiny_model(tmp_path_factory, data, "pendulum-binned", seed=3)
+
+
+def _loaded(pendulum_binned):
+    from rlft.hub.datasets import load_dataset_codec
+    from rlft.train.run import load_policy_model
+
+    data, model_dir = pendulum_binned
+    model, tokenizer, _ = load_policy_model(str(model_dir))
+    return load_dataset_codec(str(data)), model, tokenizer
+
+
+def test_bin_argmax_decoding_is_constrained_greedy_decoding(pendulum_binned):
+    from rlft.policy.bins import BinBackend
+    from rlft.policy.constrained import build_token_table
+    from rlft.policy.generation import TransformersBackend, default_max_new_tokens
+
+    codec, model, tokenizer = _loaded(pendulum_binned)
+    rng = np.random.default_rng(0)
+    prompts = [codec.build_prompt(o) for o in rng.uniform(-1, 1, (12, 3)) * [1, 1, 8]]
+    table = build_token_table(codec, tokenizer, model)
+    greedy = TransformersBackend(model, tokenizer, default_max_new_tokens(codec, table), token_table=table)
+    bins = BinBackend(model, tokenizer, codec, "argmax")
+    texts = bins.generate(prompts)
+    assert texts == greedy.generate(prompts)
+    for text in texts:  # a valid bin for every dimension
+        inner = codec.template.extract_answer(text)
+        assert 0 <= int(inner) < len(codec.means["action"][0])
+
+
+def test_bin_mean_decoding_is_the_expectation_of_the_bin_distribution(pendulum_binned):
+    import torch
+
+    from rlft.policy.bins import BinBackend, bin_token_ids
+
+    codec, model, tokenizer = _loaded(pendulum_binned)
+    prompt = codec.build_prompt(np.array([0.5, -0.5, 2.0]))
+    [text] = BinBackend(model, tokenizer, codec, "mean").generate([prompt])
+    ids = tokenizer(prompt + codec.template.answer_prefix)["input_ids"]
+    with torch.inference_mode():
+        logits = model(torch.tensor([ids])).logits[0, -1].double()
+    probs = logits[torch.as_tensor(bin_token_ids(codec, tokenizer)[0])].softmax(-1).numpy()
+    expected = float(probs @ codec.means["action"][0])
+    assert codec.decode_action(text)[0] == pytest.approx(expected, abs=1e-4 * np.ptp(codec.means["action"][0]))
+
+
+def test_bin_decoding_auto_and_refusals(pendulum_binned):
+    from rlft.policy.bins import resolve_bin_decoding
+
+    codec, _, tokenizer = _loaded(pendulum_binned)
+    assert resolve_bin_decoding("auto", codec, tokenizer) == "mean"
+    assert resolve_bin_decoding("off", codec, tokenizer) == "off"
+    raw, _, _ = (make_codec("raw", spaces.Box(-1, 1, (3,)), spaces.Box(-2, 2, (1,))), None, None)
+    assert resolve_bin_decoding("auto", raw, tokenizer) == "off"
+    with pytest.raises(InvalidInputError, match="needs a binned codec"):
+        resolve_bin_decoding("mean", raw, tokenizer)
+    with pytest.raises(InvalidInputError, match="must be one of"):
+        resolve_bin_decoding("median", codec, tokenizer)
