@@ -186,3 +186,63 @@ def test_tiny_models_start_with_unit_variance_logits(lake, tiny):
     assert info["init_std"] == pytest.approx(64 ** -0.5)
     q = model.model.layers[0].self_attn.q_proj.weight
     assert float(q.detach().std()) == pytest.approx(64 ** -0.5, rel=0.05)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# continuous actions: the action error
+# ---------------------------------------------------------------------------------------------------------
+def test_action_error_against_a_hand_computed_case():
+    from rlft.train.criterion import action_errors, error_summary
+
+    recorded = np.array([[0.0, 1.0], [0.5, -1.0], [1.0, 0.0], [0.0, 0.0]])
+    actions = [np.array([0.2, 1.0]), np.array([0.5, 0.0]), None, np.array([0.0, 0.0])]
+    errors = action_errors(actions, recorded, scale=np.array([2.0, 4.0]))
+    # |0.2|/2 = 0.1, 0; 0, |1|/4 = 0.25; unparsable: 1, 1; exact: 0, 0
+    assert errors.tolist() == [[0.1, 0.0], [0.0, 0.25], [1.0, 1.0], [0.0, 0.0]]
+    summary = error_summary(errors)
+    assert summary["action_error"] == pytest.approx((0.05 + 0.125 + 1.0 + 0.0) / 4)
+    assert summary["action_error_worst10"] == pytest.approx(1.0)  # the worst tenth of 4 states is one state
+    assert summary["action_error_per_dim"] == [pytest.approx(0.275), pytest.approx(0.3125)]
+
+
+def test_stop_at_accuracy_is_refused_on_continuous_actions():
+    import datasets
+    from gymnasium import spaces
+
+    from rlft.codecs.raw import RawCodec
+    from rlft.codecs.template import PromptTemplate
+    from rlft.train.criterion import CriterionCallback, decision_check
+
+    codec = RawCodec(spaces.Box(-1, 1, (2,)), spaces.Box(-2.0, 2.0, (1,)), PromptTemplate(), precision=2)
+    rows = datasets.Dataset.from_dict({"prompt": ["<observation>0</observation>"] * 4, "action": [[0.5]] * 4})
+    check = decision_check(rows, codec, max_states=4, seed=0)
+    with pytest.raises(InvalidInputError, match="--stop-at-accuracy is for discrete actions"):
+        CriterionCallback(check, 10, target=0.9)
+    with pytest.raises(InvalidInputError, match="must be in"):
+        CriterionCallback(check, 10, error_target=1.5)
+    assert CriterionCallback(check, 10, error_target=0.05).error_target == 0.05
+
+
+@pytest.mark.slow
+def test_sft_on_continuous_actions_reports_the_held_out_action_error(tmp_path_factory, tmp_path, capsys):
+    from eval_factories import minari_dataset_folder, tiny_model
+
+    from rlft.core.console import console
+    from rlft.train.sft import run_sft
+    from rlft.train.sft_config import SFTStageConfig
+
+    data = minari_dataset_folder(tmp_path_factory, "Pendulum-v1", "binned", episodes=6, max_steps=30, bins=16)
+    model = tiny_model(tmp_path_factory, data, "criterion-pendulum-binned")
+    config = SFTStageConfig(dataset=str(data), model=str(model), out=tmp_path / "run", lora=False, max_steps=30,
+                            check_steps=10, stop_at_action_error=0.001, eval_split="none", learning_rate=3e-3,
+                            per_device_train_batch_size=32, save_steps=1000)
+    with console.capture() as captured:
+        info = run_sft(config)
+    record = info["metrics"]["criterion"]
+    assert record["split"] == "validation" and record["decoding"] == "bins (mean)"
+    assert 0.0 < record["action_error"] < 1.0 and record["action_error_worst10"] >= record["action_error"]
+    assert len(record["action_error_per_dim"]) == 1
+    assert [h[0] for h in record["error_history"]] == [0, 10, 20, 30]
+    # the random policy's actions are uniform over [-2, 2]: no model predicts them, its error stays near a quarter
+    assert all(0.1 < error < 0.5 for _, error, _ in record["error_history"])
+    assert not record["reached"] and "criterion NOT reached (action error <= 0.001)" in captured.get()

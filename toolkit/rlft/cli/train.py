@@ -44,6 +44,9 @@ _CHECK_STEPS = typer.Option(None, help="Every N steps decode every decision stat
                                        "decision_accuracy [0: off].")
 _STOP_AT_ACCURACY = typer.Option(None, help="Stop once decision_accuracy reaches this (1.0: all optimal, ties "
                                             "count); --max-steps stays the cap.")
+_STOP_AT_ACTION_ERROR = typer.Option(None, help="Continuous actions: stop once the held-out action error (mean "
+                                                 "absolute error as a fraction of each dimension's range) is at "
+                                                 "most this; --max-steps stays the cap.")
 _CHECK_STATES = typer.Option(None, help="Decision states checked (a seeded sample beyond) [256].")
 _CHECK_CONSTRAINED = typer.Option(None, "--check-constrained/--no-check-constrained",
                                   help="Check with constrained decoding [on].")
@@ -78,6 +81,7 @@ def sft(
     early_stopping_patience: int | None = typer.Option(None, help="Stop after N evaluations without improvement."),
     check_steps: int | None = _CHECK_STEPS,
     stop_at_accuracy: float | None = _STOP_AT_ACCURACY,
+    stop_at_action_error: float | None = _STOP_AT_ACTION_ERROR,
     check_states: int | None = _CHECK_STATES,
     check_constrained: bool | None = _CHECK_CONSTRAINED,
     check_tolerance: float | None = _CHECK_TOLERANCE,
@@ -103,7 +107,8 @@ def sft(
         gradient_accumulation_steps=gradient_accumulation_steps, max_length=max_length, train_split=train_split,
         max_train_samples=max_train_samples, eval_split=eval_split, val_fraction=val_fraction,
         max_eval_samples=max_eval_samples, eval_steps=eval_steps, early_stopping_patience=early_stopping_patience,
-        check_steps=check_steps, stop_at_accuracy=stop_at_accuracy, check_states=check_states,
+        check_steps=check_steps, stop_at_accuracy=stop_at_accuracy, stop_at_action_error=stop_at_action_error,
+        check_states=check_states,
         check_constrained=check_constrained, check_tolerance=check_tolerance,
         logging_steps=logging_steps, save_steps=save_steps, gradient_checkpointing=gradient_checkpointing,
         bf16=bf16, seed=seed, overwrite=overwrite, resume=resume,
@@ -158,6 +163,7 @@ def grpo(
                                                 help="Print sampled completions."),
     check_steps: int | None = _CHECK_STEPS,
     stop_at_accuracy: float | None = _STOP_AT_ACCURACY,
+    stop_at_action_error: float | None = _STOP_AT_ACTION_ERROR,
     check_states: int | None = _CHECK_STATES,
     check_constrained: bool | None = _CHECK_CONSTRAINED,
     check_tolerance: float | None = _CHECK_TOLERANCE,
@@ -187,7 +193,8 @@ def grpo(
         env_gamma=env_gamma, env_samples=env_samples, env_bounds=env_bounds, rollout=rollout, max_turns=max_turns,
         episode_starts=episode_starts, constrained=constrained, use_vllm=use_vllm,
         vllm_mode=vllm_mode, log_completions=log_completions, logging_steps=logging_steps, save_steps=save_steps,
-        check_steps=check_steps, stop_at_accuracy=stop_at_accuracy, check_states=check_states,
+        check_steps=check_steps, stop_at_accuracy=stop_at_accuracy, stop_at_action_error=stop_at_action_error,
+        check_states=check_states,
         check_constrained=check_constrained, check_tolerance=check_tolerance,
         gradient_checkpointing=gradient_checkpointing, bf16=bf16, seed=seed, overwrite=overwrite,
         resume=resume,

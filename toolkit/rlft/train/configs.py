@@ -71,12 +71,19 @@ class StageConfig:
     check_steps: int = field(
         default=0,
         metadata={"help": "Every N steps (and before the first) decode every decision state of the train split "
-                          "greedily, as rlft eval does, and log decision_accuracy (0: off)."},
+                          "greedily, as rlft eval does, and log decision_accuracy (0: off); continuous actions: "
+                          "states of the held-out split, and the action error beside the accuracy."},
     )
     stop_at_accuracy: float | None = field(
         default=None,
         metadata={"help": "Stop once decision_accuracy reaches this (1.0: every decision state right, tied optimal "
                           "actions counted); max_steps stays the cap. Checks every check_steps (10 if 0)."},
+    )
+    stop_at_action_error: float | None = field(
+        default=None,
+        metadata={"help": "Continuous actions: stop once the action error of the checked states (mean absolute error "
+                          "as a fraction of each dimension's range, on the held-out split when there is one) is at "
+                          "most this; max_steps stays the cap. Checks every check_steps (10 if 0)."},
     )
     check_states: int = field(default=256, metadata={"help": "Decision states checked (a seeded sample beyond)."})
     check_constrained: bool = field(

@@ -8,7 +8,11 @@ greedily through :mod:`rlft.policy` (the backend, constrained decoding and parse
 ``decision_accuracy`` and, with a target, stops training once it is reached; ``max_steps`` stays the cap.
 
 A continuous action counts as correct when every dimension is within ``tolerance`` of the action space's
-range of the recorded action.
+range of the recorded action. That share hides failures: a Pendulum policy was 94% "accurate" while it answered
+swing-up states 0.74 off on average and played at random level. So continuous checks also log the **action error**
+(:func:`action_errors`: the mean absolute error per dimension as a fraction of its range, unparsable answers
+counted as a whole range off) and its mean over the worst tenth of states, grade states of the held-out split when
+the dataset has one, and stop on ``stop_at_action_error`` rather than on accuracy.
 """
 
 from __future__ import annotations
@@ -36,29 +40,67 @@ class DecisionCheck:
     def __len__(self) -> int:
         return len(self.prompts)
 
+    split: str = "train"  # the split the states come from (continuous checks prefer a held-out one)
+
+    def scale(self) -> np.ndarray:
+        """Per action dimension, the width errors are measured against: the action space's range where it is
+        finite, else the recorded actions' range (else 1)."""
+        space = self.codec.action_space
+        width = np.asarray(space["high"], float).ravel() - np.asarray(space["low"], float).ravel()
+        recorded = np.ptp(np.stack(self.correct), axis=0) if self.correct else np.ones_like(width)
+        width = np.where(np.isfinite(width) & (width > 0), width, recorded)
+        return np.where(width > 0, width, 1.0)
+
+    def decode(self, texts: list[str]) -> tuple[list[Any], int]:
+        """(the action of each text, None where it does not parse; how many did not)."""
+        actions: list[Any] = []
+        for text in texts:
+            try:
+                actions.append(self.codec.decode_action(text))
+            except ActionParseError:
+                actions.append(None)
+        return actions, sum(a is None for a in actions)
+
     def grade(self, texts: list[str]) -> tuple[np.ndarray, int]:
         """(correct per state, unparsable outputs) for the model's completion texts."""
-        ok = np.zeros(len(texts), dtype=bool)
-        invalid = 0
-        space = self.codec.action_space
-        width = None if self.discrete else np.asarray(space["high"], float) - np.asarray(space["low"], float)
-        for i, (text, want) in enumerate(zip(texts, self.correct, strict=True)):
-            try:
-                action = self.codec.decode_action(text)
-            except ActionParseError:
-                invalid += 1
-                continue
-            if self.discrete:
-                ok[i] = int(action) in want
-            else:
-                err = np.abs(np.asarray(action, float).ravel() - want) / np.where(width > 0, width, 1.0)
-                ok[i] = bool(np.all(err <= self.tolerance))
-        return ok, invalid
+        actions, invalid = self.decode(texts)
+        if self.discrete:
+            ok = np.array([a is not None and int(a) in want for a, want in zip(actions, self.correct, strict=True)],
+                          dtype=bool)
+            return ok, invalid
+        errors = action_errors(actions, np.stack(self.correct), self.scale())
+        return np.all(errors <= self.tolerance, axis=1), invalid
+
+    def errors(self, texts: list[str]) -> np.ndarray:
+        """(states, dims) absolute error of each decoded action against the recorded one, as a fraction of each
+        dimension's :meth:`scale` (1.0 for an unparsable answer)."""
+        return action_errors(self.decode(texts)[0], np.stack(self.correct), self.scale())
 
 
-def decision_check(dataset, codec: Codec, max_states: int, seed: int, tolerance: float = 0.05) -> DecisionCheck:
-    """The decision states of ``dataset`` (a ``datasets.Dataset`` with a ``prompt`` column): all rows up to
-    ``max_states``, else a seeded sample of that many."""
+def action_errors(actions: list[Any], recorded: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(states, dims) ``|action - recorded| / scale``; a missing action (None: unparsable) counts 1.0 (a whole
+    range off) in every dimension, so invalid answers raise the error instead of leaving the mean."""
+    recorded = recorded.reshape(len(recorded), -1)
+    out = np.ones(recorded.shape, dtype=float)
+    for i, action in enumerate(actions):
+        if action is not None:
+            out[i] = np.abs(np.asarray(action, float).ravel() - recorded[i]) / scale
+    return out
+
+
+def error_summary(errors: np.ndarray) -> dict[str, Any]:
+    """The logged action-error figures: mean over states and dims, mean over the worst tenth of states (by their
+    mean over dims), and per dimension."""
+    per_state = errors.mean(axis=1)
+    worst = np.sort(per_state)[-max(1, len(per_state) // 10):]
+    return {"action_error": float(per_state.mean()), "action_error_worst10": float(worst.mean()),
+            "action_error_per_dim": [round(float(e), 5) for e in errors.mean(axis=0)]}
+
+
+def decision_check(dataset, codec: Codec, max_states: int, seed: int, tolerance: float = 0.05,
+                   split: str = "train") -> DecisionCheck:
+    """The decision states of ``dataset`` (a ``datasets.Dataset`` with a ``prompt`` column; ``split`` names it):
+    all rows up to ``max_states``, else a seeded sample of that many."""
     columns = dataset.column_names
     if "prompt" not in columns:
         raise InvalidInputError("checking decisions needs a 'prompt' column")
@@ -79,21 +121,29 @@ def decision_check(dataset, codec: Codec, max_states: int, seed: int, tolerance:
     else:
         correct = [np.asarray(w, dtype=float).ravel() for w in wanted]
     labels = subset["state"] if "state" in columns else rows.tolist()
-    return DecisionCheck(list(subset["prompt"]), correct, codec, tolerance, discrete, list(labels))
+    return DecisionCheck(list(subset["prompt"]), correct, codec, tolerance, discrete, list(labels), split)
 
 
 class DecisionDecoder:
     """Greedy decoding of a :class:`DecisionCheck`'s prompts with a (training) model, batched."""
 
     def __init__(self, check: DecisionCheck, tokenizer, model, constrained: bool = True, batch_size: int = 64):
+        from rlft.policy.bins import resolve_bin_decoding
         from rlft.policy.constrained import build_token_table
         from rlft.policy.generation import default_max_new_tokens
 
         self.check = check
         self.tokenizer = tokenizer
-        self.table = build_token_table(check.codec, tokenizer, model) if constrained else None
+        # what `rlft eval` plays by default: a binned codec's bins read per dimension where the tokenizer allows
+        self.bins = resolve_bin_decoding("auto", check.codec, tokenizer) if constrained else "off"
+        self.table = build_token_table(check.codec, tokenizer, model) if constrained and self.bins == "off" else None
         self.max_new_tokens = default_max_new_tokens(check.codec, self.table)
         self.batch_size = batch_size
+
+    def describe(self) -> str:
+        if self.bins != "off":
+            return f"bins ({self.bins})"
+        return "greedy, constrained" if self.table is not None else "greedy"
 
     def texts(self, model) -> list[str]:
         from rlft.policy.generation import TransformersBackend
@@ -102,7 +152,12 @@ class DecisionDecoder:
         was_training = model.training
         model.eval()
         try:
-            backend = TransformersBackend(model, self.tokenizer, self.max_new_tokens, token_table=self.table)
+            if self.bins != "off":
+                from rlft.policy.bins import BinBackend
+
+                backend = BinBackend(model, self.tokenizer, self.check.codec, self.bins)
+            else:
+                backend = TransformersBackend(model, self.tokenizer, self.max_new_tokens, token_table=self.table)
             prompts = self.check.prompts
             return [t for i in range(0, len(prompts), self.batch_size)
                     for t in backend.generate(prompts[i : i + self.batch_size])]
@@ -115,6 +170,13 @@ class DecisionDecoder:
         ok, invalid = self.check.grade(self.texts(model))
         return float(ok.mean()), ok, invalid
 
+    def measure(self, model) -> tuple[float, np.ndarray, dict[str, Any]]:
+        """(accuracy, correct per state, the action-error figures of a continuous check, else {}) of one
+        decoding pass."""
+        texts = self.texts(model)
+        ok, _ = self.check.grade(texts)
+        return float(ok.mean()), ok, ({} if self.check.discrete else error_summary(self.check.errors(texts)))
+
 
 def _callback_base():
     from transformers import TrainerCallback
@@ -123,34 +185,53 @@ def _callback_base():
 
 
 class CriterionCallback(_callback_base()):
-    """Every ``every`` steps (and before the first), decode every decision state; stop at ``target``."""
+    """Every ``every`` steps (and before the first), decode every decision state; stop at ``target`` accuracy
+    (discrete actions) or once the action error is at most ``error_target`` (continuous actions)."""
 
-    def __init__(self, check: DecisionCheck, every: int, target: float | None = None, constrained: bool = True):
+    def __init__(self, check: DecisionCheck, every: int, target: float | None = None, constrained: bool = True,
+                 error_target: float | None = None):
         if every < 1:
             raise InvalidInputError(f"--check-steps must be at least 1, got {every}")
         if target is not None and not 0.0 < target <= 1.0:
             raise InvalidInputError(f"--stop-at-accuracy must be in (0, 1], got {target}")
+        if target is not None and not check.discrete:
+            raise InvalidInputError(
+                "--stop-at-accuracy is for discrete actions: on a continuous space the share of states within "
+                "--check-tolerance hides large errors on the rest (a Pendulum policy was 94% 'accurate' at random "
+                "level)", hint="stop on the held-out action error instead: --stop-at-action-error 0.02")
+        if error_target is not None and check.discrete:
+            raise InvalidInputError("--stop-at-action-error is for continuous actions: use --stop-at-accuracy")
+        if error_target is not None and not 0.0 < error_target < 1.0:
+            raise InvalidInputError(f"--stop-at-action-error must be in (0, 1), got {error_target}")
         self.check = check
         self.every = every
         self.target = target
+        self.error_target = error_target
         self.constrained = constrained
         self.decoder: DecisionDecoder | None = None
         self.history: list[tuple[int, float]] = []
+        self.errors: list[tuple[int, dict[str, Any]]] = []  # continuous checks: (step, error_summary)
         self.reached_at: int | None = None
         self.wrong_states: list[Any] = []
-        self._pending: float | None = None
+        self._pending: dict[str, float] | None = None
 
     def _measure(self, state, model, tokenizer, control, log: bool = True) -> None:
         if self.decoder is None:
             self.decoder = DecisionDecoder(self.check, tokenizer, model, self.constrained)
-        accuracy, ok, _ = self.decoder.accuracy(model)
-        self.history.append((int(state.global_step), accuracy))
+        accuracy, ok, errors = self.decoder.measure(model)
+        step = int(state.global_step)
+        self.history.append((step, accuracy))
+        if errors:
+            self.errors.append((step, errors))
         self.wrong_states = [label for label, good in zip(self.check.labels, ok, strict=True) if not good]
         if log:  # the trainer logs at the current step: a check made at step N is logged at step N
-            self._pending = accuracy
+            self._pending = {"decision_accuracy": accuracy,
+                             **{k: v for k, v in errors.items() if not isinstance(v, list)}}
             control.should_log = True
-        if self.target is not None and accuracy >= self.target - 1e-12 and self.reached_at is None:
-            self.reached_at = int(state.global_step)
+        reached = (accuracy >= self.target - 1e-12 if self.target is not None else
+                   errors["action_error"] <= self.error_target if self.error_target is not None else False)
+        if reached and self.reached_at is None:
+            self.reached_at = step
             control.should_training_stop = True
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
@@ -166,22 +247,32 @@ class CriterionCallback(_callback_base()):
     def on_log(self, args, state, control, logs=None, **kwargs):
         # Placed before the TensorBoard callback, so the value reaches TensorBoard and the log history.
         if self._pending is not None and logs is not None:
-            logs["decision_accuracy"] = self._pending
+            logs.update(self._pending)
             if state.log_history:
-                state.log_history[-1]["decision_accuracy"] = self._pending
+                state.log_history[-1].update(self._pending)
             self._pending = None
         return control
 
     def summary(self) -> dict[str, Any]:
         """What the run records: the target, the step it was reached at (or None), every check."""
-        return {
+        record = {
             "target": self.target,
             "reached": self.reached_at is not None,
             "reached_at_step": self.reached_at,
             "check_steps": self.every,
             "states": len(self.check),
-            "decoding": "greedy, constrained" if self.constrained else "greedy",
+            "split": self.check.split,
+            "decoding": self.decoder.describe() if self.decoder is not None else (
+                "greedy, constrained" if self.constrained else "greedy"),
             "final_accuracy": self.history[-1][1] if self.history else None,
             "wrong_states": [int(s) if isinstance(s, int | np.integer) else s for s in self.wrong_states],
             "history": [[step, round(acc, 6)] for step, acc in self.history],
         }
+        if not self.check.discrete:  # the action error, scaled to each dimension's range, beside the accuracy
+            record.update(error_target=self.error_target, tolerance=self.check.tolerance,
+                          **(self.errors[-1][1] if self.errors else {}),
+                          error_history=[[step, round(e["action_error"], 6), round(e["action_error_worst10"], 6)]
+                                         for step, e in self.errors])
+            if self.error_target is not None:
+                record["target"] = None
+        return record

@@ -226,7 +226,7 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
     every = config.check_steps
     if every < 0:
         raise InvalidInputError(f"--check-steps must be at least 0, got {every}")
-    if config.stop_at_accuracy is not None and every == 0:
+    if (config.stop_at_accuracy is not None or config.stop_at_action_error is not None) and every == 0:
         every = 10
     if every == 0:
         return None
@@ -234,8 +234,28 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
         raise InvalidInputError(f"--check-tolerance must be in [0, 1), got {config.check_tolerance}")
     from rlft.train.criterion import CriterionCallback, decision_check
 
-    check = decision_check(inputs.train, inputs.codec, config.check_states, config.seed, config.check_tolerance)
-    return CriterionCallback(check, every, config.stop_at_accuracy, config.check_constrained)
+    rows, split = check_rows(inputs)
+    check = decision_check(rows, inputs.codec, config.check_states, config.seed, config.check_tolerance, split)
+    return CriterionCallback(check, every, config.stop_at_accuracy, config.check_constrained,
+                             config.stop_at_action_error)
+
+
+HELD_OUT_SPLITS = ("validation", "test")
+
+
+def check_rows(inputs: StageInputs) -> tuple[Any, str]:
+    """(rows, split name) the decision check grades: the training rows for discrete actions (FrozenLake's states
+    are the whole task); for continuous actions the held-out split (validation, else test) when the dataset has
+    one with the same columns, so the logged action error is measured on states the model never trained on."""
+    if inputs.codec.action_space["type"] == "discrete":
+        return inputs.train, "train"
+    from rlft.hub.datasets import load_dataset_dict
+
+    splits = load_dataset_dict(inputs.dataset_dir)
+    for name in HELD_OUT_SPLITS:
+        if name in splits and {"prompt", "action"} <= set(splits[name].column_names) and len(splits[name]):
+            return splits[name], name
+    return inputs.train, "train"
 
 
 def stage_callbacks(criterion, run_dir: Path, extra: list | None) -> list:
@@ -320,10 +340,39 @@ def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, 
     return info
 
 
+LARGE_ERROR_FACTOR = 2.0  # worst-tenth action error above this many tolerances: accuracy is hiding failures
+
+
+def action_error_line(record: dict[str, Any], acc: str) -> str:
+    """A continuous check's line: the action error first, accuracy beside it, and a warning when a high accuracy
+    hides a large error on the worst states."""
+    error, worst = record.get("action_error"), record.get("action_error_worst10")
+    where = f"{record['states']} {record.get('split', 'train')} states ({record['decoding']})"
+    if error is None:
+        return f"action error n/a on {where}"
+    line = (f"action error {error:.4f} of the range (worst tenth {worst:.4f}), decision accuracy {acc} within "
+            f"{record['tolerance']:g} on {where}")
+    target = record.get("error_target")
+    if target is not None:
+        line = (f"[green]criterion reached[/] at step {record['reached_at_step']}: " if record["reached"] else
+                f"[red]criterion NOT reached[/] (action error <= {target:g}): ") + line
+    if final_accuracy_high(record) and worst > LARGE_ERROR_FACTOR * record["tolerance"]:
+        line += (f"\n[yellow]warning: accuracy {acc} hides large errors: the worst tenth of states is "
+                 f"{worst:.3f} of the range off (above {LARGE_ERROR_FACTOR:g} x the tolerance); judge this run by "
+                 "its action error and its return, not its accuracy[/]")
+    return line
+
+
+def final_accuracy_high(record: dict[str, Any]) -> bool:
+    return (record.get("final_accuracy") or 0.0) >= 0.9
+
+
 def criterion_line(record: dict[str, Any]) -> str:
     """One line on whether training reached its criterion, and when."""
     final = record["final_accuracy"]
     acc = "n/a" if final is None else f"{final:.3f}"
+    if "action_error" in record or "error_target" in record:
+        return action_error_line(record, acc)
     if record["target"] is None:
         return f"decision accuracy {acc} on {record['states']} states ({record['decoding']})"
     if record["reached"]:
