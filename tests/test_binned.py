@@ -184,3 +184,39 @@ def test_bin_decoding_auto_and_refusals(pendulum_binned):
         resolve_bin_decoding("mean", raw, tokenizer)
     with pytest.raises(InvalidInputError, match="must be one of"):
         resolve_bin_decoding("median", codec, tokenizer)
+
+
+def test_eval_reports_the_held_out_action_error_of_any_policy(pendulum_binned, tmp_path):
+    """The LLM (reading bins) and the BC MLP answer the same held-out rows; the constant policy's error is checked
+    against the recorded actions by hand."""
+    from rlft.evaluate.actions import held_out_rows
+    from rlft.evaluate.config import EvalConfig
+    from rlft.evaluate.runner import run_evaluation
+    from rlft.train.bc import BCConfig, train_bc
+
+    data, model = pendulum_binned
+    observations, recorded, split = held_out_rows(str(data), seed=0)
+    assert split == "validation" and len(observations) == len(recorded) > 0
+    train_bc(BCConfig(dataset=str(data), out=tmp_path / "bc.pt", epochs=2))
+    reports = {}
+    for name, spec in (("llm", f"llm:{model}"), ("bc", f"bc:{tmp_path / 'bc.pt'}"), ("constant", "constant:1.0")):
+        reports[name] = run_evaluation(EvalConfig(policy=spec, env_id="Pendulum-v1", episodes=1, num_envs=1,
+                                                  max_episode_steps=5, action_error=str(data), quiet=True,
+                                                  codec=str(data) if name == "llm" else None))
+    for report in reports.values():
+        assert report["action_error_split"] == "validation" and report["action_error_rows"] == len(recorded)
+        assert 0.0 <= report["action_error"] <= report["action_error_worst10"] <= 1.0
+    assert reports["llm"]["action_error_invalid"] == 0
+    # constant 1.0 on Pendulum's [-2, 2]: the error is |1 - recorded| / 4
+    expected = float(np.mean(np.abs(1.0 - recorded.ravel()) / 4.0))
+    assert reports["constant"]["action_error"] == pytest.approx(expected, rel=1e-6)
+    assert reports["constant"]["action_mae_units_per_dim"] == [pytest.approx(4 * expected, abs=1e-4)]
+
+
+def test_action_error_refuses_discrete_datasets(tmp_path_factory):
+    from eval_factories import frozenlake_dataset
+
+    from rlft.evaluate.actions import held_out_rows
+
+    with pytest.raises(InvalidInputError, match="measures continuous actions"):
+        held_out_rows(str(frozenlake_dataset(tmp_path_factory)), seed=0)

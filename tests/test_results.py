@@ -158,3 +158,17 @@ def test_overview_renders_every_planned_row_with_its_headline_or_why_not(tmp_pat
                         "| `make experiment NAME=toy` |")
     assert lines[4] == "| 2 | Lake | GPU run | not run: no GPU here | | | | |"
     assert lines[5] == "| 3 | Pole | later | not run: no results yet | | | | |"
+
+
+def test_scores_between_random_and_the_expert_on_the_same_episodes():
+    from rlft.results.record import report_records
+
+    def report(ret):
+        return {"env_id": "Pendulum-v1", "return_mean": ret, "episodes": 10, "seeds": [0, 9]}
+
+    records = report_records({"llm": report(-400.0), "expert": report(-150.0), "random": report(-1150.0),
+                              "bc-mlp": report(-160.0)})
+    assert records["llm"]["expert_normalized_score"] == pytest.approx(75.0)
+    assert records["bc-mlp"]["expert_normalized_score"] == pytest.approx(99.0)
+    assert records["expert"]["expert_normalized_score"] == 100.0 and records["random"]["expert_normalized_score"] == 0
+    assert "expert_normalized_score" not in report_records({"llm": report(-400.0)})["llm"]  # no anchors, no score

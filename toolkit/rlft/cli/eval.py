@@ -62,6 +62,10 @@ def evaluate(
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens",
                                               help="Token budget per answer (default: the longest valid answer + 8)."),
     expert: Path | None = typer.Option(None, "--expert", help="SB3 checkpoint: report agreement with its actions."),
+    action_error: str | None = typer.Option(
+        None, "--action-error", help="Dataset folder (continuous actions): also report the policy's action error "
+                                     "on up to 2,000 rows of its held-out split, per dimension and as a fraction "
+                                     "of each dimension's range."),
     video: Path | None = typer.Option(None, "--video", help="Folder for MP4s of the first episodes "
                                                              "(MuJoCo: MUJOCO_GL=egl)."),
     video_episodes: int = typer.Option(3, "--video-episodes", help="How many episodes --video records."),
@@ -83,7 +87,7 @@ def evaluate(
         fallback_action=fallback_action, target_return=target_return, n_examples=n_examples,
         bin_decoding=bin_decoding, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, cache=cache,
         api_stop=api_stop,
-        expert=expert, video=video,
+        expert=expert, action_error=action_error, video=video,
         video_episodes=video_episodes, max_episode_steps=max_episode_steps, overwrite=overwrite,
     ))
 

@@ -38,6 +38,7 @@ class EvalConfig:
     cache: bool = True  # greedy decoding: generate each distinct prompt once (rlft.policy.generation)
     api_stop: bool = True  # send the answer's closing tag as a stop string to OpenAI-compatible servers
     expert: Path | None = None  # SB3 checkpoint to measure agreement against
+    action_error: str | None = None  # dataset folder: the policy's error on its held-out rows (rlft.evaluate.actions)
     video: Path | None = None
     video_episodes: int = 3
     max_episode_steps: int | None = None

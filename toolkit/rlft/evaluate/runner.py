@@ -46,13 +46,34 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     env_fns = make_env_fns(setup.env_id, setup.env_kwargs, num_envs, config.max_episode_steps, video)
     agreement = Agreement(setup.qtable, expert_model) if (setup.qtable is not None or expert_model is not None) \
         else None
+    held_out = _held_out_rows(config)
     result = _run_episodes(config, setup, env_fns, agreement, video, num_envs)
     report = build_report(config, setup, result, num_envs)
+    if held_out is not None:
+        report.update(_action_error(setup, held_out), action_error_dataset=str(config.action_error))
     if config.out is not None:
         report["files"] = write_report(report, Path(config.out))
     if not config.quiet:
         print_report(report)
     return report
+
+
+def _held_out_rows(config: EvalConfig):
+    """--action-error's held-out rows (read before the episodes, so a bad dataset fails first), or None."""
+    if config.action_error is None:
+        return None
+    from rlft.evaluate.actions import held_out_rows
+
+    return held_out_rows(config.action_error, config.seed)
+
+
+def _action_error(setup, held_out) -> dict[str, Any]:
+    from rlft.codecs.spaces import space_to_dict
+    from rlft.evaluate.actions import policy_action_error
+
+    observations, actions, split = held_out
+    space = space_to_dict(setup.action_space, "action")
+    return {**policy_action_error(setup.policy, observations, actions, space), "action_error_split": split}
 
 
 def _check_config(config: EvalConfig) -> None:

@@ -19,7 +19,7 @@ RECORD_VERSION = 1
 REPORT_FIELDS = ("env_id", "policy", "policy_kind", "episodes", "seed", "num_envs", "success_rate",
                  "optimal_success_exact", "expert_agreement", "invalid_action_rate", "return_mean", "return_std",
                  "return_min", "return_max", "normalized_score", "length_mean", "env_steps_per_second",
-                 "wall_seconds", "generate_calls")
+                 "wall_seconds", "generate_calls", "action_error", "action_error_worst10", "action_error_per_dim")
 # rlft_info.json facts of a dataset: the FrozenLake Q export's exact values, an offline dataset's returns
 DATASET_FIELDS = ("n_rows", "v_start", "exact_success", "success_rate", "episodes", "residual", "steps",
                   "return_mean", "return_std", "normalized_score_mean")
@@ -54,6 +54,12 @@ def report_records(reports: dict[str, dict[str, Any]]) -> dict[str, dict[str, An
         record["episode_seeds"] = [min(seeds), max(seeds)] if seeds else None
         record["verdict"] = found.get(label)
         out[label] = record
+    expert, random_ = reports.get("expert"), reports.get("random")
+    if expert and random_ and expert.get("return_mean") != random_.get("return_mean"):
+        # 0 = random, 100 = the expert, on the same episodes: a normalized score for any environment
+        low, high = float(random_["return_mean"]), float(expert["return_mean"])
+        for record in out.values():
+            record["expert_normalized_score"] = 100.0 * (float(record["return_mean"]) - low) / (high - low)
     return out
 
 

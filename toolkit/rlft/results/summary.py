@@ -26,8 +26,11 @@ REPORT_COLUMNS = [
     ("invalid_action_rate", "invalid actions", ".3f"),
     ("return_mean", "return", ".4g"),
     ("normalized_score", "normalized score", ".1f"),
+    ("expert_normalized_score", "score (random 0, expert 100)", ".1f"),
+    ("action_error", "held-out action error", ".4f"),
     ("episodes", "episodes / seed", ".0f"),
     ("wall_seconds", "eval s", ".1f"),
+    ("env_steps_per_second", "eval steps/s", ".0f"),
 ]
 DATASET_COLUMNS = [
     ("n_rows", "decision states", "d"),

@@ -43,13 +43,8 @@ class DecisionCheck:
     split: str = "train"  # the split the states come from (continuous checks prefer a held-out one)
 
     def scale(self) -> np.ndarray:
-        """Per action dimension, the width errors are measured against: the action space's range where it is
-        finite, else the recorded actions' range (else 1)."""
-        space = self.codec.action_space
-        width = np.asarray(space["high"], float).ravel() - np.asarray(space["low"], float).ravel()
-        recorded = np.ptp(np.stack(self.correct), axis=0) if self.correct else np.ones_like(width)
-        width = np.where(np.isfinite(width) & (width > 0), width, recorded)
-        return np.where(width > 0, width, 1.0)
+        """Per action dimension, the width errors are measured against (:func:`action_scale`)."""
+        return action_scale(self.codec.action_space, np.stack(self.correct))
 
     def decode(self, texts: list[str]) -> tuple[list[Any], int]:
         """(the action of each text, None where it does not parse; how many did not)."""
@@ -75,6 +70,15 @@ class DecisionCheck:
         """(states, dims) absolute error of each decoded action against the recorded one, as a fraction of each
         dimension's :meth:`scale` (1.0 for an unparsable answer)."""
         return action_errors(self.decode(texts)[0], np.stack(self.correct), self.scale())
+
+
+def action_scale(space: dict[str, Any], recorded: np.ndarray) -> np.ndarray:
+    """Per dimension of a Box action space, the width errors are measured against: the space's range where it is
+    finite, else the recorded actions' range (else 1)."""
+    width = np.asarray(space["high"], float).ravel() - np.asarray(space["low"], float).ravel()
+    spread = np.ptp(recorded.reshape(len(recorded), -1), axis=0) if len(recorded) else np.ones_like(width)
+    width = np.where(np.isfinite(width) & (width > 0), width, spread)
+    return np.where(width > 0, width, 1.0)
 
 
 def action_errors(actions: list[Any], recorded: np.ndarray, scale: np.ndarray) -> np.ndarray:
