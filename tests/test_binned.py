@@ -215,7 +215,6 @@ def test_eval_reports_the_held_out_action_error_of_any_policy(pendulum_binned, t
 
 def test_action_error_refuses_discrete_datasets(tmp_path_factory):
     from eval_factories import frozenlake_dataset
-
     from rlft.evaluate.actions import held_out_rows
 
     with pytest.raises(InvalidInputError, match="measures continuous actions"):

@@ -226,7 +226,6 @@ def test_stop_at_accuracy_is_refused_on_continuous_actions():
 @pytest.mark.slow
 def test_sft_on_continuous_actions_reports_the_held_out_action_error(tmp_path_factory, tmp_path, capsys):
     from eval_factories import minari_dataset_folder, tiny_model
-
     from rlft.core.console import console
     from rlft.train.sft import run_sft
     from rlft.train.sft_config import SFTStageConfig
