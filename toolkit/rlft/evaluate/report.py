@@ -34,6 +34,8 @@ SUMMARY_ROWS = [
     ("invalid_action_rate", "invalid-action rate"),
     ("expert_agreement", "agreement with expert"),
     ("expert_mean_abs_diff", "mean |a - expert a|"),
+    ("action_error", "held-out action error (of range)"),
+    ("action_error_worst10", "  worst tenth of rows"),
     ("env_steps", "env steps"),
     ("env_steps_per_second", "env steps/s"),
     ("generate_calls", "generate calls"),
