@@ -219,3 +219,47 @@ def test_action_error_refuses_discrete_datasets(tmp_path_factory):
 
     with pytest.raises(InvalidInputError, match="measures continuous actions"):
         held_out_rows(str(frozenlake_dataset(tmp_path_factory)), seed=0)
+
+
+def test_bin_smoothing_targets_and_loss(pendulum_binned):
+    import torch
+
+    from rlft.policy.bins import bin_token_ids
+    from rlft.train.bin_targets import BinTargets, gaussian_rows
+
+    rows = gaussian_rows(5, 0.75)
+    assert np.allclose(rows.sum(axis=1), 1.0) and rows[2].argmax() == 2 and rows[2, 1] == pytest.approx(rows[2, 3])
+    codec, model, tokenizer = _loaded(pendulum_binned)
+    ids = bin_token_ids(codec, tokenizer)[0]
+    logits = torch.randn(2, 4, len(tokenizer))
+    labels = torch.tensor([[-100, int(ids[3]), tokenizer.eos_token_id, -100], [-100, -100, int(ids[0]), -100]])
+    hard = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, len(tokenizer)), labels[:, 1:].reshape(-1),
+                                             ignore_index=-100)
+    # a vanishing width is one-hot: plain cross-entropy
+    assert BinTargets(codec, tokenizer, 1e-3).loss(logits, labels).item() == pytest.approx(hard.item(), rel=1e-5)
+    # by hand: bin 3 of the first row against the Gaussian over its dimension's bins
+    soft = BinTargets(codec, tokenizer, 1.0)
+    logp = logits.log_softmax(-1)
+    weights = torch.as_tensor(gaussian_rows(len(ids), 1.0)[3], dtype=torch.float32)
+    expected = (-(weights * logp[0, 0, torch.as_tensor(ids)]).sum() - logp[0, 1, tokenizer.eos_token_id]
+                - (torch.as_tensor(gaussian_rows(len(ids), 1.0)[0], dtype=torch.float32)
+                   * logp[1, 1, torch.as_tensor(ids)]).sum()) / 3
+    assert soft.loss(logits, labels).item() == pytest.approx(expected.item(), rel=1e-5)
+    with pytest.raises(InvalidInputError, match="must be in"):
+        BinTargets(codec, tokenizer, 0.0)
+
+
+@pytest.mark.slow
+def test_sft_with_bin_smoothing_trains(pendulum_binned, tmp_path):
+    from rlft.core.console import console
+    from rlft.train.sft import run_sft
+    from rlft.train.sft_config import SFTStageConfig
+
+    data, model = pendulum_binned
+    with console.capture():
+        info = run_sft(SFTStageConfig(dataset=str(data), model=str(model), out=tmp_path / "run", lora=False,
+                                      max_steps=30, bin_smoothing=0.75, learning_rate=3e-3,
+                                      per_device_train_batch_size=32, eval_split="validation", save_steps=1000))
+    metrics = info["metrics"]
+    assert info["config"]["bin_smoothing"] == 0.75
+    assert metrics["train_loss_last"] < metrics["train_loss_first"]

@@ -79,6 +79,9 @@ def sft(
     max_eval_samples: int | None = typer.Option(None, help="Evaluate on at most N rows [512]."),
     eval_steps: int | None = typer.Option(None, help="Evaluate every N steps [50]."),
     early_stopping_patience: int | None = typer.Option(None, help="Stop after N evaluations without improvement."),
+    bin_smoothing: float | None = typer.Option(None, help="binned codecs: train each action bin against a Gaussian "
+                                                          "over its neighbours of this width in bins (HL-Gauss, "
+                                                          "about 0.75) [0: one-hot]."),
     check_steps: int | None = _CHECK_STEPS,
     stop_at_accuracy: float | None = _STOP_AT_ACCURACY,
     stop_at_action_error: float | None = _STOP_AT_ACTION_ERROR,
@@ -107,6 +110,7 @@ def sft(
         gradient_accumulation_steps=gradient_accumulation_steps, max_length=max_length, train_split=train_split,
         max_train_samples=max_train_samples, eval_split=eval_split, val_fraction=val_fraction,
         max_eval_samples=max_eval_samples, eval_steps=eval_steps, early_stopping_patience=early_stopping_patience,
+        bin_smoothing=bin_smoothing,
         check_steps=check_steps, stop_at_accuracy=stop_at_accuracy, stop_at_action_error=stop_at_action_error,
         check_states=check_states,
         check_constrained=check_constrained, check_tolerance=check_tolerance,

@@ -50,12 +50,10 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
     model, tokenizer = load_model_for_training(inputs)
     run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
 
-    from trl import SFTTrainer
-
     args, sft_args = sft_training_args(config, run_dir, model, evaluation is not None)
     if args[checkpointing_field()] and config.lora:
         model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
-    trainer = SFTTrainer(
+    trainer = sft_trainer_class(config, inputs, tokenizer)(
         model=model,
         args=sft_args,
         train_dataset=train,
@@ -76,6 +74,18 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
     if evaluation is not None:
         metrics.update(final_eval_metrics(trainer, config))
     return finish_run(trainer, run_dir, info, metrics, f"SFT run -> {run_dir}", criterion)
+
+
+def sft_trainer_class(config: SFTStageConfig, inputs: StageInputs, tokenizer):
+    """TRL's ``SFTTrainer``, or with ``bin_smoothing`` its subclass training bins against soft targets
+    (:mod:`rlft.train.bin_targets`)."""
+    from trl import SFTTrainer
+
+    if not config.bin_smoothing:
+        return SFTTrainer
+    from rlft.train.bin_targets import BinTargets, bin_smoothing_trainer
+
+    return bin_smoothing_trainer(SFTTrainer, BinTargets(inputs.codec, tokenizer, config.bin_smoothing))
 
 
 def dropped_rows(rows: int, trainer, config: SFTStageConfig) -> int | None:
@@ -105,6 +115,8 @@ def check_sft_settings(config: SFTStageConfig) -> None:
         raise InvalidInputError("--early-stopping-patience must be at least 1")
     if config.eval_steps < 1:
         raise InvalidInputError("--eval-steps must be at least 1")
+    if not 0.0 <= config.bin_smoothing <= 16.0:
+        raise InvalidInputError(f"--bin-smoothing must be in [0, 16] bins (0: off), got {config.bin_smoothing}")
 
 
 def sft_splits(config: SFTStageConfig, inputs: StageInputs):

@@ -32,3 +32,8 @@ class SFTStageConfig(StageConfig):
         metadata={"help": "Stop after N evaluations without a lower eval loss (keeps the best checkpoint)."},
     )
     completion_only_loss: bool = field(default=True, metadata={"help": "Loss on completion tokens only."})
+    bin_smoothing: float = field(
+        default=0.0,
+        metadata={"help": "binned codecs: train each action bin against a Gaussian over its neighbouring bins of "
+                          "this standard deviation in bins (HL-Gauss; about 0.75), not one-hot (0: off)."},
+    )
