@@ -28,15 +28,13 @@ def print_tables(tables: list[dict]) -> None:
         console.print("\n".join(table_markdown(t)), markup=False, highlight=False)
 
 
-def random_cartpole_dataset(work: Path, episodes: int = 40) -> Path:
-    """A random-policy CartPole-v1 Minari dataset, serialized with the raw codec (2 decimals, plain prompts)."""
+def record_random(work: Path, env_id: str, dataset_id: str, episodes: int, max_episode_steps: int | None = None):
+    """A random-policy Minari dataset of ``env_id`` under ``work/minari`` (episode i reset with seed i)."""
     import gymnasium as gym
     from minari import DataCollector
 
-    from rlft.builders.serialize import SerializeConfig, serialize
-
     os.environ["MINARI_DATASETS_PATH"] = str(work / "minari")
-    env = DataCollector(gym.make("CartPole-v1"), record_infos=False)
+    env = DataCollector(gym.make(env_id, max_episode_steps=max_episode_steps), record_infos=False)
     env.action_space.seed(0)
     for ep in range(episodes):
         env.reset(seed=ep)
@@ -44,8 +42,15 @@ def random_cartpole_dataset(work: Path, episodes: int = 40) -> Path:
         while not done:
             _, _, terminated, truncated, _ = env.step(env.action_space.sample())
             done = terminated or truncated
-    env.create_dataset(dataset_id="cartpole/bench-v0", algorithm_name="random")
+    env.create_dataset(dataset_id=dataset_id, algorithm_name="random")
     env.close()
+
+
+def random_cartpole_dataset(work: Path, episodes: int = 40) -> Path:
+    """A random-policy CartPole-v1 Minari dataset, serialized with the raw codec (2 decimals, plain prompts)."""
+    from rlft.builders.serialize import SerializeConfig, serialize
+
+    record_random(work, "CartPole-v1", "cartpole/bench-v0", episodes)
     dataset = work / "cartpole-raw"
     serialize(SerializeConfig(source="cartpole/bench-v0", out=dataset, format="raw", precision=2))
     return dataset

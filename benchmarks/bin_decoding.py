@@ -33,23 +33,11 @@ ARMS = (("constrained generate", "off"), ("bins, argmax", "argmax"), ("bins, mea
 
 def build(work: Path, episodes: int, steps: int) -> tuple[Path, Path]:
     """A random-action HalfCheetah Minari dataset -> binned codec dataset -> a 4-layer hidden-128 tiny model."""
-    import gymnasium as gym
-    from minari import DataCollector
-
+    from bench_fixtures import record_random
     from rlft.builders.serialize import SerializeConfig, serialize
     from rlft.train.tiny_model import ModelInitConfig, init_model
 
-    os.environ["MINARI_DATASETS_PATH"] = str(work / "minari")
-    env = DataCollector(gym.make("HalfCheetah-v5", max_episode_steps=steps), record_infos=False)
-    env.action_space.seed(0)
-    for ep in range(episodes):
-        env.reset(seed=ep)
-        done = False
-        while not done:
-            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-            done = terminated or truncated
-    env.create_dataset(dataset_id="halfcheetah/bench-v0", algorithm_name="random")
-    env.close()
+    record_random(work, "HalfCheetah-v5", "halfcheetah/bench-v0", episodes, steps)
     dataset = work / "halfcheetah-binned"
     serialize(SerializeConfig(source="halfcheetah/bench-v0", out=dataset, format="binned", bins=64))
     init_model(ModelInitConfig(dataset=str(dataset), out=work / "tiny", layers=4, hidden=128, heads=4))
