@@ -23,7 +23,7 @@ VERSION_KEYS = ("torch", "transformers", "trl", "peft", "gymnasium", "stable-bas
 OVERVIEW = "overview"
 ROWS_FILENAME = "rows.yaml"
 HEADLINES = (("success_rate", "success", ".3f"), ("normalized_score", "normalized score", ".1f"),
-             ("return_mean", "return", ".1f"))
+             ("expert_normalized_score", "score (random 0, expert 100)", ".1f"), ("return_mean", "return", ".1f"))
 
 
 def result_file(results_dir: Path, name: str) -> Path:
@@ -129,7 +129,8 @@ def _cell(summary: dict[str, Any], kind: str, label: str, key: str) -> Any:
 
 
 def _headline(summary: dict[str, Any]) -> tuple[str, str] | None:
-    """The metric a row is judged by (success, else normalized score, else return) and its format."""
+    """The metric a row is judged by (success, else the reference-normalized score, else the score between random
+    and the expert on the same episodes, else return) and its format."""
     reports = next((t for t in summary.get("tables", []) if t.get("kind") == "reports"), None)
     keys = [c["key"] for c in reports["columns"]] if reports else []
     return next(((key, fmt) for key, _, fmt in HEADLINES if key in keys), None)
