@@ -172,3 +172,40 @@ def test_scores_between_random_and_the_expert_on_the_same_episodes():
     assert records["bc-mlp"]["expert_normalized_score"] == pytest.approx(99.0)
     assert records["expert"]["expert_normalized_score"] == 100.0 and records["random"]["expert_normalized_score"] == 0
     assert "expert_normalized_score" not in report_records({"llm": report(-400.0)})["llm"]  # no anchors, no score
+
+
+def test_dirty_means_changed_code_not_changed_results(tmp_path):
+    import subprocess
+
+    from rlft.results.environment import git_commit
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    for name in ("code.py", "README.md", "results/seed-0.json"):
+        (tmp_path / name).write_text("a\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    clean = git_commit(tmp_path)
+    assert clean and not clean.endswith("+dirty")
+    (tmp_path / "results" / "seed-0.json").write_text("b\n")
+    (tmp_path / "README.md").write_text("b\n")
+    assert git_commit(tmp_path) == clean  # a recorded result and its rendering are not code
+    (tmp_path / "code.py").write_text("b\n")
+    assert git_commit(tmp_path) == clean + "+dirty"
+
+
+def test_a_record_written_long_after_its_runs_says_so(tmp_path):
+    import time
+
+    from rlft.results.record import recorded_after
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rlft_run.json").write_text(json.dumps({"finished": "2026-01-01T10:00:00"}))
+    finished = time.mktime(time.strptime("2026-01-01T10:00:00", "%Y-%m-%dT%H:%M:%S"))
+    assert recorded_after([run], finished + 60) == {"runs_finished": "2026-01-01T10:00:00"}
+    assert recorded_after([run], finished + 7200)["recorded_later"] is True
+    assert recorded_after([tmp_path / "missing"], finished) == {}

@@ -9,7 +9,10 @@ from importlib import metadata
 from pathlib import Path
 
 PACKAGES = ("rlft", "torch", "transformers", "trl", "peft", "datasets", "gymnasium", "minari", "stable-baselines3",
-            "numpy")
+            "numpy", "sb3-contrib", "mujoco", "gguf")
+# what a result is made of: a commit is "+dirty" when these differ from it, not when results or the README that
+# renders them do (recording a result must not mark the next one dirty)
+NOT_CODE = (":(exclude)results", ":(exclude)README.md")
 
 
 def cpu_model() -> str:
@@ -62,11 +65,12 @@ def versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
 
 
 def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
-    """The checked-out commit (with ``+dirty`` when tracked files changed), or None outside a git checkout."""
+    """The checked-out commit (with ``+dirty`` when tracked files other than results/ and the README changed), or
+    None outside a git checkout."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE], cwd=cwd,
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None

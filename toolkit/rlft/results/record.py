@@ -128,6 +128,30 @@ def read_run_record(path: Path) -> dict[str, Any]:
     return online_run_record(_load_json(path / "rlft_online.json", "online run info"))
 
 
+LATE_RECORD_S = 3600.0  # a record written this long after its last run finished says so
+
+
+def recorded_after(runs, now: float) -> dict[str, Any]:
+    """When the runs finished (the latest ``finished`` of their ``rlft_run.json``) and, when the record is written
+    more than an hour later (results re-recorded with newer code, evaluations added), ``recorded_later``: the
+    record's code and environment are then the recording's, not necessarily the training's."""
+    finished = []
+    for run in runs:
+        info = Path(run) / "rlft_run.json"
+        try:
+            stamp = json.loads(info.read_text(encoding="utf-8")).get("finished") if info.is_file() else None
+            finished.append(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) if stamp else None)
+        except (OSError, ValueError, json.JSONDecodeError):
+            continue
+    latest = max((f for f in finished if f is not None), default=None)
+    if latest is None:
+        return {}
+    out: dict[str, Any] = {"runs_finished": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(latest))}
+    if now - latest > LATE_RECORD_S:
+        out["recorded_later"] = True
+    return out
+
+
 def dataset_record(info: dict[str, Any]) -> dict[str, Any]:
     """The facts of a dataset's ``rlft_info.json`` that results keep."""
     return {key: info[key] for key in ("kind", "env_id", *DATASET_FIELDS) if info.get(key) is not None}
@@ -170,6 +194,7 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
         "datasets": {label: dataset_record(_load_json(Path(path) / INFO_FILENAME, "dataset info"))
                      for label, path in (datasets or {}).items()},
     }
+    record.update(recorded_after(runs.values(), time.time()))
     out = Path(results_dir) / name / f"seed-{int(seed)}.json"
     atomic_write_text(out, json.dumps(record, indent=2) + "\n")
     return out
