@@ -23,6 +23,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+
 from bench_fixtures import print_tables, quiet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
