@@ -59,17 +59,19 @@ class DecisionCheck:
     def grade(self, texts: list[str]) -> tuple[np.ndarray, int]:
         """(correct per state, unparsable outputs) for the model's completion texts."""
         actions, invalid = self.decode(texts)
-        if self.discrete:
-            ok = np.array([a is not None and int(a) in want for a, want in zip(actions, self.correct, strict=True)],
-                          dtype=bool)
-            return ok, invalid
-        errors = action_errors(actions, np.stack(self.correct), self.scale())
-        return np.all(errors <= self.tolerance, axis=1), invalid
+        return self.right(actions), invalid
 
-    def errors(self, texts: list[str]) -> np.ndarray:
+    def right(self, actions: list[Any]) -> np.ndarray:
+        """Per state, whether its decoded action (None: unparsable) counts as correct."""
+        if self.discrete:
+            return np.array([a is not None and int(a) in want for a, want in zip(actions, self.correct, strict=True)],
+                            dtype=bool)
+        return np.all(self.errors(actions) <= self.tolerance, axis=1)
+
+    def errors(self, actions: list[Any]) -> np.ndarray:
         """(states, dims) absolute error of each decoded action against the recorded one, as a fraction of each
         dimension's :meth:`scale` (1.0 for an unparsable answer)."""
-        return action_errors(self.decode(texts)[0], np.stack(self.correct), self.scale())
+        return action_errors(actions, np.stack(self.correct), self.scale())
 
 
 def action_scale(space: dict[str, Any], recorded: np.ndarray) -> np.ndarray:
@@ -170,16 +172,12 @@ class DecisionDecoder:
             if was_training:
                 model.train()
 
-    def accuracy(self, model) -> tuple[float, np.ndarray, int]:
-        ok, invalid = self.check.grade(self.texts(model))
-        return float(ok.mean()), ok, invalid
-
     def measure(self, model) -> tuple[float, np.ndarray, dict[str, Any]]:
         """(accuracy, correct per state, the action-error figures of a continuous check, else {}) of one
         decoding pass."""
-        texts = self.texts(model)
-        ok, _ = self.check.grade(texts)
-        return float(ok.mean()), ok, ({} if self.check.discrete else error_summary(self.check.errors(texts)))
+        actions, _ = self.check.decode(self.texts(model))
+        ok = self.check.right(actions)
+        return float(ok.mean()), ok, ({} if self.check.discrete else error_summary(self.check.errors(actions)))
 
 
 def _callback_base():
@@ -232,11 +230,14 @@ class CriterionCallback(_callback_base()):
             self._pending = {"decision_accuracy": accuracy,
                              **{k: v for k, v in errors.items() if not isinstance(v, list)}}
             control.should_log = True
-        reached = (accuracy >= self.target - 1e-12 if self.target is not None else
-                   errors["action_error"] <= self.error_target if self.error_target is not None else False)
-        if reached and self.reached_at is None:
+        if self._reached(accuracy, errors) and self.reached_at is None:
             self.reached_at = step
             control.should_training_stop = True
+
+    def _reached(self, accuracy: float, errors: dict[str, Any]) -> bool:
+        if self.target is not None:
+            return accuracy >= self.target - 1e-12
+        return self.error_target is not None and errors["action_error"] <= self.error_target
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
         if state.global_step == 0:  # kept in the summary; the trainer's first log is at step 1
