@@ -49,8 +49,9 @@ def evaluate(
                                                            "the --codec dataset."),
     bin_decoding: str = typer.Option("auto", "--bin-decoding",
                                      help="binned codecs: read each action dimension's distribution over its bins: "
-                                          "mean (its expectation), argmax, off (generate text); auto: mean when "
-                                          "every bin is one token of the model's tokenizer, else off."),
+                                          "mean (its expectation), local-mean (the expectation near the most likely "
+                                          "bin), argmax, off (generate text); auto: mean when every bin is one token "
+                                          "of the model's tokenizer, else off."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy decoding."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling (temperature > 0)."),
     api_stop: bool = typer.Option(True, "--api-stop/--no-api-stop",

@@ -9,7 +9,11 @@ machinery, no grammar table) and, per dimension, takes
 * ``mean``: the mean of the model's distribution over the dimension's bins (each bin's data mean weighted by its
   probability). A model trained with cross-entropy on bins predicts a distribution; its mean is the estimate of
   the expected action (what an MSE-trained MLP predicts), while the argmax throws the spread away and lands on a
-  bin value, a quantization error of up to half a bin on every step.
+  bin value, a quantization error of up to half a bin on every step; or
+* ``local-mean``: the mean over the most likely bin and its ``LOCAL_WINDOW`` neighbours on each side. Where the
+  distribution has two modes (Pendulum's swing-up: full torque one way or the other) the mean lands between them,
+  on an action neither mode would take; the local mean keeps the argmax's choice of mode and the mean's precision
+  within it.
 
 The next dimension is conditioned on the argmax bin (the token the model would write). The action comes back as
 codec text (positions between bins with decimals for ``mean``, :meth:`BinnedCodec.position_text`), so the policy
@@ -26,7 +30,8 @@ from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
 from rlft.policy.generation import Prompt, TransformersBackend
 
-BIN_DECODINGS = ("auto", "off", "argmax", "mean")
+BIN_DECODINGS = ("auto", "off", "argmax", "mean", "local-mean")
+LOCAL_WINDOW = 2  # local-mean: bins on each side of the most likely one that are averaged
 
 
 def bin_token_ids(codec: Codec, tokenizer) -> list[np.ndarray] | None:
@@ -68,8 +73,8 @@ class BinBackend(TransformersBackend):
     name = "bins"
 
     def __init__(self, model, tokenizer, codec: Codec, mode: str = "mean", cache: bool = True):
-        if mode not in ("argmax", "mean"):
-            raise InvalidInputError(f"bin decoding mode must be argmax or mean, got {mode!r}")
+        if mode not in BIN_DECODINGS[2:]:
+            raise InvalidInputError(f"bin decoding mode must be one of {', '.join(BIN_DECODINGS[2:])}, got {mode!r}")
         ids = bin_token_ids(codec, tokenizer)
         if ids is None:
             raise InvalidInputError("bin decoding needs a binned codec whose bin indices are one token each")
@@ -103,7 +108,7 @@ class BinBackend(TransformersBackend):
                 probs = out.logits[:, -1, bins].double().softmax(-1).cpu()
                 best = probs.argmax(-1)
                 chosen.append(best.numpy())
-                values.append((probs * means).sum(-1).numpy() if self.mode == "mean" else means[best].numpy())
+                values.append(self._value(probs, best, means))
                 if j + 1 < len(self.bin_ids):
                     mask = torch.cat([mask, mask.new_ones(len(prompts), 1)], 1)
                     positions = positions[:, -1:] + 1
@@ -112,12 +117,22 @@ class BinBackend(TransformersBackend):
         self.calls += 1
         self.requests += len(prompts)
         self.new_tokens += len(prompts) * len(self.bin_ids)
-        if self.mode == "argmax":
+        if self.mode == "argmax":  # bin indices, exactly what constrained greedy generation writes
             sep = self.codec.separator
             return [f"{self.prefix}{sep.join(str(int(c[i])) for c in chosen)}{self.suffix}"
                     for i in range(len(prompts))]
         rows = np.stack(values, axis=1)
         return [f"{self.prefix}{self.codec.position_text(row)}{self.suffix}" for row in rows]
+
+    def _value(self, probs, best, means) -> np.ndarray:
+        """Each row's action value of one dimension from its bin probabilities (module docstring)."""
+        if self.mode == "argmax":
+            return means[best].numpy()
+        if self.mode == "local-mean":
+            near = (self.torch.arange(probs.shape[1])[None, :] - best[:, None]).abs() <= LOCAL_WINDOW
+            probs = probs * near
+            probs = probs / probs.sum(-1, keepdim=True)
+        return (probs * means).sum(-1).numpy()
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "transformers", "decoding": f"bins ({self.mode})", "temperature": 0.0}
