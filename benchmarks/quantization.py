@@ -130,7 +130,7 @@ def main() -> None:
                 "error": error, "score": score, "ratio": score / base, "seconds": time.perf_counter() - start}))
     result = table("observations", [column("error", "held-out action MAE", ".4f"),
                                     column("score", "normalized score", ".1f"),
-                                    column("ratio", "score / exact", "x"), column("seconds", "s", ".0f")], rows)
+                                    column("ratio", "score / exact", ".3f"), column("seconds", "s", ".0f")], rows)
     print_tables([result])
     if not args.no_write:
         write_benchmark(OUT, "Observation bins: a behaviour-cloning MLP on the binned codec's observations",
