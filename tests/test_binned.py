@@ -105,6 +105,13 @@ def test_discrete_actions_are_written_as_they_are():
         size=(100, 4)), actions=np.arange(100) % 2, bins=8)
     assert codec.encode_action(1) == "1"
     assert codec.decode_action("<action>0</action>") == 0
+    from rlft.policy.bins import resolve_bin_decoding
+    from rlft.train.tokenizer import train_tokenizer
+
+    tokenizer = train_tokenizer([codec.build_prompt(np.zeros(4)) + codec.build_completion(1)], codec)
+    assert resolve_bin_decoding("auto", codec, tokenizer) == "off"  # no action bins: text generation
+    with pytest.raises(InvalidInputError, match="needs a binned codec"):
+        resolve_bin_decoding("mean", codec, tokenizer)
 
 
 def test_the_tiny_tokenizer_writes_each_value_as_one_token():

@@ -36,8 +36,9 @@ LOCAL_WINDOW = 2  # local-mean: bins on each side of the most likely one that ar
 
 def bin_token_ids(codec: Codec, tokenizer) -> list[np.ndarray] | None:
     """Per action dimension, the token id of each bin (with the separator before it after the first dimension);
-    None when the codec is not binned or the tokenizer writes some bin as more than one token."""
-    if getattr(codec, "kind", None) != "binned":
+    None when the codec is not binned, its actions are discrete (written as they are, no bins), or the tokenizer
+    writes some bin as more than one token."""
+    if getattr(codec, "kind", None) != "binned" or codec.action_space["type"] != "box":
         return None
     ids = []
     for j, means in enumerate(codec.bin_values("action")):
