@@ -73,6 +73,10 @@ class BinnedCodec(DiscretizedCodec):
             "action": self._check_means(action_means, "action"),
         }
         self.clipped = {"observation": 0, "action": 0}  # values beyond the outer edges, written as the end bins
+        # each dimension's outer edges, for counting clipped values on every encode
+        self._outer = {role: None if edges is None else (np.array([e[0] for e in edges]),
+                                                         np.array([e[-1] for e in edges]))
+                       for role, edges in self.edges.items()}
 
     def _check_means(self, means, role: str) -> list[np.ndarray] | None:
         edges = self.edges[role]
@@ -127,8 +131,7 @@ class BinnedCodec(DiscretizedCodec):
 
     def box_to_ints(self, x: np.ndarray, role: str) -> tuple[np.ndarray, int]:
         idx, decimals = super().box_to_ints(x, role)
-        low = np.array([e[0] for e in self.edges[role]])
-        high = np.array([e[-1] for e in self.edges[role]])
+        low, high = self._outer[role]
         self.clipped[role] += int(((x < low) | (x > high)).sum())
         return idx, decimals
 
