@@ -205,7 +205,7 @@ def test_episodic_grpo_trains_the_adapter_and_rewards_are_the_replayed_returns(l
     config = GRPOStageConfig(dataset=str(data), model=str(model_dir), out=out, rollout="episode",
                              rewards=["return", "format"], max_turns=4, episode_starts=8, num_generations=4,
                              per_device_train_batch_size=16, learning_rate=5e-3, max_steps=3, logging_steps=1,
-                             seed=2)
+                             lora=True, seed=2)
     info = run_grpo(config, callbacks=[watch])
     changed = [n for n in watch.before if not torch.equal(watch.before[n], watch.after[n])]
     assert watch.before and changed, "no LoRA parameter changed"

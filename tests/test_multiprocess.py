@@ -68,8 +68,8 @@ def _adapter_moved(run: Path) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stage,extra", [
-    ("sft", ["--eval-split", "none", "--batch-size", "4"]),
-    ("grpo", ["--reward", "format,q-advantage", "--batch-size", "8", "--num-generations", "4"]),
+    ("sft", ["--eval-split", "none", "--batch-size", "4", "--lora"]),
+    ("grpo", ["--reward", "format,q-advantage", "--batch-size", "8", "--num-generations", "4", "--lora"]),
 ])
 def test_two_process_training_on_the_cpu(lake_and_model, tmp_path, stage, extra):
     lake, models = lake_and_model

@@ -204,7 +204,8 @@ def test_grpo_runs_and_changes_every_lora_parameter(session_env, sft_run, lake):
     watch = Watch()
     out = session_env / "runs" / "grpo"
     config = GRPOStageConfig(dataset=str(lake), model=str(sft_run[0]), out=out, rewards=["format", "q-advantage"],
-                             learning_rate=5e-3, max_steps=4, logging_steps=1, max_completion_length=12, seed=1)
+                             learning_rate=5e-3, max_steps=4, logging_steps=1, max_completion_length=12, seed=1,
+                             lora=True, group="sampled")
     info = run_grpo(config, callbacks=[watch])
     assert watch.before and set(watch.before) == set(watch.after)
     unchanged = [n for n in watch.before if torch.equal(watch.before[n], watch.after[n])]
@@ -237,7 +238,7 @@ def test_lora_sft_merge_and_resume(cli, session_env, lake, tiny_model):
     from rlft.train.run import load_policy_model
 
     run = session_env / "runs" / "lora"
-    args = ("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", run, "--learning-rate", "1e-2",
+    args = ("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", run, "--lora", "--learning-rate", "1e-2",
             "--save-steps", "3", "--logging-steps", "3", "--eval-split", "none")
     # TRL fields rlft does not declare are flags too, parsed by TRL's parser and handed to SFTConfig
     result = cli(*args, "--max-steps", "6", "--weight-decay", "0.05", "--max_grad_norm", "0.5")
@@ -328,7 +329,8 @@ def test_constrained_grpo_gives_a_format_naive_model_valid_answers_only(tmp_path
 
     out = tmp_path / "grpo"
     config = GRPOStageConfig(dataset=str(lake), model=str(tiny_model), out=out, rewards=["format", "q-advantage"],
-                             constrained=True, lora=False, learning_rate=1e-3, max_steps=3, logging_steps=1,
+                             constrained=True, group="sampled", lora=False, learning_rate=1e-3, max_steps=3,
+                             logging_steps=1,
                              num_generations=4, per_device_train_batch_size=8, seed=2)
     info = run_grpo(config)
     metrics = info["metrics"]

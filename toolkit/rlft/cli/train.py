@@ -128,14 +128,18 @@ def grpo(
     model: str | None = typer.Option(None, "--model", help="Model folder, RUN folder (e.g. an SFT run) or Hub id."),
     out: Path | None = typer.Option(None, "--out", help="RUN folder to write."),
     reward: str | None = typer.Option(None, "--reward", help="Rewards: format, bc, q-advantage, env (comma list); "
-                                                            "with --rollout episode: return, format."),
+                                                            "with --rollout episode: return, format [auto]."),
     reward_weights: str | None = typer.Option(None, "--reward-weights", help="One weight per reward, e.g. 1,0.5."),
     config: Path | None = _CONFIG,
     lora: bool | None = _LORA,
     lora_r: int | None = _LORA_R,
     lora_alpha: int | None = _LORA_ALPHA,
     lora_target_modules: str | None = _LORA_TARGET_MODULES,
-    learning_rate: float | None = typer.Option(None, help="Peak learning rate [1e-5]."),
+    learning_rate: float | None = typer.Option(None, help="Peak learning rate [3e-4 under 20M parameters, else "
+                                                          "1e-5]."),
+    group: str | None = typer.Option(None, help="sampled, actions (every valid answer in each group) or auto "
+                                                "[auto: actions for step rollouts over discrete actions]."),
+    stall_steps: int | None = typer.Option(None, help="Warn after N steps with no reward signal (0: never) [20]."),
     num_train_epochs: float | None = _NUM_TRAIN_EPOCHS,
     max_steps: int | None = _MAX_STEPS,
     batch_size: int | None = typer.Option(None, "--batch-size", help="Completions per device batch [8]."),
@@ -201,7 +205,7 @@ def grpo(
         check_states=check_states,
         check_constrained=check_constrained, check_tolerance=check_tolerance,
         gradient_checkpointing=gradient_checkpointing, bf16=bf16, seed=seed, overwrite=overwrite,
-        resume=resume,
+        resume=resume, group=group, stall_steps=stall_steps,
     )
     stage_config, _ = build_config(GRPOStageConfig, "grpo", config, cli, ctx.args)
     run_grpo(stage_config)

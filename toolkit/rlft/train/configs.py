@@ -46,7 +46,11 @@ class StageConfig:
     out: Path | None = field(default=None, metadata={"help": "RUN folder to write."})
     train_split: str = field(default="train", metadata={"help": "Split to train on."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
-    lora: bool = field(default=True, metadata={"help": "Train a LoRA adapter (False: full fine-tuning)."})
+    lora: bool | None = field(
+        default=None,
+        metadata={"help": "Train a LoRA adapter (False: full fine-tuning; default: LoRA for pretrained models of 20M "
+                          "parameters or more, full fine-tuning for smaller ones, which are trained from scratch)."},
+    )
     lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (scale = alpha / r)."})
     lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})

@@ -216,6 +216,8 @@ class CriterionCallback(_callback_base()):
         self.reached_at: int | None = None
         self.wrong_states: list[Any] = []
         self._pending: dict[str, float] | None = None
+        self.choices: Any = None  # discrete actions: every valid answer, scored for the policy's exact distribution
+        self.signals: list[tuple[int, dict[str, float]]] = []
 
     def _measure(self, state, model, tokenizer, control, log: bool = True) -> None:
         if self.decoder is None:
@@ -226,13 +228,34 @@ class CriterionCallback(_callback_base()):
         if errors:
             self.errors.append((step, errors))
         self.wrong_states = [label for label, good in zip(self.check.labels, ok, strict=True) if not good]
+        signals = self._policy_signals(model, tokenizer)
+        if signals:
+            self.signals.append((step, signals))
         if log:  # the trainer logs at the current step: a check made at step N is logged at step N
-            self._pending = {"decision_accuracy": accuracy,
+            self._pending = {"decision_accuracy": accuracy, **signals,
                              **{k: v for k, v in errors.items() if not isinstance(v, list)}}
             control.should_log = True
         if self._reached(accuracy, errors) and self.reached_at is None:
             self.reached_at = step
             control.should_training_stop = True
+
+    def _policy_signals(self, model, tokenizer) -> dict[str, float]:
+        """Discrete actions: the policy's exact distribution over the valid answers of every checked state, reduced
+        to its mean entropy and the probability of the correct actions (mean, worst state): a stalled run shows
+        whether it is still exploring and which states it is sure of wrongly."""
+        from rlft.policy.action_scores import MAX_CHOICES, ActionChoices, action_distribution, policy_signals
+
+        space = self.check.codec.action_space
+        if not self.check.discrete or int(space.get("n", MAX_CHOICES + 1)) > MAX_CHOICES:
+            return {}
+        if self.choices is None:
+            self.choices = ActionChoices(self.check.codec, tokenizer, model)
+        side = tokenizer.padding_side
+        try:
+            probs = action_distribution(self.choices.log_likelihoods(model, self.check.prompts))
+        finally:
+            tokenizer.padding_side = side
+        return policy_signals(probs, self.check.correct, self.choices.actions)
 
     def _reached(self, accuracy: float, errors: dict[str, Any]) -> bool:
         if self.target is not None:
@@ -273,6 +296,9 @@ class CriterionCallback(_callback_base()):
             "wrong_states": [int(s) if isinstance(s, int | np.integer) else s for s in self.wrong_states],
             "history": [[step, round(acc, 6)] for step, acc in self.history],
         }
+        if self.signals:  # [step, mean entropy, mean and worst-state probability of the correct actions]
+            record["signal_history"] = [[step, round(v["policy_entropy"], 5), round(v["policy_correct_prob"], 5),
+                                         round(v["policy_correct_prob_min"], 5)] for step, v in self.signals]
         if not self.check.discrete:  # the action error, scaled to each dimension's range, beside the accuracy
             record.update(error_target=self.error_target, tolerance=self.check.tolerance,
                           **(self.errors[-1][1] if self.errors else {}),

@@ -13,9 +13,11 @@ from typing import Any
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError, MissingDependencyError
 from rlft.core.seeding import limit_threads, seed_everything
+from rlft.policy.action_scores import MAX_CHOICES
 from rlft.train.configs import trl_overrides
 from rlft.train.grpo_config import GRPOStageConfig
 from rlft.train.rewards import build_rewards, parse_reward_names
+from rlft.train.signals import stall_watch
 from rlft.train.stage import (
     StageInputs,
     checkpointing_field,
@@ -26,6 +28,7 @@ from rlft.train.stage import (
     load_inputs,
     load_model_for_training,
     lora_config,
+    model_defaults,
     parameter_metrics,
     prompt_token_metrics,
     stage_callbacks,
@@ -37,6 +40,8 @@ GRPO_COLUMNS = ("prompt",)
 EPISODE_METRICS = ("episode/return", "episode/success_rate", "episode/invalid_rate", "episode/turns",
                    "episode/truncated_rate", "episode/rollout_seconds", "episode/episodes_per_second")
 SCALE_REWARDS = ("group", "batch", "none")
+GROUPS = ("auto", "sampled", "actions")
+GRPO_LEARNING_RATES = (3e-4, 1e-5)  # default peak rate: (from-scratch models under 20M parameters, pretrained)
 
 
 def reward_options(config: GRPOStageConfig, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -71,8 +76,10 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     ``callbacks`` are extra ``transformers.TrainerCallback`` objects (e.g. to inspect weights during training).
     """
     limit_threads()
-    episodic, names, constrained = check_grpo_settings(config)
+    episodic, constrained = check_grpo_settings(config)
     inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
+    names = reward_names(config, episodic, inputs.train.column_names)
+    group = resolve_group(config, inputs.codec, episodic)
     check_inputs = inputs  # the criterion checks decisions on the dataset's rows
     rewards, inputs = make_rewards(config, names, inputs, episodic)
     check_generation_batch(config)
@@ -80,10 +87,13 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     criterion = criterion_callback(config, check_inputs)
     seed_everything(config.seed)
     model, tokenizer = load_model_for_training(inputs)
-    rollout = make_rollout(config, inputs, model, tokenizer, episodic, constrained)
-    run_dir, checkpoint, info = start_run(config, "grpo", inputs, run_record(config, rewards, episodic, constrained))
+    config = model_defaults(config, model, GRPO_LEARNING_RATES)
+    rollout = make_rollout(config, inputs, model, tokenizer, episodic, constrained, group)
+    run_dir, checkpoint, info = start_run(config, "grpo", inputs,
+                                          run_record(config, rewards, episodic, constrained, group))
 
     args, grpo_args = grpo_training_args(config, run_dir, model, episodic)
+    watch = stall_watch(config.stall_steps, names, group, constrained)
     if args[checkpointing_field()] and config.lora:
         model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
     trainer = grpo_trainer_class(episodic)(
@@ -93,7 +103,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         train_dataset=inputs.train,
         processing_class=tokenizer,
         peft_config=lora_config(config) if config.lora else None,
-        callbacks=stage_callbacks(criterion, run_dir, callbacks),
+        callbacks=stage_callbacks(criterion, run_dir, [*watch, *(callbacks or [])]),
         **({"rollout_func": rollout} if rollout is not None else {}),
     )
     console.print(f"[bold]GRPO[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}; rewards "
@@ -101,29 +111,70 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     result = train_then_close(trainer, checkpoint, rewards, rollout)
     metrics = grpo_metrics(trainer, result, inputs, tokenizer, rollout, episodic)
     metrics.update(logged_first_last(trainer.state.log_history, logged_keys(rewards)))
+    for callback in watch:
+        metrics.update(callback.summary())
     return finish_run(trainer, run_dir, info, metrics, f"GRPO run -> {run_dir}", criterion)
 
 
-def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, list[str], bool]:
-    """(episodic, reward names, constrained sampling) from ``config``, after refusing settings that cannot work."""
+def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:
+    """(episodic, constrained sampling) from ``config``, after refusing settings that cannot work."""
     from rlft.train.episodes import ROLLOUTS
 
     if config.rollout not in ROLLOUTS:
         raise InvalidInputError(f"--rollout must be one of {', '.join(ROLLOUTS)}, got {config.rollout!r}")
     episodic = config.rollout == "episode"
-    names = reward_names(config, episodic)
+    if config.group not in GROUPS:
+        raise InvalidInputError(f"--group must be one of {', '.join(GROUPS)}, got {config.group!r}")
+    if config.group == "actions" and episodic:
+        raise InvalidInputError("--group actions is for step rollouts (one answer per recorded state)",
+                                hint="drop --group, or use --rollout step")
+    if config.stall_steps < 0:
+        raise InvalidInputError(f"--stall-steps must be at least 0, got {config.stall_steps}")
     check_sampling(config)
     constrained = episodic if config.constrained is None else bool(config.constrained)
     if constrained and config.use_vllm:
         raise InvalidInputError("--constrained sampling runs on the transformers backend, not with --use-vllm",
                                 hint="drop --use-vllm, or sample unconstrained (--no-constrained)")
     check_vllm(config)
-    return episodic, names, constrained
+    return episodic, constrained
 
 
-def reward_names(config: GRPOStageConfig, episodic: bool) -> list[str]:
-    """The rewards named by ``--rewards`` (episode rewards when ``episodic``), one weight each if weights are given."""
+def auto_rewards(columns: list[str], episodic: bool) -> list[str]:
+    """``--reward auto``: what the data can score. The format alone carries no signal once a model writes answers
+    (every completion of a group then scores the same), so the task reward the columns allow comes with it."""
     if episodic:
+        return ["return"]
+    if "q_values" in columns:
+        return ["format", "q-advantage"]
+    if "action" in columns:
+        return ["format", "bc"]
+    return ["format"]
+
+
+def resolve_group(config: GRPOStageConfig, codec, episodic: bool) -> str:
+    """``sampled`` or ``actions`` (:class:`rlft.train.sampling.ActionSetRollout`): ``auto`` takes actions for step
+    rollouts over a small discrete action space whose size divides ``num_generations``."""
+    if config.group != "auto":
+        return config.group
+    space = codec.action_space
+    if episodic or space.get("type") != "discrete" or int(space["n"]) > MAX_CHOICES:
+        return "sampled"
+    if config.num_generations % int(space["n"]):
+        console.print(f"[yellow]--group auto: sampling completions, as --num-generations {config.num_generations} "
+                      f"is not a multiple of the {space['n']} actions (a multiple puts every action in each "
+                      "group)[/]")
+        return "sampled"
+    return "actions"
+
+
+def reward_names(config: GRPOStageConfig, episodic: bool, columns: list[str]) -> list[str]:
+    """The rewards named by ``--rewards`` (episode rewards when ``episodic``; ``auto``: :func:`auto_rewards`), one
+    weight each if weights are given."""
+    given = [config.rewards] if isinstance(config.rewards, str) else list(config.rewards)
+    if [str(g).strip().lower() for g in given] == ["auto"]:
+        names = auto_rewards(columns, episodic)
+        console.print(f"[dim]--reward auto: {','.join(names)}[/]")
+    elif episodic:
         from rlft.train.episodes import parse_episode_reward_names
 
         names = parse_episode_reward_names(config.rewards)
@@ -173,9 +224,10 @@ def check_generation_batch(config: GRPOStageConfig) -> None:
         )
 
 
-def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer, episodic: bool, constrained: bool):
-    """The ``rollout_func`` TRL samples with: whole episodes, one constrained answer per row, or None (TRL's own
-    sampling)."""
+def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer, episodic: bool, constrained: bool,
+                 group: str = "sampled"):
+    """The ``rollout_func`` TRL samples with: whole episodes, every valid answer per group, one constrained answer per
+    row, or None (TRL's own sampling)."""
     if episodic:
         from rlft.train.episodes import EpisodeRollout, check_context
 
@@ -183,6 +235,11 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
                                  constrained)  # sets the codec's template.turns, saved with the run
         check_context(rollout, tokenizer, model)
         return rollout
+    if group == "actions":
+        from rlft.policy.action_scores import ActionChoices
+        from rlft.train.sampling import ActionSetRollout
+
+        return ActionSetRollout(ActionChoices(inputs.codec, tokenizer, model), config.num_generations)
     if constrained:
         from rlft.train.sampling import GrammarSampler, StepRollout
 
@@ -190,10 +247,12 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
     return None
 
 
-def run_record(config: GRPOStageConfig, rewards: list, episodic: bool, constrained: bool) -> dict[str, Any]:
+def run_record(config: GRPOStageConfig, rewards: list, episodic: bool, constrained: bool,
+               group: str = "sampled") -> dict[str, Any]:
     """What ``rlft_run.json`` records of the GRPO setup: the rewards and their ranges, weights and rollout."""
     return {"rewards": [{"name": r.name, "low": r.low, "high": r.high} for r in rewards],
-            "reward_weights": config.reward_weights, "rollout": config.rollout, "constrained_sampling": constrained,
+            "reward_weights": config.reward_weights, "rollout": config.rollout, "group": group,
+            "constrained_sampling": constrained and group == "sampled",
             **({"max_turns": config.max_turns, "episode_starts": config.episode_starts} if episodic else {})}
 
 
@@ -263,7 +322,7 @@ def grpo_metrics(trainer, result, inputs: StageInputs, tokenizer, rollout, episo
         **prompt_token_metrics(inputs.train, tokenizer, inputs.conversational),
     }
     if rollout is not None and not episodic:
-        metrics["sampling_seconds"] = rollout.seconds  # constrained sampling, all steps
+        metrics["sampling_seconds"] = rollout.seconds  # constrained sampling or answer enumeration, all steps
     if episodic:
         runtime = metrics["train_runtime_s"] or 0.0
         metrics.update({
@@ -278,7 +337,8 @@ def grpo_metrics(trainer, result, inputs: StageInputs, tokenizer, rollout, episo
 def logged_keys(rewards: list) -> list[str]:
     """The logged values whose first and last values the run records."""
     return ["reward", *[f"rewards/{r.name}/mean" for r in rewards], "parse_rate", "optimal_action_rate",
-            "completions/mean_length", *EPISODE_METRICS]
+            "completions/mean_length", "frac_reward_zero_std", "entropy", "kl", "clip_ratio/region_mean",
+            "grad_norm", "policy_entropy", "policy_correct_prob", "policy_correct_prob_min", *EPISODE_METRICS]
 
 
 def logged_first_last(history: list[dict], keys: list[str]) -> dict[str, Any]:

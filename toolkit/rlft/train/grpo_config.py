@@ -15,11 +15,34 @@ class GRPOStageConfig(StageConfig):
     trl_config_class: ClassVar[str] = "GRPOConfig"
 
     rewards: list[str] = field(
-        default_factory=lambda: ["format"],
-        metadata={"help": "Reward names: format, bc, q-advantage, env (see rlft.train.rewards)."},
+        default_factory=lambda: ["auto"],
+        metadata={"help": "Reward names: format, bc, q-advantage, env (see rlft.train.rewards); auto: format + "
+                          "q-advantage on a dataset with Q-values, format + bc on one with recorded actions, return "
+                          "for episode rollouts."},
     )
     reward_weights: list[float] | None = field(default=None, metadata={"help": "One weight per reward (default 1)."})
-    learning_rate: float = field(default=1e-5, metadata={"help": "Peak learning rate."})
+    learning_rate: float | None = field(
+        default=None,
+        metadata={"help": "Peak learning rate (default: 3e-4 for models under 20M parameters, i.e. trained from "
+                          "scratch here; 1e-5 for pretrained ones)."},
+    )
+    max_steps: int = field(
+        default=500,
+        metadata={"help": "Optimizer steps (-1: num_train_epochs passes over the prompts; one pass over a small "
+                          "dataset such as FrozenLake's 11 decision states is a handful of steps)."},
+    )
+    group: str = field(
+        default="auto",
+        metadata={"help": "How a state's group of completions is made: sampled (num_generations samples), actions "
+                          "(every valid answer of a small discrete action space equally often: all actions compared "
+                          "at every step, no sampling noise; see rlft.train.sampling), auto (actions for step "
+                          "rollouts over discrete actions when num_generations is a multiple of their number)."},
+    )
+    stall_steps: int = field(
+        default=20,
+        metadata={"help": "Warn, naming the fix, when this many steps in a row had no group with differing rewards "
+                          "(TRL's frac_reward_zero_std = 1: no learning signal at all); 0: never."},
+    )
     num_generations: int = field(default=4, metadata={"help": "Completions sampled per prompt (>= 2)."})
     max_completion_length: int = field(default=32, metadata={"help": "Longest generated completion, in tokens."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})

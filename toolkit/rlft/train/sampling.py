@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlft.codecs.base import Codec
+from rlft.core.errors import InvalidInputError
 
 
 @dataclass
@@ -72,3 +73,38 @@ class StepRollout:
                 model.train()
         self.seconds += time.perf_counter() - start
         return {"prompt_ids": prompt_ids, "completion_ids": ids, "logprobs": logprobs}
+
+
+class ActionSetRollout:
+    """TRL ``rollout_func`` for small discrete action sets (``--group actions``): each group of ``num_generations``
+    completions to one state holds every valid answer equally often, in order.
+
+    Why: a sampled group of a near-uniform start often never contains a state's best action, or contains only
+    equal rewards (TRL's ``frac_reward_zero_std``), and then that state teaches nothing that step. With every answer
+    present, the advantages (reward minus the group mean, over the group's spread) exist for every state at every
+    step, and the loss moves each answer's log-likelihood by its own advantage: the gradient is
+    ``sum_a A(s, a) grad log pi(a | s)``, which raises the best answer of every state at a steady rate however
+    unlikely it still is. It is deterministic: no sampling noise, no temperature to tune.
+    """
+
+    def __init__(self, choices, num_generations: int):
+        n = len(choices)
+        if num_generations % n:
+            raise InvalidInputError(
+                f"--group actions puts each of the {n} actions in every group: --num-generations must be a multiple "
+                f"of {n}, got {num_generations}")
+        self.choices = choices
+        self.num_generations = num_generations
+        self.seconds = 0.0
+
+    def __call__(self, prompts: list, trainer) -> dict[str, list]:
+        start = time.perf_counter()
+        completion_ids, prompt_ids = [], []
+        run, previous = 0, object()
+        for prompt in prompts:  # TRL repeats each prompt num_generations times in a row
+            run = run + 1 if prompt == previous else 0
+            previous = prompt
+            completion_ids.append(list(self.choices.completion_ids(prompt)[run % len(self.choices)]))
+            prompt_ids.append(self.choices.prompt_ids(prompt))
+        self.seconds += time.perf_counter() - start
+        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}

@@ -1,7 +1,8 @@
 """``rlft train sft``: TRL SFTTrainer on an rlft dataset's prompt/completion columns (string or chat).
 
 The loss is on the completion only (TRL's default for prompt/completion data); EOS (the end-of-turn token)
-ends each completion, so the model learns to stop. LoRA by default; ``lora=False`` trains every weight.
+ends each completion, so the model learns to stop. LoRA by default for pretrained models, full
+fine-tuning for small from-scratch ones (``lora`` decides).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rlft.train.stage import (
     load_inputs,
     load_model_for_training,
     lora_config,
+    model_defaults,
     parameter_metrics,
     pick_eval_split,
     prompt_token_metrics,
@@ -48,6 +50,7 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
     criterion = criterion_callback(config, inputs)
     seed_everything(config.seed)
     model, tokenizer = load_model_for_training(inputs)
+    config = model_defaults(config, model)
     run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
 
     args, sft_args = sft_training_args(config, run_dir, model, evaluation is not None)

@@ -115,7 +115,7 @@ def _check_training_numbers(config: StageConfig) -> None:
             raise InvalidInputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(config, name)}")
     if config.max_steps == 0 or config.max_steps < -1:
         raise InvalidInputError(f"--max-steps must be positive (or -1 for epochs), got {config.max_steps}")
-    if config.learning_rate <= 0:
+    if config.learning_rate is not None and not 0 < config.learning_rate < float("inf"):
         raise InvalidInputError(f"--learning-rate must be positive, got {config.learning_rate}")
 
 
@@ -179,6 +179,24 @@ def load_model_for_training(inputs: StageInputs):
     if tokenizer.eos_token is None:
         raise InvalidInputError(f"the tokenizer of {inputs.base_model} has no EOS token")
     return model, tokenizer
+
+
+SMALL_MODEL_PARAMETERS = 20_000_000  # below: a from-scratch model (rlft model init); above: a pretrained one
+
+
+def model_defaults(config: StageConfig, model, learning_rates: tuple[float, float] | None = None) -> StageConfig:
+    """``config`` with the settings left to the model resolved: LoRA (off for a small from-scratch model, whose every
+    weight must learn; on for a pretrained one) and, with ``learning_rates`` = (small, pretrained), the learning
+    rate."""
+    from dataclasses import replace
+
+    small = sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMETERS
+    changes: dict[str, Any] = {}
+    if config.lora is None:
+        changes["lora"] = not small
+    if learning_rates is not None and config.learning_rate is None:
+        changes["learning_rate"] = learning_rates[0] if small else learning_rates[1]
+    return replace(config, **changes)
 
 
 def device_args(config: StageConfig, n_params: int) -> dict[str, Any]:
