@@ -27,7 +27,8 @@ def discrete_actions(codec: Codec) -> list[int]:
     """The valid actions of the codec's Discrete action space, in order; an error for other spaces."""
     space = codec.action_space
     if space.get("type") != "discrete":
-        raise InvalidInputError(f"enumerating actions needs a discrete action space, this codec's is {space.get('type')}",
+        kind = space.get("type")
+        raise InvalidInputError(f"enumerating actions needs a discrete action space, this codec's is {kind}",
                                 hint="use sampled groups (--group sampled) for continuous or multi-part actions")
     start = int(space.get("start", 0))
     return list(range(start, start + int(space["n"])))
