@@ -128,14 +128,17 @@ def test_every_reward_is_bounded_on_garbage(name, lake_codec, box_codec):
 
 def test_env_reward_frozenlake_equals_a_fresh_env_step(lake_codec):
     reward = EnvReward(lake_codec)  # slippery 4x4: from 14, RIGHT reaches the goal with p = 1/3
-    completions = [_chat("<answer>RIGHT</answer>")] * 30 + [_chat("<answer>??</answer>")]
-    values = reward(completions=completions, state=[14] * 31)
-    assert values[-1] == reward.low == 0.0
-    for i, value in enumerate(values[:-1]):
+    right, bad = _chat("<answer>RIGHT</answer>"), _chat("<answer>??</answer>")
+    values = []
+    for _ in range(30):  # one batch per call: each call draws its own rollout
+        batch = reward(completions=[right, right, bad], state=[14] * 3)
+        assert batch[0] == batch[1]  # one (state, action) pair of a batch shares its rollout
+        assert batch[2] == reward.low == 0.0
         fresh = gym.make("FrozenLake-v1", desc=lake_codec.env_kwargs["desc"], is_slippery=True)
-        fresh.reset(seed=reward.seed_for(i, 0))
+        fresh.reset(seed=reward.seed_for(repr(14), 0))
         fresh.unwrapped.s = 14
-        assert value == fresh.step(2)[1]
+        assert batch[0] == fresh.step(2)[1]
+        values.append(batch[0])
     assert 0 < sum(values) < 30  # stochastic: some reach the goal, some do not
 
 
@@ -177,7 +180,7 @@ def test_env_reward_lookahead_and_bounds(lake_codec):
     assert EnvReward(corridor, horizon=4, policy="repeat")(completions=[right, left], state=[0, 0]) == [1.0, 0.0]
     assert EnvReward(corridor, horizon=3, policy="repeat")(completions=[right], state=[0]) == [0.0]
     assert EnvReward(corridor, horizon=1)(completions=[right], state=[3]) == [1.0]
-    with pytest.raises(InvalidInputError, match="policy"):
+    with pytest.raises(InvalidInputError, match="neither"):
         EnvReward(lake_codec, policy="greedy")
     box = make_codec("raw", gym.spaces.Box(-1, 1, (1,)), gym.spaces.Box(-1, 1, (1,)), precision=1)
     with pytest.raises(InvalidInputError, match="env id"):
@@ -197,3 +200,35 @@ def test_missing_columns_and_unknown_names_are_explained(lake_codec):
     with pytest.raises(InvalidInputError, match="discrete"):
         build_rewards(["q-advantage"], make_codec("raw", gym.spaces.Box(-1, 1, (1,)), gym.spaces.Box(-1, 1, (1,))),
                       ["q_values"])
+
+
+def test_env_reward_with_an_expert_lookahead_scores_the_experts_return(tmp_path_factory):
+    from eval_factories import small_ppo
+
+    from rlft.codecs.spaces import space_to_dict
+    from rlft.sources.experts import load_expert
+
+    expert_path = small_ppo(tmp_path_factory)
+    env = gym.make("CartPole-v1")
+    codec = make_codec("raw", space_to_dict(env.observation_space), space_to_dict(env.action_space),
+                       precision=6, env_id="CartPole-v1")
+    reward = EnvReward(codec, horizon=30, policy=str(expert_path))
+    obs, _ = env.reset(seed=3)
+    expert, _ = load_expert(expert_path)
+    completions = [codec.template.answer_text(codec.encode_action(a)) for a in (0, 1)]
+    values = reward(completions=completions, observation=[obs.tolist()] * 2)
+    for action, value in zip((0, 1), values, strict=True):  # the same rollout by hand: the action, then the expert
+        replay = gym.make("CartPole-v1")
+        replay.reset(seed=0)
+        replay.unwrapped.state = np.asarray(obs, dtype=np.float64)
+        total, current = 0.0, action
+        for _ in range(30):
+            nxt, r, terminated, truncated, _ = replay.step(current)
+            total += r
+            if terminated or truncated:
+                break
+            current = int(expert.predict(nxt, deterministic=True)[0])
+        assert value == pytest.approx(total)
+    with pytest.raises(InvalidInputError, match="trained on CartPole-v1"):
+        EnvReward(make_codec("raw", space_to_dict(env.observation_space), space_to_dict(env.action_space),
+                             precision=3, env_id="CartPole-v0"), policy=str(expert_path))

@@ -154,7 +154,7 @@ def grpo(
     max_train_samples: int | None = _MAX_TRAIN_SAMPLES,
     q_bonus: float | None = typer.Option(None, help="q-advantage: bonus of an optimal action [0.1]."),
     env_horizon: int | None = typer.Option(None, help="env reward: steps rolled out [1]."),
-    env_policy: str | None = typer.Option(None, help="env reward lookahead: repeat or random [repeat]."),
+    env_policy: str | None = typer.Option(None, help="env reward lookahead: repeat, random or an SB3 .zip [repeat]."),
     env_gamma: float | None = typer.Option(None, help="env reward discount [1.0]."),
     env_samples: int | None = typer.Option(None, help="env reward: rollouts averaged [1]."),
     env_bounds: str | None = typer.Option(None, help="env reward per-step bounds low,high [per env]."),

@@ -80,6 +80,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
     names = reward_names(config, episodic, inputs.train.column_names)
     group = resolve_group(config, inputs.codec, episodic)
+    warn_forced_kl(config, group)
     check_inputs = inputs  # the criterion checks decisions on the dataset's rows
     rewards, inputs = make_rewards(config, names, inputs, episodic)
     check_generation_batch(config)
@@ -165,6 +166,18 @@ def resolve_group(config: GRPOStageConfig, codec, episodic: bool) -> str:
                       "group)[/]")
         return "sampled"
     return "actions"
+
+
+def warn_forced_kl(config: GRPOStageConfig, group: str) -> None:
+    """TRL's KL term is the k3 estimate ``r/p - log(r/p) - 1`` (r, p: reference and policy probabilities of the
+    completion), a KL only for completions the policy sampled. Forced answers include the ones the policy has learned
+    to reject, where r/p grows without bound, so the term pulls every action back toward the reference: an entropy
+    bonus more than a KL. Measured on FrozenLake 8x8 (53 states, tiny model): beta 0.1 logged "kl" near 3,000 and
+    reached 72% of states right in 500 steps; beta 0 collapsed onto one action (policy entropy 0.04) at 41%."""
+    if group == "actions" and config.beta > 0:
+        console.print(f"[dim]--beta {config.beta:g} with --group actions: the logged kl is TRL's estimate on forced "
+                      "answers, large wherever the policy rejects an answer the reference still allows; it acts as a "
+                      "pull toward the reference on every answer, not as a KL[/]")
 
 
 def reward_names(config: GRPOStageConfig, episodic: bool, columns: list[str]) -> list[str]:

@@ -61,7 +61,8 @@ class GRPOStageConfig(StageConfig):
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "vLLM colocate GPU memory share."})
     q_bonus: float = field(default=0.1, metadata={"help": "q-advantage: bonus of an optimal action."})
     env_horizon: int = field(default=1, metadata={"help": "env reward: steps rolled out (1: the action only)."})
-    env_policy: str = field(default="repeat", metadata={"help": "env reward lookahead policy: repeat or random."})
+    env_policy: str = field(default="repeat", metadata={
+        "help": "env reward lookahead policy: repeat, random or an SB3 checkpoint (.zip, the expert's Q)."})
     env_gamma: float = field(default=1.0, metadata={"help": "env reward: discount of the lookahead steps."})
     env_samples: int = field(default=1, metadata={"help": "env reward: seeded rollouts averaged per completion."})
     rollout: str = field(

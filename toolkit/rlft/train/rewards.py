@@ -22,8 +22,12 @@ q-advantage    ``(1 - b) * (Q(a) - Qmin) / (Qmax - Qmin) + b * [a optimal]`` wit
 env            the true environment reward of the action: the recorded state is      per env     observation
                restored into a real gymnasium env (``rlft.envs.state``) and the      (see        or state
                action taken; with ``horizon`` k > 1 the rollout continues k-1 steps  below)
-               with a lookahead policy (``repeat`` the action, ``random``, or a
-               callable), summing ``gamma**t r_t``. The sum is clipped to the env's
+               with a lookahead policy (``repeat`` the action, ``random``, an SB3
+               checkpoint (``.zip``: the expert continues, so the value estimates
+               the expert's Q(s, a)) or a callable), summing ``gamma**t r_t``.
+               All actions from one state share the random numbers of their
+               rollouts, and a repeated (state, action) pair its rollout (common
+               random numbers: rewards differ by the action, not by luck). The sum is clipped to the env's
                bounds: per-step bounds ``[lo, hi]`` (FrozenLake and CartPole [0, 1],
                HalfCheetah [-20, 20], others [-100, 100], or ``bounds=``) give
                ``[min(lo, k*lo), max(hi, k*hi)]``; ``samples`` > 1 averages several
@@ -39,6 +43,7 @@ over them is that rate.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -229,7 +234,7 @@ class EnvReward(Reward):
         if horizon < 1 or samples < 1:
             raise InvalidInputError(f"env reward: horizon and samples must be >= 1, got {horizon}, {samples}")
         if isinstance(policy, str) and policy not in LOOKAHEAD_POLICIES:
-            raise InvalidInputError(f"env reward policy must be one of {LOOKAHEAD_POLICIES}, got {policy!r}")
+            policy = expert_lookahead(policy, codec.env_id)
         if not 0.0 < gamma <= 1.0:
             raise InvalidInputError(f"env reward gamma must be in (0, 1], got {gamma}")
         lo, hi = bounds if bounds is not None else step_bounds(codec.env_id)
@@ -240,6 +245,7 @@ class EnvReward(Reward):
         self.horizon, self.policy, self.gamma, self.samples, self.seed = horizon, policy, gamma, samples, seed
         self._env = None
         self._calls = 0
+        self._shared: dict[tuple, float] = {}  # (state, action) -> value within the current batch
 
     @property
     def env(self):
@@ -249,11 +255,13 @@ class EnvReward(Reward):
 
     def __call__(self, *args, **kwargs) -> list[float]:
         self._calls += 1
+        self._shared = {}
         return super().__call__(*args, **kwargs)
 
-    def seed_for(self, index: int, sample: int) -> int:
-        """The reset seed of one rollout: distinct per call, completion and sample, reproducible from ``seed``."""
-        return (self.seed + 1_000_003 * self._calls + 1_009 * index + sample) % 2**31
+    def seed_for(self, state_key: str, sample: int) -> int:
+        """The reset seed of one rollout: distinct per call, state and sample, reproducible from ``seed``. Every
+        action from one state shares it (common random numbers: rewards differ by the action, not by luck)."""
+        return (self.seed + 1_000_003 * self._calls + 1_009 * zlib.crc32(state_key.encode()) + sample) % 2**31
 
     def score(self, action, row, index) -> float:
         from rlft.envs.state import step_from_state
@@ -263,19 +271,44 @@ class EnvReward(Reward):
             from rlft.codecs.structured import unflatten
 
             state = unflatten(self.codec.observation_space, np.asarray(state, dtype=np.float64))
+        key = (repr(state), repr(action))  # (state, action) pairs repeat in a group: one rollout each
+        if key in self._shared:
+            return self._shared[key]
         total = 0.0
         for sample in range(self.samples):
             result = step_from_state(
                 self.env, state, action, horizon=self.horizon, policy=self.policy, gamma=self.gamma,
-                seed=self.seed_for(index, sample),
+                seed=self.seed_for(key[0], sample),
             )
             total += result.reward
-        return total / self.samples
+        self._shared[key] = total / self.samples
+        return self._shared[key]
 
     def close(self) -> None:
         if self._env is not None:
             self._env.close()
             self._env = None
+
+
+def expert_lookahead(path: str, env_id: str) -> Callable[[Any], Any]:
+    """``policy(observation) -> action`` of an SB3 checkpoint (deterministic), refused unless it acts in ``env_id``."""
+    from pathlib import Path
+
+    from rlft.envs.state import LOOKAHEAD_POLICIES
+    from rlft.sources.experts import load_expert
+
+    if not Path(path).is_file():
+        raise InvalidInputError(f"env reward lookahead policy {path!r} is neither one of {LOOKAHEAD_POLICIES} nor "
+                                "an SB3 checkpoint file", hint="e.g. --env-policy runs/expert/ppo.zip")
+    model, metadata = load_expert(path)
+    trained_on = metadata.get("env_id")
+    if trained_on and trained_on != env_id:
+        raise InvalidInputError(f"the lookahead expert {path} was trained on {trained_on}, the data is {env_id}")
+
+    def act(observation):
+        return model.predict(observation, deterministic=True)[0]
+
+    return act
 
 
 REWARDS: dict[str, type[Reward]] = {
