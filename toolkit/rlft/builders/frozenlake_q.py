@@ -60,7 +60,7 @@ def _validate(config: ExportQConfig) -> LakeMap:
         raise InvalidInputError(f"--wording must be one of {', '.join(WORDINGS)}, got {config.wording!r}")
     if config.completions not in COMPLETIONS:
         raise InvalidInputError(f"--completions must be one of {', '.join(COMPLETIONS)}, got {config.completions!r}")
-    check_output_dir(config.out, config.overwrite)
+    check_output_dir(config.out, config.overwrite, inputs=[("--card-extra", config.card_extra)])
     if config.csv is not None:
         check_output_file(config.csv, config.overwrite, "--csv")
     read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before any work

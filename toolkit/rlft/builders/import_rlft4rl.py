@@ -121,7 +121,7 @@ def import_rlft4rl(config: ImportConfig) -> dict:
 
     if not 0.0 <= config.validation < 1.0:
         raise InvalidInputError(f"--validation must be in [0, 1), got {config.validation}")
-    check_output_dir(config.out, config.overwrite)
+    check_output_dir(config.out, config.overwrite, inputs=[("file", config.path)])
     obs, act = read_rlft4rl(config.path)
     obs_space, act_space, actions = _check_against_env(config.env_id, obs, act)
     codec = make_codec("raw", obs_space, act_space, profile="rlft4rl", env_id=config.env_id)

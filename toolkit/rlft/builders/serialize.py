@@ -82,8 +82,18 @@ def validate_config(config: SerializeConfig) -> None:
                                 hint="leave it out to serialize every episode")
     if config.chunk_steps < 1 or config.in_memory_steps < 0:
         raise InvalidInputError("chunk_steps must be >= 1 and in_memory_steps >= 0")
-    check_output_dir(config.out, config.overwrite)
+    check_output_dir(config.out, config.overwrite, inputs=serialize_inputs(config))
     read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before the data scan
+
+
+def serialize_inputs(config: SerializeConfig) -> list[tuple[str, str | Path | None]]:
+    """The local files and folders serialize reads: ``--out`` must stay clear of them."""
+    from rlft.sources.minari_source import datasets_root
+
+    source = Path(config.source).expanduser()
+    if not source.exists() and "/" in config.source and not Path(config.source).is_absolute():
+        source = datasets_root() / config.source  # a local Minari id
+    return [("Minari dataset", source), ("--card-extra", config.card_extra)]
 
 
 def _check_prompt_options(config: SerializeConfig) -> None:

@@ -15,10 +15,10 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rlft.core.errors import OutputError, OutputExistsError
+from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError
 
 _REASONS = {
     errno.ENOSPC: "the disk is full",
@@ -52,8 +52,34 @@ def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
             return
 
 
-def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--out") -> Path:
-    """Refuse an ``out`` that exists and is not an empty folder (unless ``overwrite``), or that cannot be made."""
+Inputs = Iterable[tuple[str, "str | os.PathLike | None"]]
+
+
+def refuse_overlap(out: str | os.PathLike, inputs: Inputs, option: str = "--out") -> None:
+    """Refuse an output that is, contains or lies inside one of the command's ``inputs`` ((option, path) pairs;
+    paths that are not local files or folders, such as Hub ids, are skipped): writing there, with ``--overwrite``
+    above all, would destroy or alter what the command reads."""
+    target = Path(out).expanduser().absolute().resolve()
+    for name, path in inputs:
+        if path is None or not Path(path).expanduser().exists():
+            continue
+        source = Path(path).expanduser().absolute().resolve()
+        if target == source:
+            relation = "is"
+        elif target in source.parents:
+            relation = "contains"
+        elif source in target.parents:
+            relation = "lies inside"
+        else:
+            continue
+        raise InvalidInputError(f"{option} {out} {relation} the input {name} {path}: writing there would destroy it",
+                                hint=f"choose an {option} outside every input; nothing was read or written")
+
+
+def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--out", inputs: Inputs = ()) -> Path:
+    """Refuse an ``out`` that is, contains or lies inside an input (:func:`refuse_overlap`), that exists and is not an
+    empty folder (unless ``overwrite``), or that cannot be made."""
+    refuse_overlap(out, inputs, option)
     out = Path(out)
     if out.exists():
         if not out.is_dir():
@@ -66,8 +92,10 @@ def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--o
     return out
 
 
-def check_output_file(path: str | os.PathLike, overwrite: bool, option: str = "--out") -> Path:
-    """Refuse a file output that exists (unless ``overwrite``), is a folder, or cannot be made."""
+def check_output_file(path: str | os.PathLike, overwrite: bool, option: str = "--out", inputs: Inputs = ()) -> Path:
+    """Refuse a file output that is or lies inside an input, exists (unless ``overwrite``), is a folder, or cannot be
+    made."""
+    refuse_overlap(path, inputs, option)
     path = Path(path)
     if path.is_dir():
         raise OutputExistsError(f"{option} {path} is a folder", hint="give a file path")

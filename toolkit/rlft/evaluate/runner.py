@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError, RlftError
-from rlft.evaluate.config import EvalConfig
+from rlft.evaluate.config import EvalConfig, parse_policy_spec
 from rlft.evaluate.rollout import Agreement, RolloutResult, rollout
 from rlft.evaluate.setup import build_setup, check_sb3_spaces
 from rlft.policy.vector_envs import VideoSlots, check_video, make_env_fns
@@ -94,7 +94,9 @@ def _check_config(config: EvalConfig) -> None:
             raise InvalidInputError(f"--out must be a .json file, got {out}")
         from rlft.core.io import check_output_file
 
-        check_output_file(out, config.overwrite)
+        check_output_file(out, config.overwrite, inputs=[
+            ("--policy", parse_policy_spec(config.policy)[1]), ("--codec", config.codec), ("--expert", config.expert),
+            ("--action-error", config.action_error)])
 
 
 def _load_expert_model(config: EvalConfig):

@@ -133,7 +133,7 @@ def _mlp(n_in: int, hidden: list[int], n_out: int, box: bool):
 def _check(config: BCConfig) -> None:
     from rlft.core.io import check_output_file
 
-    check_output_file(config.out, config.overwrite)
+    check_output_file(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
     if config.epochs < 1 or config.batch_size < 1:
         raise InvalidInputError("--epochs and --batch-size must be at least 1")
     if not 0 <= config.val_fraction < 1:

@@ -199,7 +199,7 @@ def fetch_model(config: FetchConfig) -> dict[str, Any]:
         raise InvalidInputError(f"unknown model {config.name!r}", hint=f"known: {', '.join(PYPI_MODELS)}")
     if config.dtype not in ("float32", "bfloat16", "float16"):
         raise InvalidInputError(f"--dtype must be float32, bfloat16 or float16, got {config.dtype!r}")
-    check_output_dir(config.out, config.overwrite)
+    check_output_dir(config.out, config.overwrite, inputs=[("--gguf", config.gguf)])
     require("gguf", package="gguf")  # transformers reads GGUF files through it
     model = PYPI_MODELS[config.name]
     start = time.perf_counter()

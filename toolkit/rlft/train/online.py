@@ -45,7 +45,9 @@ def check_config(config: OnlineConfig) -> None:
     if config.format != "raw" and config.codec is None:
         raise InvalidInputError(f"--format {config.format} needs --codec DATASET_DIR (its bins or tokens come from "
                                 "data); without a dataset use --format raw")
-    check_output_dir(config.out, config.overwrite)
+    check_output_dir(config.out, config.overwrite, inputs=[
+        ("--codec", config.codec), ("--backbone", None if config.backbone == "mlp" else config.backbone),
+        ("--hyperparams", config.hyperparams)])
 
 
 def build_codec(config: OnlineConfig, env):

@@ -172,7 +172,7 @@ def merge_run(run: str | os.PathLike, out: Path, overwrite: bool = False) -> dic
     from rlft.core.console import console, kv_table
     from rlft.core.io import atomic_output_dir, check_output_dir
 
-    check_output_dir(out, overwrite)
+    check_output_dir(out, overwrite, inputs=[("run", run)])
     local = resolve_model(run)
     if not is_adapter_folder(local):
         raise InvalidInputError(f"{run} holds no LoRA adapter ({ADAPTER_CONFIG})",

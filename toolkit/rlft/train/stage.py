@@ -16,7 +16,7 @@ from rlft import __version__
 from rlft.codecs.base import Codec, load_codec
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OutputExistsError
-from rlft.core.io import atomic_write_text, check_output_parent
+from rlft.core.io import atomic_write_text, check_output_parent, refuse_overlap
 from rlft.hub.datasets import load_dataset_dict, resolve_dataset
 from rlft.train.configs import StageConfig, config_to_dict
 from rlft.train.models import count_parameters, resolve_model
@@ -82,6 +82,7 @@ def wait_for_everyone() -> None:
 def load_inputs(config: StageConfig, stage: str, needed_columns: tuple[str, ...]) -> StageInputs:
     """Resolve and check the dataset, its codec and splits, and the model, before anything is written."""
     config.require("dataset", "model", "out")
+    refuse_overlap(config.out, [("--dataset", config.dataset), ("--model", config.model)])
     _check_out_folder(Path(config.out))
     _check_training_numbers(config)
     local = resolve_dataset(config.dataset)

@@ -96,7 +96,7 @@ def init_model(config: ModelInitConfig) -> dict[str, Any]:
     """Train the tokenizer on the dataset's text, build the tiny model, save both at ``config.out``."""
     from rlft.core.io import check_output_dir
 
-    check_output_dir(config.out, config.overwrite)
+    check_output_dir(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
     if config.max_rows < 1:
         raise InvalidInputError(f"--max-rows must be at least 1, got {config.max_rows}")
     local = resolve_dataset(config.dataset)

@@ -1,0 +1,65 @@
+"""An --out that is, contains or lies inside a command's own input is refused before anything is read or written,
+so --overwrite can never delete what the command reads (issue #28)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlft.core.errors import InvalidInputError
+from rlft.core.io import check_output_dir, check_output_file, refuse_overlap
+
+
+def _tree(root):
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "train-00000.parquet").write_bytes(b"x")
+    return root
+
+
+@pytest.mark.parametrize(("out", "relation"), [("ds", "is"), (".", "contains"), ("ds/runs/a", "lies inside")])
+def test_overlap_names_the_relation_and_the_input(tmp_path, monkeypatch, out, relation):
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path / "ds")
+    with pytest.raises(InvalidInputError, match=f"--out {out} {relation} the input --dataset ds"):
+        check_output_dir(out, overwrite=True, inputs=[("--dataset", "ds")])
+    assert (tmp_path / "ds" / "data" / "train-00000.parquet").read_bytes() == b"x"
+
+
+def test_unrelated_paths_hub_ids_and_symlinks(tmp_path):
+    ds = _tree(tmp_path / "ds")
+    refuse_overlap(tmp_path / "out", [("--dataset", ds), ("--model", "HuggingFaceTB/SmolLM2-135M"), ("x", None)])
+    refuse_overlap(tmp_path / "ds2", [("--dataset", ds)])  # a shared name prefix is no overlap
+    (tmp_path / "link").symlink_to(ds)
+    with pytest.raises(InvalidInputError, match="is the input"):
+        refuse_overlap(tmp_path / "link", [("--dataset", ds)])
+    with pytest.raises(InvalidInputError, match="lies inside the input --policy"):
+        check_output_file(ds / "report.json", overwrite=True, inputs=[("--policy", ds)])
+
+
+def test_commands_refuse_their_input_as_out(cli, tmp_path, tmp_path_factory):
+    import shutil
+
+    from eval_factories import frozenlake_dataset
+
+    ds = tmp_path / "fl4"
+    shutil.copytree(frozenlake_dataset(tmp_path_factory), ds)
+    before = sorted(p.relative_to(ds) for p in ds.rglob("*"))
+    for args in (["model", "init", "--dataset", str(ds), "--out", str(ds), "--overwrite"],
+                 ["train", "sft", "--dataset", str(ds), "--model", str(ds), "--out", str(ds), "--overwrite"],
+                 ["train", "bc", "--dataset", str(ds), "--out", str(ds / "bc.pt"), "--overwrite"]):
+        result = cli(*args)
+        assert result.exit_code != 0 and "the input --dataset" in result.output, (args, result.output)
+    assert sorted(p.relative_to(ds) for p in ds.rglob("*")) == before
+
+
+def test_serialize_refuses_to_write_over_its_minari_source(cli, tmp_path):
+    from factories import make_minari_dataset
+
+    from rlft.sources.minari_source import datasets_root
+
+    make_minari_dataset("cartpole/random-v0", env_id="CartPole-v1", episodes=2)
+    source = datasets_root() / "cartpole/random-v0"
+    before = sorted(p.relative_to(source) for p in source.rglob("*"))
+    for out in (source, source / "data", source.parent):
+        result = cli("data", "serialize", "cartpole/random-v0", "--out", str(out), "--overwrite")
+        assert result.exit_code != 0 and "the input Minari dataset" in result.output, result.output
+    assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
