@@ -21,6 +21,7 @@ An experiment recipe (``pipelines/experiments/``) adds ``seeds: [0, 1, 2]``: the
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -93,11 +94,37 @@ def _resolve(variables: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]
     return {k: _substitute(v, merged) for k, v in merged.items()}
 
 
+STEP_KEYS = ("command", "args", "enabled", "skip_if_exists", "force")
+PIPELINE_KEYS = ("name", "description", "vars", "steps", "seeds", "final", "sft", "grpo")  # sft, grpo: --config
+UNDEFINED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+SECRET_OPTIONS = ("--token", "--api-key", "--hf-token")
+
+
+def _undefined(value: Any) -> list[str]:
+    """``{name}`` references left after substitution: variables the pipeline does not define."""
+    if isinstance(value, str):
+        return UNDEFINED.findall(value)
+    if isinstance(value, list):
+        return [n for v in value for n in _undefined(v)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _undefined(v)]
+    return []
+
+
 def _step_argvs(steps: list, variables: dict[str, Any], path: Path, section: str) -> list[list[str]]:
     runs = []
     for i, step in enumerate(steps):
         if not isinstance(step, dict) or "command" not in step:
             raise InvalidInputError(f"{section} {i} of {path} has no 'command'")
+        unknown = sorted(set(step) - set(STEP_KEYS))
+        if unknown:
+            raise InvalidInputError(f"{section} {i} of {path} ({step['command']}): unknown key "
+                                    f"{', '.join(map(repr, unknown))}", hint=f"a step has {', '.join(STEP_KEYS)}")
+        missing = sorted(set(_undefined(_substitute({k: step.get(k) for k in STEP_KEYS}, variables))))
+        if missing:
+            raise InvalidInputError(f"{section} {i} of {path} ({step['command']}): undefined variable "
+                                    f"{', '.join('{' + m + '}' for m in missing)}",
+                                    hint=f"define it under vars: (defined: {', '.join(sorted(variables))})")
         if not _flag_value(_substitute(step.get("enabled", True), variables)):
             continue
         skip = step.get("skip_if_exists")
@@ -109,6 +136,20 @@ def _step_argvs(steps: list, variables: dict[str, Any], path: Path, section: str
     return runs
 
 
+def read_pipeline_spec(path: Path) -> dict:
+    """The pipeline file's mapping, with its top-level keys and step lists checked."""
+    spec = read_yaml_mapping(path, "a pipeline mapping (name, vars, steps)")
+    unknown = sorted(set(spec) - set(PIPELINE_KEYS))
+    if unknown:
+        raise InvalidInputError(f"pipeline {path}: unknown key {', '.join(map(repr, unknown))}",
+                                hint=f"a pipeline has {', '.join(PIPELINE_KEYS)}")
+    if not isinstance(spec.get("steps"), list) or not spec["steps"]:
+        raise InvalidInputError(f"pipeline {path} has no steps")
+    if not isinstance(spec.get("final") or [], list):
+        raise InvalidInputError(f"'final:' of pipeline {path} must be a list of steps")
+    return spec
+
+
 def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
                   seeds: str | None = None) -> tuple[dict, list[tuple[str, list[str]]]]:
     """Parse a pipeline file and return (spec, [(label, argv) of each step to run])."""
@@ -116,11 +157,7 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
 
     if not path.is_file():
         raise InvalidInputError(f"no pipeline file {path}", hint="see the files under pipelines/")
-    spec = read_yaml_mapping(path, "a pipeline mapping (name, vars, steps)")
-    if not isinstance(spec.get("steps"), list) or not spec["steps"]:
-        raise InvalidInputError(f"pipeline {path} has no steps")
-    if not isinstance(spec.get("final") or [], list):
-        raise InvalidInputError(f"'final:' of pipeline {path} must be a list of steps")
+    spec = read_pipeline_spec(path)
     variables = dict(spec.get("vars") or {})
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -183,6 +220,7 @@ def parse_step(argv: list[str]) -> None:
         group = hasattr(sub, "list_commands")
         ctx = command.make_context(name, list(words) if not group else words[:1], parent=ctx,
                                    resilient_parsing=group)
+    _refuse_repeated_scalars(command, words)
     if ctx.args:  # flags the command does not declare: train sft|grpo hands them to TRL's parser
         from rlft.cli.train import check_trl_flags
         from rlft.core.errors import InvalidInputError
@@ -191,6 +229,21 @@ def parse_step(argv: list[str]) -> None:
             check_trl_flags(ctx.info_name, list(ctx.args))
         except InvalidInputError as exc:
             raise _usage_error()(str(exc)) from exc
+
+
+def _refuse_repeated_scalars(command, words: list[str]) -> None:
+    """A YAML list becomes a repeated flag; click keeps only the last value of an option that takes one."""
+    single = {opt for p in command.params if not getattr(p, "multiple", False) and not getattr(p, "is_flag", False)
+              for opt in getattr(p, "opts", ())}
+    given = [w for w in words if w in single]
+    repeated = sorted({w for w in given if given.count(w) > 1})
+    if repeated:
+        raise _usage_error()(f"{', '.join(repeated)} takes one value, the step gives several (a YAML list?)")
+
+
+def mask_secrets(argv: list[str]) -> list[str]:
+    """The argv as printed: values of token and API-key options replaced by ***."""
+    return [("***" if i and argv[i - 1] in SECRET_OPTIONS else w) for i, w in enumerate(argv)]
 
 
 def _options(argv: list[str]) -> list[tuple[str, str]]:
@@ -279,7 +332,8 @@ def run(
     preflight(runs)  # a missing model or a misspelled reward fails here, before any step runs
     for i, (label, argv) in enumerate(runs, 1):
         where = f" {label}," if label else ""
-        console.rule(f"[bold]{spec.get('name', path.stem)}[/]{where} step {i}/{len(runs)}: rlft {' '.join(argv)}")
+        console.rule(f"[bold]{spec.get('name', path.stem)}[/]{where} step {i}/{len(runs)}: "
+                     f"rlft {' '.join(mask_secrets(argv))}")
         # standalone_mode=False: click returns a step's exit code instead of exiting the process.
         code = root(argv, standalone_mode=False)
         if isinstance(code, int) and code != 0:

@@ -1,0 +1,73 @@
+"""Pipeline files are strict (issue #28): unknown keys, undefined variables and a list given to a one-value option
+are errors naming the step and the key before any step runs; secrets never reach the printed step banner."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rlft.cli.pipeline import load_pipeline, mask_secrets, preflight
+from rlft.core.errors import InvalidInputError
+
+
+def _pipeline(tmp_path, body: str):
+    path = tmp_path / "p.yaml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def _runs(tmp_path, body: str):
+    _, runs = load_pipeline(_pipeline(tmp_path, body), tmp_path / "out", False, [])
+    preflight(runs)
+    return runs
+
+
+def test_a_misspelled_step_key_is_an_error_not_a_step_that_runs(tmp_path):
+    with pytest.raises(InvalidInputError, match="step 0 .*data export-q frozenlake.*unknown key 'enabeld'"):
+        _runs(tmp_path, """
+            name: t
+            steps:
+              - command: data export-q frozenlake
+                enabeld: false
+                args: {out: "{out}/ds"}
+        """)
+    with pytest.raises(InvalidInputError, match="unknown key 'stpes'"):
+        _runs(tmp_path, "name: t\nstpes: []\nsteps:\n  - command: data export-q frozenlake\n")
+
+
+def test_an_undefined_variable_is_an_error_not_a_folder_name(tmp_path):
+    with pytest.raises(InvalidInputError, match=r"undefined variable \{mapp\}"):
+        _runs(tmp_path, """
+            name: t
+            vars: {map: 4x4}
+            steps:
+              - command: data export-q frozenlake
+                args: {map: "{mapp}", out: "{out}/ds"}
+        """)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_list_given_to_a_one_value_option_is_refused(tmp_path):
+    with pytest.raises(InvalidInputError, match="--episodes takes one value"):
+        _runs(tmp_path, """
+            name: t
+            steps:
+              - command: data export-q frozenlake
+                args: {episodes: [10, 20], out: "{out}/ds"}
+        """)
+    # a list where the option is repeatable stays a repeated flag
+    runs = _runs(tmp_path, """
+        name: t
+        steps:
+          - command: data export-q frozenlake
+            args: {out: "{out}/ds"}
+          - command: results record demo
+            args: {seed: 0, reproduce: "make demo", run: ["a={out}/ds", "b={out}/ds"]}
+    """)
+    assert runs[1][1].count("--run") == 2
+
+
+def test_secrets_are_masked_in_banners():
+    argv = ["data", "push", "ds", "--repo-id", "me/ds", "--token", "hf_secret", "--api-key", "sk-1"]
+    assert mask_secrets(argv) == ["data", "push", "ds", "--repo-id", "me/ds", "--token", "***", "--api-key", "***"]
