@@ -53,7 +53,6 @@ def test_commands_refuse_their_input_as_out(cli, tmp_path, tmp_path_factory):
 
 def test_serialize_refuses_to_write_over_its_minari_source(cli, tmp_path):
     from factories import make_minari_dataset
-
     from rlft.sources.minari_source import datasets_root
 
     make_minari_dataset("cartpole/random-v0", env_id="CartPole-v1", episodes=2)

@@ -204,7 +204,6 @@ def test_missing_columns_and_unknown_names_are_explained(lake_codec):
 
 def test_env_reward_with_an_expert_lookahead_scores_the_experts_return(tmp_path_factory):
     from eval_factories import small_ppo
-
     from rlft.codecs.spaces import space_to_dict
     from rlft.sources.experts import load_expert
 

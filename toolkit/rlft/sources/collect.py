@@ -11,6 +11,7 @@ dataset in episode order.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import tempfile
@@ -75,8 +76,12 @@ def _check(config: CollectConfig) -> None:
     check_dataset_id(config.dataset_id)
     if config.episodes < 1 or config.num_envs < 1:
         raise InvalidInputError("--episodes and --num-envs must be at least 1")
-    if config.seed < 0 or config.noise < 0:
-        raise InvalidInputError("--seed and --noise must not be negative")
+    if config.seed < 0 or not math.isfinite(config.noise) or config.noise < 0:
+        raise InvalidInputError(f"--seed and --noise must be finite and not negative, got {config.seed}, "
+                                f"{config.noise}")
+    if config.max_episode_steps is not None and config.max_episode_steps < 1:
+        raise InvalidInputError(f"--max-episode-steps must be at least 1, got {config.max_episode_steps}",
+                                hint="leave it out for the env's own time limit")
     if config.data_format not in DATA_FORMATS:
         raise InvalidInputError(f"--data-format must be one of {', '.join(DATA_FORMATS)}, got {config.data_format!r}")
     if config.noise > 1 and not _is_box(config.env_id):

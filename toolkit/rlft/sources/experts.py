@@ -152,11 +152,35 @@ def _check(config: ExpertConfig) -> None:
 
     check_output_file(out, config.overwrite)
     check_output_file(metadata_path(out), config.overwrite)
+    if config.timesteps is not None and config.timesteps < 1:
+        raise InvalidInputError(f"--timesteps must be at least 1, got {config.timesteps}",
+                                hint="leave it out for the tuned settings' n_timesteps")
+    check_algo_space(config.algo, config.env_id)
     if config.stop_at_return is not None and config.eval_freq <= 0:
         raise InvalidInputError("--stop-at-return needs periodic evaluation: set --eval-freq above 0")
     for name in ("eval_episodes", "eval_freq_episodes"):
         if getattr(config, name) < 1:
             raise InvalidInputError(f"{name} must be at least 1")
+
+
+CONTINUOUS_ONLY = ("sac", "tqc")  # SB3 asserts a Box action space
+DISCRETE_ONLY = ("dqn",)
+
+
+def check_algo_space(algo: str, env_id: str) -> None:
+    """Refuse an algorithm that cannot act in the env's action space, before anything is built."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    space = env.action_space
+    env.close()
+    box = isinstance(space, gym.spaces.Box)
+    if algo in CONTINUOUS_ONLY and not box:
+        raise InvalidInputError(f"--algo {algo} needs continuous (Box) actions; {env_id} has {space}",
+                                hint="use ppo or dqn for discrete actions")
+    if algo in DISCRETE_ONLY and not isinstance(space, gym.spaces.Discrete):
+        raise InvalidInputError(f"--algo {algo} needs Discrete actions; {env_id} has {space}",
+                                hint="use ppo, sac or tqc for continuous actions")
 
 
 def train_expert(config: ExpertConfig) -> ExpertResult:

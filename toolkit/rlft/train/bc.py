@@ -23,6 +23,9 @@ from rlft.core.errors import InvalidInputError
 BC_FORMAT = "rlft-bc-v1"
 
 
+MAX_HIDDEN = 65_536  # a behaviour-cloning MLP wider than this is a typo (10,000,000 would need 400 TB)
+
+
 @dataclass
 class BCConfig:
     dataset: str
@@ -138,8 +141,8 @@ def _check(config: BCConfig) -> None:
         raise InvalidInputError("--epochs and --batch-size must be at least 1")
     if not 0 <= config.val_fraction < 1:
         raise InvalidInputError(f"--val-fraction must be in [0, 1), got {config.val_fraction}")
-    if not config.hidden or any(h < 1 for h in config.hidden):
-        raise InvalidInputError(f"--hidden must be positive layer sizes, got {config.hidden}")
+    if not config.hidden or any(h < 1 or h > MAX_HIDDEN for h in config.hidden):
+        raise InvalidInputError(f"--hidden must be layer sizes from 1 to {MAX_HIDDEN:,}, got {config.hidden}")
     if config.learning_rate <= 0:
         raise InvalidInputError("--learning-rate must be positive")
 

@@ -1,0 +1,34 @@
+"""Options are range-checked when parsed, and algorithm/space compatibility before training (issue #28): each bad
+value is one error naming the option, and nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["expert", "train", "--env", "CartPole-v1", "--algo", "sac"], "--algo sac needs continuous"),
+    (["expert", "train", "--env", "Pendulum-v1", "--algo", "dqn"], "--algo dqn needs Discrete"),
+    (["expert", "train", "--env", "CartPole-v1", "--timesteps", "0"], "--timesteps must be at least 1, got 0"),
+    (["expert", "train", "--env", "CartPole-v1", "--timesteps", "-5"], "--timesteps must be at least 1, got -5"),
+    (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
+      "--max-episode-steps", "0"], "--max-episode-steps must be at least 1"),
+    (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
+      "--max-episode-steps", "-1"], "--max-episode-steps must be at least 1"),
+    (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
+      "--noise", "nan"], "--noise must be finite"),
+])
+def test_bad_values_are_refused_before_any_work(cli, tmp_path, args, message):
+    out = ["--out", str(tmp_path / "expert.zip")] if args[0] == "expert" else []
+    result = cli(*args, *out)
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_bc_refuses_absurd_widths(cli, tmp_path, tmp_path_factory):
+    from eval_factories import frozenlake_dataset
+
+    result = cli("train", "bc", "--dataset", frozenlake_dataset(tmp_path_factory), "--out", tmp_path / "bc.pt",
+                 "--hidden", "10000000")
+    assert result.exit_code != 0 and "--hidden must be layer sizes from 1 to 65,536" in result.output
+    assert not (tmp_path / "bc.pt").exists()
