@@ -26,6 +26,9 @@ DATASET_FIELDS = ("n_rows", "v_start", "exact_success", "success_rate", "episode
 RUN_FIELDS = ("stage", "lora", "train_rows", "global_step", "train_runtime_s", "train_steps_per_second",
               "eval_loss_start", "eval_loss_end", "trainable_parameters", "total_parameters", "prompt_tokens_mean",
               "base_model", "episodes_per_second", "rollout_share")
+# GRPO's signals (rlft.train.signals): why a run learned or stalled, kept beside its steps and time
+SIGNAL_FIELDS = ("frac_reward_zero_std_first", "frac_reward_zero_std_last", "policy_entropy_first",
+                 "policy_entropy_last", "kl_first", "kl_last", "stall_steps_longest", "stall_warned_at_step")
 
 
 def parse_labelled(items: list[str], what: str) -> dict[str, Path]:
@@ -66,6 +69,7 @@ def report_records(reports: dict[str, dict[str, Any]]) -> dict[str, dict[str, An
 def run_record(summary: dict[str, Any]) -> dict[str, Any]:
     """The fields of a RUN folder's ``summary.json`` that results keep, with seconds per step."""
     record = {key: summary.get(key) for key in RUN_FIELDS}
+    record.update({key: summary[key] for key in SIGNAL_FIELDS if key in summary})
     steps, seconds = summary.get("global_step"), summary.get("train_runtime_s")
     record["seconds_per_step"] = seconds / steps if steps and seconds else None
     criterion = summary.get("criterion")
