@@ -62,3 +62,23 @@ def test_serialize_refuses_to_write_over_its_minari_source(cli, tmp_path):
         result = cli("data", "serialize", "cartpole/random-v0", "--out", str(out), "--overwrite")
         assert result.exit_code != 0 and "the input Minari dataset" in result.output, result.output
     assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
+
+
+def test_a_second_writer_is_refused_and_a_stale_lock_is_taken_over(cli, tmp_path):
+    import os
+    import subprocess
+
+    from rlft.core import io
+
+    out = tmp_path / "ds"
+    lock = io._lock_path(out.absolute())
+    lock.write_text(f"{os.getppid()}\n")  # a live process other than this one holds it
+    result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out)
+    assert result.exit_code != 0 and f"being written by another rlft process (pid {os.getppid()})" in result.output
+    assert not out.exists()
+    gone = subprocess.Popen(["true"])  # noqa: S603, S607 - a process that has exited and been reaped
+    gone.wait()
+    lock.write_text(f"{gone.pid}\n")
+    result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert not lock.exists()  # released when the command ended

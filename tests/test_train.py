@@ -348,3 +348,30 @@ def test_constrained_sampling_with_vllm_is_refused(cli, tmp_path, lake, tiny_mod
     result = cli("train", "grpo", "--dataset", lake, "--model", tiny_model, "--out", tmp_path / "r", "--use-vllm",
                  "--constrained")
     assert result.exit_code == 2 and "--constrained" in result.output and not (tmp_path / "r").exists()
+
+
+def test_an_interrupted_overwrite_gives_the_old_run_back(cli, tmp_path, lake, tiny_model, monkeypatch):
+    import trl
+
+    old = tmp_path / "run"
+    old.mkdir()
+    (old / "rlft_run.json").write_text(json.dumps({"stage": "sft", "status": "complete"}))
+    (old / "model.safetensors").write_bytes(b"the old weights")
+
+    def interrupted(*args, **kwargs):
+        assert not (old / "model.safetensors").exists()  # the new run is under way in an emptied folder
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trl.SFTTrainer, "train", interrupted)
+    result = cli("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", old, "--overwrite",
+                 "--max-steps", "2", "--no-lora")
+    assert result.exit_code == 130 and "was put back" in result.output
+    assert (old / "model.safetensors").read_bytes() == b"the old weights"
+    assert json.loads((old / "rlft_run.json").read_text())["status"] == "complete"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing set aside is left behind
+    monkeypatch.undo()
+    result = cli("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", old, "--overwrite",
+                 "--max-steps", "2", "--no-lora")
+    assert result.exit_code == 0, result.output
+    assert (old / "model.safetensors").read_bytes() != b"the old weights"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]

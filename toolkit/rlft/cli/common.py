@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from rlft.core.errors import RlftError
+from rlft.core.io import release_outputs
 
 EXIT_USAGE = 2
 
@@ -42,6 +43,17 @@ def _redeliver_lost_interrupts(previous_hook, unraisable) -> None:
     previous_hook(unraisable)
 
 
+def _put_back_set_aside() -> None:
+    """A run that replaced an old one (--overwrite) did not complete: the old one returns, the unfinished goes."""
+    from rlft.core.console import err_console
+    from rlft.core.io import restore_set_aside
+
+    restored = restore_set_aside()
+    if restored:
+        err_console.print(f"the previous content of {', '.join(map(str, restored))} was put back (the unfinished "
+                          "new run is removed)")
+
+
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Turn :class:`RlftError` into ``Error: <message>`` on stderr and exit code 2 (no traceback); SIGINT and
     SIGTERM into a one-line note and exit code 130 / 143 after the cleanups have run."""
@@ -55,7 +67,11 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         previous_hook = sys.unraisablehook
         sys.unraisablehook = functools.partial(_redeliver_lost_interrupts, previous_hook)
         try:
-            return func(*args, **kwargs)
+            try:
+                return func(*args, **kwargs)
+            except BaseException:
+                _put_back_set_aside()
+                raise
         except RlftError as exc:
             from rich.markup import escape
 
@@ -66,10 +82,11 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             err_console.print(
                 f"[bold red]{'Terminated' if isinstance(exc, Terminated) else 'Interrupted'}:[/] dataset folders "
                 "and reports are written atomically, so none was left half-written; a training run keeps its "
-                "checkpoints for --resume."
+                "checkpoints for --resume, and one that replaced an old run with --overwrite gave it back."
             )
             raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from exc
         finally:
+            release_outputs()
             sys.unraisablehook = previous_hook
             if main:
                 signal.signal(signal.SIGTERM, previous)

@@ -8,6 +8,7 @@ writing becomes an :class:`~rlft.core.errors.OutputError` and the temporary is r
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -80,6 +81,7 @@ def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--o
     """Refuse an ``out`` that is, contains or lies inside an input (:func:`refuse_overlap`), that exists and is not an
     empty folder (unless ``overwrite``), or that cannot be made."""
     refuse_overlap(out, inputs, option)
+    claim_output(out, option)
     out = Path(out)
     if out.exists():
         if not out.is_dir():
@@ -96,6 +98,7 @@ def check_output_file(path: str | os.PathLike, overwrite: bool, option: str = "-
     """Refuse a file output that is or lies inside an input, exists (unless ``overwrite``), is a folder, or cannot be
     made."""
     refuse_overlap(path, inputs, option)
+    claim_output(path, option)
     path = Path(path)
     if path.is_dir():
         raise OutputExistsError(f"{option} {path} is a folder", hint="give a file path")
@@ -332,3 +335,111 @@ def read_yaml_mapping(path: str | os.PathLike, expected: str = "a mapping") -> d
     if not isinstance(data, dict):
         raise InvalidInputError(f"{path} must hold {expected}")
     return data
+
+
+# -- a folder replaced by a long job (a training run): the old content waits aside until the new one completes ----
+_ASIDE: dict[Path, Path] = {}
+
+
+def set_aside(out: str | os.PathLike) -> Path | None:
+    """Move a non-empty ``out`` to a hidden sibling and make ``out`` empty: :func:`release_aside` drops the old
+    content once the new one is complete, :func:`restore_set_aside` (also run at exit) puts it back otherwise."""
+    out = Path(out).absolute()
+    if not out.is_dir() or not any(out.iterdir()):
+        return None
+    try:
+        aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, aside / "content")
+        out.mkdir()
+    except OSError as exc:
+        raise output_error(out, exc) from exc
+    if not _ASIDE:
+        atexit.register(restore_set_aside)
+    _ASIDE[out] = aside
+    return aside
+
+
+def release_aside(out: str | os.PathLike) -> None:
+    """The new ``out`` is complete: delete the old content set aside for it."""
+    aside = _ASIDE.pop(Path(out).absolute(), None)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def restore_set_aside() -> list[Path]:
+    """Put back every old folder whose replacement did not complete (an error, Ctrl-C, SIGTERM); the unfinished
+    new content is removed. Returns the folders restored."""
+    restored = []
+    for out, aside in list(_ASIDE.items()):
+        with signals_held():
+            shutil.rmtree(out, ignore_errors=True)
+            os.replace(aside / "content", out)
+        with contextlib.suppress(OSError):
+            aside.rmdir()
+        del _ASIDE[out]
+        restored.append(out)
+    return restored
+
+
+# -- one writer per output: a lock file beside it holds the writer's pid ---------------------------------------------
+_LOCKS: set[Path] = set()
+
+
+def _lock_path(out: Path) -> Path:
+    """Locks live in one temporary folder, named by the output's absolute path: nothing is created beside an output
+    before the command writes it."""
+    import hashlib
+
+    root = Path(tempfile.gettempdir()) / f"rlft-locks-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    root.mkdir(exist_ok=True)
+    return root / (hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24] + ".lock")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def claim_output(out: str | os.PathLike, option: str = "--out") -> None:
+    """Refuse ``out`` while another live process writes it; a lock left by a killed process is taken over. The
+    lock is released by :func:`release_outputs` (when the command ends) or at exit."""
+    out = Path(out).absolute()
+    lock = _lock_path(out)
+    if lock in _LOCKS:
+        return
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text(encoding="utf-8").strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and pid != os.getpid() and _alive(pid):
+                raise OutputError(f"{option} {out} is being written by another rlft process (pid {pid})",
+                                  hint=f"wait for it, or choose another {option} (its lock: {lock})") from None
+            with contextlib.suppress(OSError):
+                lock.unlink()  # stale: its process is gone
+            continue
+        except OSError as exc:
+            raise output_error(out, exc, option) from exc
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()}\n")
+        if not _LOCKS:
+            atexit.register(release_outputs)
+        _LOCKS.add(lock)
+        return
+    raise OutputError(f"{option} {out}: its lock {lock} could not be taken", hint="remove it if no rlft runs")
+
+
+def release_outputs() -> None:
+    """Drop every output lock this process holds."""
+    for lock in list(_LOCKS):
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        _LOCKS.discard(lock)

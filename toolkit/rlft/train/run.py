@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +102,14 @@ def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: 
 
 
 def make_run_dir(out: Path, overwrite: bool, resume: bool) -> None:
-    """Create ``out`` (main process only, after :func:`check_run_dir`); with ``overwrite``, empty it first."""
+    """Create ``out`` (main process only, after :func:`check_run_dir`). With ``overwrite`` the old run is set
+    aside, not deleted: it comes back if the new run fails or is interrupted, and goes once it completes."""
+    from rlft.core.io import claim_output, set_aside
+
     out = Path(out)
-    if overwrite and not resume and out.exists() and any(out.iterdir()):
-        shutil.rmtree(out)
+    claim_output(out)  # a second writer started after the check above is refused here
+    if overwrite and not resume:
+        set_aside(out)
     out.mkdir(parents=True, exist_ok=True)
 
 

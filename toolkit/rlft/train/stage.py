@@ -16,7 +16,7 @@ from rlft import __version__
 from rlft.codecs.base import Codec, load_codec
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OutputExistsError
-from rlft.core.io import atomic_write_text, check_output_parent, refuse_overlap
+from rlft.core.io import atomic_write_text, check_output_parent, refuse_overlap, release_aside
 from rlft.hub.datasets import load_dataset_dict, resolve_dataset
 from rlft.train.configs import StageConfig, config_to_dict
 from rlft.train.models import count_parameters, resolve_model
@@ -350,6 +350,7 @@ def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, 
             atomic_write_text(adapter_file, json.dumps(adapter, indent=2) + "\n")
     info = {**info, "status": "complete", "metrics": metrics, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     write_run_info(run_dir, info)
+    release_aside(run_dir)  # the run replacing an --overwrite'd one is complete: the old one can go
     summary = {"stage": info["stage"], "base_model": info["base_model"], "dataset": info["dataset"],
                "lora": info["lora"], **metrics, "run": str(run_dir)}
     atomic_write_text(run_dir / SUMMARY_FILENAME, json.dumps(summary, indent=2, default=str) + "\n")
