@@ -155,3 +155,15 @@ def test_bad_yaml_files_are_one_line_errors(cli, tmp_path):
     listed.write_text("- a\n- b\n")
     result = cli("pipeline", "run", listed, "--out", tmp_path / "o")
     assert result.exit_code == 2 and "must hold a pipeline mapping" in result.output
+
+
+def test_help_never_cuts_option_names_on_a_narrow_terminal():
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "COLUMNS": "80", "TERMINAL_WIDTH": ""}
+    text = subprocess.run([sys.executable, "-m", "rlft.cli.main", "train", "grpo", "--help"], env=env,
+                          capture_output=True, text=True, check=True).stdout  # noqa: S603
+    names = "".join(line.split("│")[1] if line.count("│") >= 2 else "" for line in text.splitlines())
+    assert "…" not in names
+    assert "--gradient-accumu" in text and "lation-steps" in text  # folded onto the next line, whole

@@ -11,6 +11,29 @@ from rlft import __version__
 from rlft.cli import data, expert, model, pipeline, results, train
 from rlft.cli import eval as eval_cli
 
+
+def _fold_option_names() -> None:
+    """Option names in ``--help`` wrap instead of ending in "…" on a narrow terminal: typer builds each name cell
+    with its module's ``highlighter``; a Text's own overflow wins over the table column's ellipsis."""
+    from typer import rich_utils
+
+    def folding(highlight):
+        def fold(text):
+            rendered = highlight(text)
+            rendered.overflow = "fold"
+            return rendered
+
+        fold.rlft_folds = True
+        return fold
+
+    for name in ("highlighter", "negative_highlighter"):
+        highlight = getattr(rich_utils, name, None)
+        if highlight is not None and not getattr(highlight, "rlft_folds", False):
+            setattr(rich_utils, name, folding(highlight))
+
+
+_fold_option_names()
+
 app = typer.Typer(
     name="rlft",
     help="RL experience in, LLM policies out: datasets, codecs, SFT/GRPO training and evaluation.",
