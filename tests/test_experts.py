@@ -151,3 +151,15 @@ def test_ppo_cartpole_expert_beats_random_and_stops_at_return(cli, tmp_path):
     assert meta["stopped_early"] and meta["timesteps"] < 50000
     assert meta["eval_history"][-1]["mean_return"] >= 60
     assert all(h["mean_return"] < 60 for h in meta["eval_history"][:-1])
+
+
+def test_acrobot_and_mountaincar_ship_tuned_dqn_settings_and_the_error_names_them(cli, tmp_path):
+    from rlft.sources.hyperparams import load_hyperparams, tuned_algos
+
+    for env_id, steps in (("Acrobot-v1", 100_000), ("MountainCar-v0", 120_000)):
+        hp = load_hyperparams("dqn", env_id)
+        assert hp.n_timesteps == steps and hp.source.endswith("dqn.yaml") and hp.raw["policy_kwargs"]
+        assert tuned_algos(env_id) == ["dqn"]
+    result = cli("expert", "train", "--env", "Acrobot-v1", "--out", tmp_path / "a.zip")
+    assert result.exit_code == 2 and "no tuned ppo settings for Acrobot-v1" in result.output
+    assert "--algo dqn" in result.output and not (tmp_path / "a.zip").exists()

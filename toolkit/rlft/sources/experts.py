@@ -199,7 +199,13 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     hp = load_hyperparams(config.algo, config.env_id, config.hyperparams)
     timesteps = config.timesteps or hp.n_timesteps
     if not timesteps or timesteps < 1:
-        raise InvalidInputError("--timesteps is required (the hyperparameter file gives no n_timesteps)")
+        from rlft.sources.hyperparams import tuned_algos
+
+        tuned = tuned_algos(config.env_id)
+        hint = (f"tuned settings for {config.env_id} ship for --algo {', '.join(tuned)}" if tuned
+                else "pass --timesteps N (SB3's default settings are used), or --hyperparams FILE")
+        raise InvalidInputError(f"no tuned {config.algo} settings for {config.env_id} ({hp.source}), so the "
+                                "number of steps is unknown", hint=hint)
     n_envs = config.num_envs or hp.n_envs
     cls = algo_class(config.algo)
     venv = make_vec_env(config.env_id, n_envs=n_envs, seed=config.seed)

@@ -43,6 +43,12 @@ def default_file(algo: str) -> Path:
     return HYPERPARAMS_DIR / f"{algo}.yaml"
 
 
+def tuned_algos(env_id: str) -> list[str]:
+    """The algorithms whose shipped file holds tuned settings for ``env_id``."""
+    return sorted(f.stem for f in HYPERPARAMS_DIR.glob("*.yaml")
+                  if env_id in read_yaml_mapping(f, "a mapping of env ids to hyperparameters"))
+
+
 def load_hyperparams(algo: str, env_id: str, path: str | Path | None = None) -> Hyperparams:
     """The entry for ``env_id`` in ``path`` (default: the shipped ``<algo>.yaml``).
 
