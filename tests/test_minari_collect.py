@@ -237,3 +237,18 @@ def test_spaces_print_in_one_short_line():
     assert space_line(gym.spaces.Box(-1, 1, (3, 3, 3))) == "Box(-1.0, 1.0, (3, 3, 3), float32)"
     wide = space_line(gym.spaces.Box(np.zeros(200), np.arange(1, 201)))
     assert len(wide) == 120 and wide.endswith("...")
+
+
+def test_collect_writes_into_the_data_path_given(cli, tmp_path):
+    import os
+
+    from rlft.sources.minari_source import datasets_root
+
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "2", "--dataset-id", "cp/random-v0",
+                 "--data-path", tmp_path / "mine")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "mine" / "cp" / "random-v0" / "data").is_dir()
+    assert not (datasets_root() / "cp").exists()  # the default folder is untouched, and the variable restored
+    assert os.environ["MINARI_DATASETS_PATH"] != str(tmp_path / "mine")
+    result = cli("data", "serialize", tmp_path / "mine" / "cp" / "random-v0", "--out", tmp_path / "ds")
+    assert result.exit_code == 0, result.output

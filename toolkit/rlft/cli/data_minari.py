@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from pathlib import Path
 
 import typer
 
@@ -25,11 +27,14 @@ def collect(
     max_episode_steps: int | None = typer.Option(None, "--max-episode-steps", help="Override the env's limit."),
     author: str = typer.Option("rlft", "--author", help="Author recorded in the dataset metadata."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing id (only after success)."),
+    data_path: Path | None = typer.Option(None, "--data-path", help="Minari datasets folder to write into "
+                                          "(default: $MINARI_DATASETS_PATH, else ~/.minari/datasets); read it back "
+                                          "with the dataset's folder, PATH/ID."),
 ) -> None:
     """Record policy rollouts as a Minari dataset (DataCollector), with seeds and reference scores."""
     from rlft.core.console import console, kv_table, progress
     from rlft.core.seeding import limit_threads
-    from rlft.sources.collect import CollectConfig, collect_to_minari
+    from rlft.sources.collect import CollectConfig, collect_to_minari, minari_root
 
     limit_threads()
     config = CollectConfig(
@@ -37,7 +42,7 @@ def collect(
         noise=noise, data_format=data_format.lower(), overwrite=overwrite, max_episode_steps=max_episode_steps,
         author=author,
     )
-    with progress() as bar:
+    with progress() as bar, (minari_root(data_path) if data_path is not None else contextlib.nullcontext()):
         task = bar.add_task(f"collect {dataset_id}", total=episodes)
         result = collect_to_minari(config, on_episode=lambda _: bar.advance(task))
 
