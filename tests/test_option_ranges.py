@@ -32,3 +32,24 @@ def test_bc_refuses_absurd_widths(cli, tmp_path, tmp_path_factory):
                  "--hidden", "10000000")
     assert result.exit_code != 0 and "--hidden must be layer sizes from 1 to 65,536" in result.output
     assert not (tmp_path / "bc.pt").exists()
+
+
+def test_bc_refuses_a_non_finite_observation_naming_the_row(cli, tmp_path, tmp_path_factory):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from eval_factories import minari_dataset_folder
+
+    data = tmp_path / "cp"
+    shutil.copytree(minari_dataset_folder(tmp_path_factory, "CartPole-v1", episodes=4), data)
+    part = sorted((data / "data").glob("train-*.parquet"))[0]
+    table = pq.read_table(part)
+    obs = table.column("observation").to_pylist()
+    obs[3] = [float("nan")] * len(obs[3])
+    pq.write_table(table.set_column(table.schema.get_field_index("observation"), "observation",
+                                    pa.array(obs, type=table.schema.field("observation").type)), part)
+    result = cli("train", "bc", "--dataset", data, "--out", tmp_path / "bc.pt")
+    assert result.exit_code == 2 and "non-finite observation (first: row 3" in result.output, result.output
+    assert "--drop-nonfinite" in result.output and not (tmp_path / "bc.pt").exists()

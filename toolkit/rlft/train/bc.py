@@ -198,6 +198,13 @@ def _load_rows(config: BCConfig):
     obs, actions = observations_actions(root, config.split)
     if len(obs) == 0:
         raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
+    for name, values in (("observation", obs), ("action", actions)):
+        rows = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+        bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
+        if len(bad):
+            raise InvalidInputError(f"{config.dataset}: {len(bad)} {config.split} row(s) have a non-finite {name} "
+                                    f"(first: row {int(bad[0])}, {rows[bad[0]].tolist()})",
+                                    hint="re-serialize with rlft data serialize --drop-nonfinite, or fix the source")
     return codec, obs, actions
 
 
