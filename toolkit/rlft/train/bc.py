@@ -199,7 +199,10 @@ def _load_rows(config: BCConfig):
     if len(obs) == 0:
         raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
     for name, values in (("observation", obs), ("action", actions)):
-        rows = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+        try:
+            rows = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+        except (TypeError, ValueError):
+            continue  # text observations: nothing to be non-finite
         bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
         if len(bad):
             raise InvalidInputError(f"{config.dataset}: {len(bad)} {config.split} row(s) have a non-finite {name} "
