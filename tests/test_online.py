@@ -151,3 +151,15 @@ def test_bad_online_settings_fail_before_anything_is_written(pole, tmp_path):
     with pytest.raises(InvalidInputError, match="cannot be loaded"):
         run(backbone=str(tmp_path / "notamodel"))
     assert not out.exists()
+
+
+def test_the_hyperparameters_may_give_the_value_head_its_own_backbone(pole, tmp_path):
+    from rlft.codecs import load_codec
+    from rlft.train.online import policy_kwargs
+    from rlft.train.online_config import OnlineConfig
+
+    data, model = pole
+    config = OnlineConfig(env="CartPole-v1", out=tmp_path / "r", backbone=str(model), codec=str(data))
+    codec = load_codec(data)
+    assert policy_kwargs(config, codec, None)["share_features_extractor"] is True
+    assert policy_kwargs(config, codec, {"share_features_extractor": False})["share_features_extractor"] is False

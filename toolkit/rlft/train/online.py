@@ -80,8 +80,8 @@ def policy_kwargs(config: OnlineConfig, codec, base: dict | None) -> dict[str, A
             "lora_r": config.lora_r,
             # TRPO differentiates twice (Hessian-vector products): CPU's fused attention has no double backward
             "attn_implementation": "eager" if config.algo == "trpo" and config.backbone_mode != "frozen" else None},
-        share_features_extractor=True,  # one transformer pass feeds both heads
     )
+    kwargs.setdefault("share_features_extractor", True)  # one transformer pass feeds both heads, unless told not to
     return kwargs
 
 
