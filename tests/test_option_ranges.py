@@ -53,3 +53,30 @@ def test_bc_refuses_a_non_finite_observation_naming_the_row(cli, tmp_path, tmp_p
     result = cli("train", "bc", "--dataset", data, "--out", tmp_path / "bc.pt")
     assert result.exit_code == 2 and "non-finite observation (first: row 3" in result.output, result.output
     assert "--drop-nonfinite" in result.output and not (tmp_path / "bc.pt").exists()
+
+
+def test_non_finite_q_values_are_refused_by_q_greedy_and_the_q_advantage_reward(cli, tmp_path, tmp_path_factory):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from eval_factories import frozenlake_dataset, tiny_model
+    from rlft.core.errors import InvalidInputError
+    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo_config import GRPOStageConfig
+
+    data = tmp_path / "fl"
+    shutil.copytree(frozenlake_dataset(tmp_path_factory), data)
+    model = tiny_model(tmp_path_factory, frozenlake_dataset(tmp_path_factory), "fl-tiny")
+    for part in (data / "data").glob("*.parquet"):
+        table = pq.read_table(part)
+        q = table.column("q_values").to_pylist()
+        q[0] = [float("nan")] * len(q[0])
+        pq.write_table(table.set_column(table.schema.get_field_index("q_values"), "q_values",
+                                        pa.array(q, type=table.schema.field("q_values").type)), part)
+    result = cli("eval", "--policy", "q-greedy", "--codec", data, "--episodes", "2")
+    assert result.exit_code == 2 and "non-finite Q-values" in result.output, result.output
+    with pytest.raises(InvalidInputError, match="non-finite q_values"):
+        run_grpo(GRPOStageConfig(dataset=str(data), model=str(model), out=tmp_path / "r"))
+    assert not (tmp_path / "r").exists()

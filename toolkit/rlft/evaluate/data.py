@@ -21,6 +21,11 @@ class QTable:
         optimal = table.column("optimal_actions").to_pylist()
         if len(states) and (states.max() >= n_states or states.min() < 0):
             raise InvalidInputError(f"{path}: state {states.max()} is outside the environment's {n_states} states")
+        bad = np.flatnonzero(~np.isfinite(np.asarray(q, dtype=np.float64)).all(axis=1))
+        if len(bad):
+            raise InvalidInputError(f"{path}: {len(bad)} row(s) have non-finite Q-values (first: state "
+                                    f"{int(states[bad[0]])}, {q[bad[0]].tolist()}), so greedy actions are undefined",
+                                    hint="re-export them with rlft data export-q")
         self.source = str(path)
         self.greedy = np.zeros(n_states, dtype=np.int64)  # terminal states (absent) never ask for an action
         self.greedy[states] = q.argmax(axis=1)

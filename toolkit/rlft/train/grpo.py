@@ -16,7 +16,7 @@ from rlft.core.seeding import limit_threads, seed_everything
 from rlft.policy.action_scores import MAX_CHOICES
 from rlft.train.configs import trl_overrides
 from rlft.train.grpo_config import GRPOStageConfig
-from rlft.train.rewards import build_rewards, parse_reward_names
+from rlft.train.rewards import build_rewards, check_finite_q_values, parse_reward_names
 from rlft.train.signals import stall_watch
 from rlft.train.stage import (
     StageInputs,
@@ -79,6 +79,8 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     episodic, constrained = check_grpo_settings(config)
     inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
     names = reward_names(config, episodic, inputs.train.column_names)
+    if "q-advantage" in names:
+        check_finite_q_values(inputs.train, inputs.dataset)
     group = resolve_group(config, inputs.codec, episodic)
     warn_forced_kl(config, group)
     check_inputs = inputs  # the criterion checks decisions on the dataset's rows

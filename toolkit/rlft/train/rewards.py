@@ -290,6 +290,17 @@ class EnvReward(Reward):
             self._env = None
 
 
+def check_finite_q_values(rows, source: str) -> None:
+    """The q-advantage reward scores a row with non-finite Q-values at its lowest value: refuse such data up front
+    instead of training on a reward that is silently always 0 there."""
+    q = rows["q_values"]
+    bad = [i for i, values in enumerate(q) if not np.all(np.isfinite(np.asarray(values, dtype=np.float64)))]
+    if bad:
+        raise InvalidInputError(f"{source}: {len(bad)} training row(s) have non-finite q_values (first: row {bad[0]}, "
+                                f"{list(q[bad[0]])}); the q-advantage reward would be 0 there",
+                                hint="re-export the data with rlft data export-q")
+
+
 def expert_lookahead(path: str, env_id: str) -> Callable[[Any], Any]:
     """``policy(observation) -> action`` of an SB3 checkpoint (deterministic), refused unless it acts in ``env_id``."""
     from pathlib import Path
