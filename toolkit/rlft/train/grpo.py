@@ -79,7 +79,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     episodic, constrained = check_grpo_settings(config)
     inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
     names = reward_names(config, episodic, inputs.train.column_names)
-    if "q-advantage" in names:
+    if "q-advantage" in names and "q_values" in inputs.train.column_names:  # a missing column is named later
         check_finite_q_values(inputs.train, inputs.dataset)
     group = resolve_group(config, inputs.codec, episodic)
     warn_forced_kl(config, group)
