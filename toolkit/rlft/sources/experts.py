@@ -201,7 +201,7 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     if not timesteps or timesteps < 1:
         from rlft.sources.hyperparams import tuned_algos
 
-        tuned = tuned_algos(config.env_id)
+        tuned = [a for a in tuned_algos(config.env_id) if a in ALGOS]  # trpo.yaml is for rlft train online
         hint = (f"tuned settings for {config.env_id} ship for --algo {', '.join(tuned)}" if tuned
                 else "pass --timesteps N (SB3's default settings are used), or --hyperparams FILE")
         raise InvalidInputError(f"no tuned {config.algo} settings for {config.env_id} ({hp.source}), so the "
