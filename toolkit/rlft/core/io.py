@@ -381,7 +381,7 @@ def restore_set_aside() -> list[Path]:
     return restored
 
 
-# -- one writer per output: a lock file beside it holds the writer's pid ---------------------------------------------
+# -- one writer per output: a lock file (in a temporary folder) holds the writer's pid ------------------------------
 _LOCKS: set[Path] = set()
 
 

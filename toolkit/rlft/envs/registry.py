@@ -115,6 +115,15 @@ def make_env(env_id: str, **kwargs: Any):
     return gym.make(check_env_id(env_id), **kwargs)
 
 
+def action_space(env_id: str):
+    """The action space of ``env_id`` (a throwaway env, closed again): for checks made before any work."""
+    env = make_env(env_id)
+    try:
+        return env.action_space
+    finally:
+        env.close()
+
+
 def make_vec_env(env_id: str, n: int, seed: int | None = None, **kwargs: Any):
     """A synchronous gymnasium vector env of ``n`` copies, reset with seeds ``seed .. seed+n-1`` when given.
 

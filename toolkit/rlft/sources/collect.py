@@ -230,13 +230,9 @@ def _dataset_kwargs(config: CollectConfig, policy_meta: dict) -> dict:
 def _is_box(env_id: str) -> bool:
     import gymnasium
 
-    from rlft.envs.registry import make_env
+    from rlft.envs.registry import action_space
 
-    env = make_env(env_id)
-    try:
-        return isinstance(env.action_space, gymnasium.spaces.Box)
-    finally:
-        env.close()
+    return isinstance(action_space(env_id), gymnasium.spaces.Box)
 
 
 def _noise_kind(config: CollectConfig) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
-from rlft.envs.registry import check_env_id, make_env, normalized_score, reference_scores
+from rlft.envs.registry import action_space, check_env_id, make_env, normalized_score, reference_scores
 from rlft.sources.hyperparams import load_hyperparams
 from rlft.sources.rollouts import policy_act, run_episodes
 
@@ -171,9 +171,7 @@ def check_algo_space(algo: str, env_id: str) -> None:
     """Refuse an algorithm that cannot act in the env's action space, before anything is built."""
     import gymnasium as gym
 
-    env = gym.make(env_id)
-    space = env.action_space
-    env.close()
+    space = action_space(env_id)
     box = isinstance(space, gym.spaces.Box)
     if algo in CONTINUOUS_ONLY and not box:
         raise InvalidInputError(f"--algo {algo} needs continuous (Box) actions; {env_id} has {space}",
