@@ -85,11 +85,32 @@ def policy_kwargs(config: OnlineConfig, codec, base: dict | None) -> dict[str, A
     return kwargs
 
 
-def _curve_callback(bar, task, curve: list[tuple[int, float]]):
+# SB3's own per-update diagnostics (its logger's train/ keys), kept per update in rlft_online.json: a collapse
+# shows there first (approx_kl and clip_fraction jump, explained_variance falls, the entropy vanishes).
+UPDATE_SIGNALS = ("approx_kl", "clip_fraction", "entropy_loss", "explained_variance", "value_loss",
+                  "policy_gradient_loss", "learning_rate", "std", "kl_divergence_between_old_and_new_policy",
+                  "is_line_search_success")
+
+
+def _curve_callback(bar, task, curve: list[tuple[int, float]], signals: list[dict[str, float]] | None = None):
     from stable_baselines3.common.callbacks import BaseCallback
 
     class Curve(BaseCallback):
-        """The progress bar, and each finished training episode's return (Monitor's ``episode`` info)."""
+        """The progress bar, each finished training episode's return (Monitor's ``episode`` info) and, per
+        update, SB3's train/ diagnostics (recorded by ``train()``, still in the logger when the next rollout
+        starts: SB3 dumps them only at its log interval)."""
+
+        def _on_rollout_start(self) -> None:
+            self.keep_signals()
+
+        def _on_training_end(self) -> None:  # the last update has no rollout after it
+            self.keep_signals()
+
+        def keep_signals(self) -> None:
+            values = self.model.logger.name_to_value
+            row = {k: float(values.pop(f"train/{k}")) for k in UPDATE_SIGNALS if f"train/{k}" in values}
+            if row and signals is not None:
+                signals.append({"step": int(self.num_timesteps), **row})
 
         def _on_step(self) -> bool:
             for info in self.locals.get("infos", []):
@@ -149,10 +170,12 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
                                     policy_kwargs=kwargs or None, **algo_kwargs)
     trainable = sum(p.numel() for p in model.policy.parameters() if p.requires_grad)
     curve: list[tuple[int, float]] = []
+    signals: list[dict[str, float]] = []
     start = time.perf_counter()
     with progress() as bar:
         task = bar.add_task(f"{config.algo} {config.env} ({config.backbone})", total=timesteps)
-        model.learn(total_timesteps=timesteps, callback=_curve_callback(bar, task, curve))
+        # log_interval=None: SB3 never dumps (and clears) its logger, so each update's values are read back
+        model.learn(total_timesteps=timesteps, callback=_curve_callback(bar, task, curve, signals), log_interval=None)
     train_s = time.perf_counter() - start
     venv.close()
     ev = evaluate(model, config.env, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
@@ -174,6 +197,7 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
         "eval": {"mean": ev.mean, "std": ev.std, "episodes": ev.episodes, "seed": ev.seed, "returns": ev.returns},
         "normalized_score": normalized_score(config.env, ev.mean),
         "curve": [[s, r] for s, r in curve],
+        "update_signals": signals,
     }
     import json
 
