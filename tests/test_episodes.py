@@ -126,8 +126,12 @@ def test_episodes_are_the_conversations_evaluation_sees_and_replay_exactly(which
     backend = rollout.sampler.backend(model)
     for episode in episodes:
         assert 1 <= episode.turns <= 4 and len(episode.answers) == episode.turns
-        assert len(episode.completion_ids) == len(episode.env_mask) == len(episode.logprobs)
+        assert len(episode.completion_ids) == len(episode.env_mask) == len(episode.logprobs) == len(episode.turn_ids)
         assert all(lp <= 0.0 for lp in episode.logprobs)
+        # --credit state reads which turn wrote each token: exactly the model's tokens, turns in order
+        turns = [t for t in episode.turn_ids if t >= 0]
+        assert [t >= 0 for t in episode.turn_ids] == [bool(m) for m in episode.env_mask]
+        assert turns == sorted(turns) and set(turns) == set(range(episode.turns))
         assert episode.truncated == (not episode.done or episode.truncated)
         # the tokens before the last answer are exactly evaluation's prompt for the last turn
         last = rollout.template.build_conversation(

@@ -49,6 +49,7 @@ class Episode:
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    turn_ids: list[int] = field(default_factory=list)  # per completion token: the turn that wrote it, -1: the env's
     actions: list[Any] = field(default_factory=list)
     observations: list[str] = field(default_factory=list)  # each turn's observation text (through the codec)
     users: list[str] = field(default_factory=list)  # each turn's user text (instruction around the observation)
@@ -57,6 +58,7 @@ class Episode:
     invalid: int = 0
     done: bool = False
     truncated: bool = False
+    first_prompt: str = ""  # turn 0's prompt text: what the episode was asked (its task)
     text: str = ""  # the latest prompt's text, and the answers' character spans in it
     spans: list[tuple[int, int]] = field(default_factory=list)
 
@@ -72,11 +74,13 @@ class Episode:
         self.completion_ids += ids
         self.env_mask += [1] * len(ids)
         self.logprobs += logprobs
+        self.turn_ids += [len(self.answers)] * len(ids)  # called before the turn's answer is appended
 
     def add_env_tokens(self, ids: list[int]) -> None:
         self.completion_ids += ids
         self.env_mask += [0] * len(ids)
         self.logprobs += [0.0] * len(ids)
+        self.turn_ids += [-1] * len(ids)
 
     def sequence(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
@@ -125,11 +129,21 @@ class EpisodeRollout:
     """TRL ``rollout_func``: plays one episode per prompt row with the trainer's current model."""
 
     def __init__(self, codec: Codec, tokenizer, max_turns: int, temperature: float, top_p: float = 1.0,
-                 constrained: bool = True, max_new_tokens: int | None = None):
+                 constrained: bool = True, max_new_tokens: int | None = None, credit: str = "episode",
+                 credit_gamma: float = 0.95, step_weight: float = 1.0):
         from rlft.policy.policies import default_action
+        from rlft.train.credit import CREDITS
 
         if max_turns < 1:
             raise InvalidInputError(f"--max-turns must be at least 1, got {max_turns}")
+        if credit not in CREDITS:
+            raise InvalidInputError(f"--credit must be one of {', '.join(CREDITS)}, got {credit!r}")
+        if not 0.0 <= credit_gamma <= 1.0:
+            raise InvalidInputError(f"--credit-gamma must be within [0, 1], got {credit_gamma}")
+        if not np.isfinite(step_weight) or step_weight < 0:
+            raise InvalidInputError(f"--step-weight must be a finite number >= 0, got {step_weight}")
+        self.credit, self.credit_gamma, self.step_weight = credit, credit_gamma, step_weight
+        self.last_episodes: list[Episode] = []  # the latest batch, in the order TRL holds its samples
         self.codec = codec
         self.template = codec.template
         self.template.turns = max_turns
@@ -154,6 +168,7 @@ class EpisodeRollout:
         model = trainer.accelerator.unwrap_model(trainer.model)
         start = time.perf_counter()
         episodes = self.play(model, [int(r["reset_seed"]) for r in rows])
+        self.last_episodes = episodes
         seconds = time.perf_counter() - start
         self.seconds += seconds
         self.episodes += len(episodes)
@@ -250,7 +265,7 @@ class EpisodeRollout:
         full = backend.prompt_ids(prompt)
         if not episode.prompt_ids:
             episode.prompt_ids = list(full)
-            episode.text = text
+            episode.text = episode.first_prompt = text
             return
         answer = episode.answers[-1]
         start = len(episode.text)
@@ -268,7 +283,7 @@ class EpisodeRollout:
             return
         eos = set(backend.eos)
         if episode.completion_ids and episode.completion_ids[-1] in eos and full[: len(held) - 1] == held[:-1]:
-            for seq in (episode.completion_ids, episode.env_mask, episode.logprobs):
+            for seq in (episode.completion_ids, episode.env_mask, episode.logprobs, episode.turn_ids):
                 seq.pop()
             episode.add_env_tokens(full[len(held) - 1:])
             return
@@ -280,15 +295,17 @@ class EpisodeRollout:
             raise InvalidInputError("the tokenizer splits an episode's first prompt differently once the "
                                     "conversation goes on", hint="use --prompt-style plain or another model")
         old_ids, old_lps = episode.completion_ids, episode.logprobs
-        ids, mask, logprobs = full[n0:], [], []
+        ids, mask, logprobs, turns = full[n0:], [], [], []
         n = min(len(old_ids), len(ids))  # the sampled tokens that the canonical ones keep
         same = next((k for k in range(n) if old_ids[k] != ids[k]), n)
         for k, (token, (a, b)) in enumerate(zip(ids, offsets[n0:], strict=True)):
-            inside = any(lo <= a and b <= hi and b > a for lo, hi in episode.spans)
-            closes = token in eos and any(a == hi for _, hi in episode.spans)
-            mask.append(int(inside or closes))
+            turn = next((t for t, (lo, hi) in enumerate(episode.spans)
+                         if (lo <= a and b <= hi and b > a) or (token in eos and a == hi)), -1)
+            mask.append(int(turn >= 0))
+            turns.append(turn)
             logprobs.append(old_lps[k] if k < same and mask[-1] else 0.0)
         episode.completion_ids, episode.env_mask, episode.logprobs = list(ids), mask, logprobs
+        episode.turn_ids = turns
 
     def close(self) -> None:
         for env in self._envs:
@@ -346,9 +363,35 @@ def episode_trainer_class():
     class EpisodeGRPOTrainer(GRPOTrainer):
         def _generate_and_score_completions(self, inputs):
             self.rlft_rows = inputs
-            return super()._generate_and_score_completions(inputs)
+            output = super()._generate_and_score_completions(inputs)
+            rollout = self.rollout_func
+            if getattr(rollout, "credit", "episode") == "state":
+                output["advantages"] = state_credit_advantages(self, rollout, output)
+            return output
 
     return EpisodeGRPOTrainer
+
+
+def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
+    """TRL's episode advantages ``(B,)`` -> per-token ``(B, T)`` with each turn's GiGPO step advantage added
+    (:mod:`rlft.train.credit`); logs how many anchor-state groups carried a signal."""
+    import torch
+
+    from rlft.train.credit import step_advantages, token_advantages
+
+    episodes = rollout.last_episodes
+    episode_adv = output["advantages"]
+    if len(episodes) != episode_adv.shape[0]:
+        raise RuntimeError(f"--credit state: {len(episodes)} episodes played for {episode_adv.shape[0]} samples")
+    steps, stats = step_advantages([e.first_prompt for e in episodes], [e.observations for e in episodes],
+                                   [e.rewards for e in episodes], rollout.credit_gamma)
+    width = output["completion_ids"].shape[1]
+    table = token_advantages(episode_adv.detach().cpu().numpy(), [e.turn_ids for e in episodes], steps,
+                             rollout.step_weight, width)
+    metrics = trainer._metrics["train" if trainer.model.training else "eval"]
+    for key, value in stats.items():
+        metrics[f"credit/{key}"].append(value)
+    return torch.as_tensor(table, device=episode_adv.device, dtype=episode_adv.dtype)
 
 
 PROBE_STEPS = 512  # seeded random steps whose observations and actions probe the longest turn

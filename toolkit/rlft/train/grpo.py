@@ -8,6 +8,7 @@ rates the rewards report (``parse_rate``, ``optimal_action_rate``) to the consol
 from __future__ import annotations
 
 import importlib.util
+import math
 from typing import Any
 
 from rlft.core.console import console
@@ -38,7 +39,8 @@ from rlft.train.stage import (
 
 GRPO_COLUMNS = ("prompt",)
 EPISODE_METRICS = ("episode/return", "episode/success_rate", "episode/invalid_rate", "episode/turns",
-                   "episode/truncated_rate", "episode/rollout_seconds", "episode/episodes_per_second")
+                   "episode/truncated_rate", "episode/rollout_seconds", "episode/episodes_per_second",
+                   "credit/state_groups", "credit/state_groups_informative", "credit/turns_with_step_credit")
 SCALE_REWARDS = ("group", "batch", "none")
 GROUPS = ("auto", "sampled", "actions")
 GRPO_LEARNING_RATES = (3e-4, 1e-5)  # default peak rate: (from-scratch models under 20M parameters, pretrained)
@@ -133,6 +135,7 @@ def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:
                                 hint="drop --group, or use --rollout step")
     if config.stall_steps < 0:
         raise InvalidInputError(f"--stall-steps must be at least 0, got {config.stall_steps}")
+    check_credit(config, episodic)
     check_sampling(config)
     constrained = episodic if config.constrained is None else bool(config.constrained)
     if constrained and config.use_vllm:
@@ -140,6 +143,20 @@ def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:
                                 hint="drop --use-vllm, or sample unconstrained (--no-constrained)")
     check_vllm(config)
     return episodic, constrained
+
+
+def check_credit(config: GRPOStageConfig, episodic: bool) -> None:
+    from rlft.train.credit import CREDITS
+
+    if config.credit not in CREDITS:
+        raise InvalidInputError(f"--credit must be one of {', '.join(CREDITS)}, got {config.credit!r}")
+    if config.credit == "state" and not episodic:
+        raise InvalidInputError("--credit state is for episode rollouts (it compares turns of whole episodes)",
+                                hint="add --rollout episode, or drop --credit")
+    if not 0.0 <= config.credit_gamma <= 1.0:
+        raise InvalidInputError(f"--credit-gamma must be within [0, 1], got {config.credit_gamma}")
+    if not math.isfinite(config.step_weight) or config.step_weight < 0:
+        raise InvalidInputError(f"--step-weight must be a finite number >= 0, got {config.step_weight}")
 
 
 def auto_rewards(columns: list[str], episodic: bool) -> list[str]:
@@ -248,7 +265,8 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
         from rlft.train.episodes import EpisodeRollout, check_context
 
         rollout = EpisodeRollout(inputs.codec, tokenizer, config.max_turns, config.temperature, config.top_p,
-                                 constrained)  # sets the codec's template.turns, saved with the run
+                                 constrained, credit=config.credit, credit_gamma=config.credit_gamma,
+                                 step_weight=config.step_weight)  # sets the codec's template.turns, saved with the run
         check_context(rollout, tokenizer, model)
         return rollout
     if group == "actions":
@@ -269,7 +287,9 @@ def run_record(config: GRPOStageConfig, rewards: list, episodic: bool, constrain
     return {"rewards": [{"name": r.name, "low": r.low, "high": r.high} for r in rewards],
             "reward_weights": config.reward_weights, "rollout": config.rollout, "group": group,
             "constrained_sampling": constrained and group == "sampled",
-            **({"max_turns": config.max_turns, "episode_starts": config.episode_starts} if episodic else {})}
+            **({"max_turns": config.max_turns, "episode_starts": config.episode_starts, "credit": config.credit,
+                **({"credit_gamma": config.credit_gamma, "step_weight": config.step_weight}
+                   if config.credit == "state" else {})} if episodic else {})}
 
 
 def grpo_training_args(config: GRPOStageConfig, run_dir, model, episodic: bool):

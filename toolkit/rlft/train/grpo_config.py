@@ -72,6 +72,14 @@ class GRPOStageConfig(StageConfig):
     )
     max_turns: int = field(default=16, metadata={"help": "episode rollout: turns (actions) per episode at most."})
     episode_starts: int = field(default=64, metadata={"help": "episode rollout: distinct reset seeds to train on."})
+    credit: str = field(
+        default="episode",
+        metadata={"help": "episode rollout: episode (every answer gets its episode's GRPO advantage) or state (GiGPO: "
+                          "plus a step advantage, the turn's discounted return-to-go against the other turns that "
+                          "answered the same observation in episodes of the same start; see rlft.train.credit)."},
+    )
+    credit_gamma: float = field(default=0.95, metadata={"help": "--credit state: discount of the return-to-go."})
+    step_weight: float = field(default=1.0, metadata={"help": "--credit state: weight of the step advantage."})
     constrained: bool | None = field(
         default=None,
         metadata={"help": "Sample answers within the codec's grammar (default: on for episode rollouts; off for "

@@ -1,0 +1,141 @@
+"""Per-state credit of episodic GRPO (``--credit state``, GiGPO-style): the step advantages' arithmetic on
+hand-made episodes, the per-token table TRL's loss reads, and a real TRL run that uses it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlft.core.errors import InvalidInputError
+from rlft.train.credit import returns_to_go, step_advantages, token_advantages
+from rlft.train.grpo_config import GRPOStageConfig
+
+
+def test_returns_to_go_discount_later_rewards():
+    assert returns_to_go([0.0, 0.0, 1.0], 0.5).tolist() == [0.25, 0.5, 1.0]
+    assert returns_to_go([1.0, 1.0], 1.0).tolist() == [2.0, 1.0]
+    assert returns_to_go([], 0.9).tolist() == []
+
+
+def test_turns_that_answered_the_same_state_are_compared_within_a_task():
+    # two episodes of task A both visit state "s0" then "s1"; the first reaches the goal, the second does not.
+    # Task B's episode also visits "s0" but is another task: never compared with A's.
+    tasks = ["A", "A", "B"]
+    observations = [["s0", "s1"], ["s0", "s1"], ["s0"]]
+    rewards = [[0.0, 1.0], [0.0, 0.0], [0.0]]
+    steps, stats = step_advantages(tasks, observations, rewards, gamma=0.5)
+    # s0 in A: returns-to-go 0.5 and 0.0 -> standardized +1 / -1; s1: 1.0 and 0.0 -> +1 / -1
+    assert steps[0].tolist() == pytest.approx([1.0, 1.0])
+    assert steps[1].tolist() == pytest.approx([-1.0, -1.0])
+    assert steps[2].tolist() == [0.0]  # a group of one turn carries no comparison
+    assert stats["state_groups"] == 3 and stats["state_groups_informative"] == 2
+    assert stats["turns_with_step_credit"] == pytest.approx(4 / 5)
+
+
+def test_equal_returns_give_no_step_credit():
+    steps, stats = step_advantages(["A", "A"], [["s0", "s1"], ["s0", "s2"]], [[0.0, 0.0], [0.0, 0.0]], 0.95)
+    assert all(not s.any() for s in steps)
+    assert stats["state_groups_informative"] == 0
+
+
+def test_token_table_adds_each_turns_step_credit_to_its_own_tokens():
+    turn_ids = [[-1, 0, 0, -1, 1], [0, -1, 1]]
+    steps = [np.array([0.5, -1.0]), np.array([2.0, 0.0])]
+    table = token_advantages([1.0, -1.0], turn_ids, steps, weight=2.0, width=6)
+    assert table.shape == (2, 6)
+    assert table[0].tolist() == [1.0, 2.0, 2.0, 1.0, -1.0, 1.0]  # env tokens and padding keep the episode's
+    assert table[1].tolist() == [3.0, -1.0, -1.0, -1.0, -1.0, -1.0]
+
+
+def test_the_trainer_hook_turns_episode_advantages_into_per_token_ones():
+    import torch
+
+    from rlft.train.episodes import Episode, state_credit_advantages
+
+    class Rollout:
+        credit, credit_gamma, step_weight = "state", 1.0, 1.0
+        last_episodes = [
+            Episode(seed=0, completion_ids=[5, 6, 7], turn_ids=[0, -1, 1], observations=["a", "b"],
+                    rewards=[0.0, 1.0], first_prompt="task"),
+            Episode(seed=1, completion_ids=[5, 6, 7], turn_ids=[0, -1, 1], observations=["a", "c"],
+                    rewards=[0.0, 0.0], first_prompt="task"),
+        ]
+
+    class Model:
+        training = True
+
+    class Trainer:
+        model = Model()
+        _metrics = {"train": __import__("collections").defaultdict(list)}
+
+    output = {"advantages": torch.tensor([0.7, -0.7]), "completion_ids": torch.zeros(2, 4, dtype=torch.long)}
+    table = state_credit_advantages(Trainer(), Rollout(), output)
+    assert table.shape == (2, 4)
+    # state "a": returns-to-go 1 and 0 -> +1 / -1 on turn 0's token; turn 1's states differ: no step credit
+    assert table[0].tolist() == pytest.approx([1.7, 0.7, 0.7, 0.7])
+    assert table[1].tolist() == pytest.approx([-1.7, -0.7, -0.7, -0.7])
+    assert Trainer._metrics["train"]["credit/state_groups_informative"] == [1.0]
+    Rollout.last_episodes = Rollout.last_episodes[:1]
+    with pytest.raises(RuntimeError, match="1 episodes played for 2 samples"):
+        state_credit_advantages(Trainer(), Rollout(), output)
+
+
+def _lake(tmp_path):
+    from typer.testing import CliRunner
+
+    from factories import write_map
+    from rlft.cli.main import app
+
+    data, model = tmp_path / "q", tmp_path / "tiny"
+    lake_map = write_map(tmp_path, ["SF", "FG"])
+    for args in (["data", "export-q", "frozenlake", "--map", lake_map, "--out", data, "--episodes", "10",
+                  "--wording", "compact"],
+                 ["model", "init", "--dataset", data, "--out", model, "--max-positions", "512"]):
+        result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    return data, model
+
+
+def test_state_credit_trains_through_trl_and_is_recorded(tmp_path, monkeypatch):
+    import json
+
+    from rlft.train import episodes as episodes_module
+    from rlft.train.grpo import run_grpo
+
+    tables = []
+    original = episodes_module.state_credit_advantages
+
+    def recording(trainer, rollout, output):
+        table = original(trainer, rollout, output)
+        tables.append((table, [e.turn_ids for e in rollout.last_episodes]))
+        return table
+
+    monkeypatch.setattr(episodes_module, "state_credit_advantages", recording)
+    data, model = _lake(tmp_path)
+    out = tmp_path / "run"
+    config = GRPOStageConfig(dataset=str(data), model=str(model), out=out, rollout="episode", rewards=["return"],
+                             credit="state", credit_gamma=0.9, max_turns=4, episode_starts=4, num_generations=4,
+                             per_device_train_batch_size=8, learning_rate=5e-3, max_steps=2, logging_steps=1,
+                             lora=False, seed=3)
+    info = run_grpo(config)
+    assert len(tables) == 2  # one per optimizer step
+    for table, turn_ids in tables:
+        assert table.dim() == 2 and table.shape[0] == 8 and table.shape[1] >= max(len(t) for t in turn_ids)
+    assert "credit/state_groups_last" in info["metrics"]
+    saved = json.loads((out / "rlft_run.json").read_text())
+    assert saved["credit"] == "state" and saved["credit_gamma"] == 0.9 and saved["step_weight"] == 1.0
+
+
+def test_bad_credit_settings_fail_before_training(tmp_path):
+    from rlft.train.grpo import run_grpo
+
+    base = dict(dataset=str(tmp_path / "none"), model=str(tmp_path / "none"), out=tmp_path / "bad", max_steps=1)
+    with pytest.raises(InvalidInputError, match="--credit must be one of"):
+        run_grpo(GRPOStageConfig(**base, rollout="episode", credit="turn"))
+    with pytest.raises(InvalidInputError, match="--credit state is for episode rollouts"):
+        run_grpo(GRPOStageConfig(**base, credit="state"))
+    with pytest.raises(InvalidInputError, match="--credit-gamma"):
+        run_grpo(GRPOStageConfig(**base, rollout="episode", credit="state", credit_gamma=1.5))
+    with pytest.raises(InvalidInputError, match="--step-weight"):
+        run_grpo(GRPOStageConfig(**base, rollout="episode", credit="state", step_weight=float("nan")))
+    assert not (tmp_path / "bad").exists()
