@@ -162,6 +162,10 @@ def grpo(
                                                   "episodes in the environment, reward return[,format]) [step]."),
     max_turns: int | None = typer.Option(None, help="episode rollout: actions per episode at most [16]."),
     episode_starts: int | None = typer.Option(None, help="episode rollout: distinct reset seeds [64]."),
+    credit: str | None = typer.Option(None, help="episode rollout: episode, or state (GiGPO: plus each turn's "
+                                                 "advantage among turns that answered the same state) [episode]."),
+    credit_gamma: float | None = typer.Option(None, help="--credit state: return-to-go discount [0.95]."),
+    step_weight: float | None = typer.Option(None, help="--credit state: weight of the step advantage [1.0]."),
     constrained: bool | None = typer.Option(None, "--constrained/--no-constrained",
                                             help="Sample answers within the codec's grammar [on for episode "
                                                  "rollouts, off for step rollouts]."),
@@ -199,7 +203,8 @@ def grpo(
         beta=beta, scale_rewards=scale_rewards, loss_type=loss_type, train_split=train_split,
         max_train_samples=max_train_samples, q_bonus=q_bonus, env_horizon=env_horizon, env_policy=env_policy,
         env_gamma=env_gamma, env_samples=env_samples, env_bounds=env_bounds, rollout=rollout, max_turns=max_turns,
-        episode_starts=episode_starts, constrained=constrained, use_vllm=use_vllm,
+        episode_starts=episode_starts, credit=credit, credit_gamma=credit_gamma, step_weight=step_weight,
+        constrained=constrained, use_vllm=use_vllm,
         vllm_mode=vllm_mode, log_completions=log_completions, logging_steps=logging_steps, save_steps=save_steps,
         check_steps=check_steps, stop_at_accuracy=stop_at_accuracy, stop_at_action_error=stop_at_action_error,
         check_states=check_states,
