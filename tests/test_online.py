@@ -89,6 +89,10 @@ def test_llm_backbone_trains_saves_loads_and_evaluates(pole, tmp_path, algo, mod
     assert run["stage"] == f"online {algo}" and run["global_step"] == info["timesteps"]
     assert run["train_steps_per_second"] == pytest.approx(info["steps_per_second"])
     assert run["curve"] == info["curve"] and run["final_eval_return"] == info["eval"]["mean"]
+    # and SB3's per-update diagnostics: how far the updates moved the policy, how well the value head fit
+    assert info["update_signals"] and all(row["step"] >= 1 for row in info["update_signals"])
+    kl = "approx_kl" if algo == "ppo" else "kl_divergence_loss"
+    assert run[f"{kl}_mean"] == pytest.approx(np.mean([row[kl] for row in info["update_signals"]]))
 
 
 def test_mlp_baseline_is_sb3_ppo_exactly(tmp_path):
@@ -111,7 +115,10 @@ def test_mlp_baseline_is_sb3_ppo_exactly(tmp_path):
     plain.learn(total_timesteps=512)
     mine, theirs = ours.policy.state_dict(), plain.policy.state_dict()
     assert mine.keys() == theirs.keys()
-    assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine)  # reading SB3's diagnostics changes nothing
+    signals = json.loads((out / "rlft_online.json").read_text())["update_signals"]
+    assert [row["step"] for row in signals] == [256, 512]  # one row per update: 8 envs x 32 steps each
+    assert all({"approx_kl", "clip_fraction", "explained_variance", "value_loss"} <= row.keys() for row in signals)
 
 
 def test_lora_backbone_trains_only_the_adapter(pole, tmp_path):

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
 
@@ -95,7 +97,15 @@ def online_run_record(info: dict[str, Any]) -> dict[str, Any]:
         "final_eval_return": (info.get("eval") or {}).get("mean"),
         "curve": info.get("curve"),
         "curve_axes": ["environment step", "training episode return (running mean)"],
+        **update_signal_means(info.get("update_signals") or []),
     }
+
+
+def update_signal_means(signals: list[dict[str, float]]) -> dict[str, float]:
+    """``<signal>_mean`` over an online run's updates (SB3's approx_kl, clip_fraction, explained_variance...): how
+    far each update moved the policy and how well the value head fit, comparable between backbones."""
+    keys = sorted({k for row in signals for k in row if k not in ("step", "learning_rate")})
+    return {f"{k}_mean": float(np.mean([row[k] for row in signals if k in row])) for k in keys}
 
 
 def episode_curve(run: Path) -> tuple[list[list[float]], str] | None:

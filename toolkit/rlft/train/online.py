@@ -88,7 +88,7 @@ def policy_kwargs(config: OnlineConfig, codec, base: dict | None) -> dict[str, A
 # SB3's own per-update diagnostics (its logger's train/ keys), kept per update in rlft_online.json: a collapse
 # shows there first (approx_kl and clip_fraction jump, explained_variance falls, the entropy vanishes).
 UPDATE_SIGNALS = ("approx_kl", "clip_fraction", "entropy_loss", "explained_variance", "value_loss",
-                  "policy_gradient_loss", "learning_rate", "std", "kl_divergence_between_old_and_new_policy",
+                  "policy_gradient_loss", "learning_rate", "std", "kl_divergence_loss", "policy_objective",
                   "is_line_search_success")
 
 
