@@ -167,4 +167,7 @@ def test_help_never_cuts_option_names_on_a_narrow_terminal():
                           capture_output=True, text=True, check=True).stdout  # noqa: S603
     cut = [line for line in text.splitlines() if re.match(r"^│ --[\w-]*…", line)]
     assert not cut  # an option's own name never ends in an ellipsis
-    assert "--gradient-accumu" in text and "lation-steps" in text  # folded onto the next line, whole
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "--gradient-accum" in line)
+    pieces = [lines[i].split()[1] for i in (at, at + 1)]  # the first cell of the line and of the next one
+    assert "".join(pieces) == "--gradient-accumulation-steps"  # folded onto the next line, whole

@@ -63,7 +63,8 @@ class StageConfig:
     warmup_steps: int = field(default=0, metadata={"help": "Linear warm-up steps."})
     num_train_epochs: float = field(default=1.0, metadata={"help": "Epochs (ignored when max_steps > 0)."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps (-1: set by num_train_epochs)."})
-    per_device_train_batch_size: int = field(default=8, metadata={"help": "Batch size per device."})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "Batch size per device.",
+                                                                  "aliases": ["--batch-size"]})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Gradient accumulation steps."})
     gradient_checkpointing: bool | None = field(
         default=None, metadata={"help": "Recompute activations (None: on for models over 50M parameters)."}
@@ -97,7 +98,7 @@ class StageConfig:
         default=0.05, metadata={"help": "Continuous actions: right when every dimension is within this fraction "
                                         "of the action range of the recorded action."},
     )
-    seed: int = field(default=0, metadata={"help": "Seed of the model init, data order and sampling."})
+    seed: int = field(default=0, metadata={"help": "Seed of the model init, data order and sampling.", "min": 0})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing RUN folder."})
     resume: bool = field(default=False, metadata={"help": "Resume the run in RUN from its last checkpoint."})
     trl: dict[str, Any] = field(

@@ -18,7 +18,7 @@ class GRPOStageConfig(StageConfig):
         default_factory=lambda: ["auto"],
         metadata={"help": "Reward names: format, bc, q-advantage, env (see rlft.train.rewards); auto: format + "
                           "q-advantage on a dataset with Q-values, format + bc on one with recorded actions, return "
-                          "for episode rollouts."},
+                          "for episode rollouts.", "aliases": ["--reward"]},
     )
     reward_weights: list[float] | None = field(default=None, metadata={"help": "One weight per reward (default 1)."})
     learning_rate: float | None = field(

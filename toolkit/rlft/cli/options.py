@@ -1,0 +1,118 @@
+"""Commands whose options are generated from a config dataclass: a setting is declared once, as a field.
+
+TRL builds its scripts' CLI from its config dataclasses (``TrlParser``, i.e. transformers' ``HfArgumentParser``);
+rlft does the same for Typer. Each field becomes ``--field-name`` (plus the ``aliases`` in its metadata, as
+``HfArgumentParser`` reads them, and within its ``min``/``max``), its help is the field's ``help`` with the
+default appended, booleans get ``--x/--no-x``, lists are typed as comma lists. Every option defaults to "not
+given" (``None``), so the merge (:func:`rlft.train.configs.merge_config`: defaults < ``--config`` YAML < flags)
+can tell a typed value from the default. Adding a field to a stage config adds its flag, its YAML key and its
+value in the trainer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+
+from rlft.cli.common import command
+
+CONFIG_OPTION = typer.Option(None, "--config", help="YAML config (e.g. pipelines/sft.yaml); flags win.")
+# Flags the stage does not declare are the fields of TRL's own config class (--weight-decay 0.01, --optim
+# adamw_torch, --report-to wandb ...), parsed by TRL's parser (rlft.train.configs.parse_trl_flags).
+TRL_FLAGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _base_type(tp) -> Any:
+    """The option type of a field type: Optional stripped, lists as their comma-separated text."""
+    from rlft.train.configs import _strip_optional
+
+    base, _ = _strip_optional(tp)
+    if typing.get_origin(base) in (list, tuple):
+        return str
+    return base if base in (bool, int, float, str, Path) else str
+
+
+def _default_text(f: dataclasses.Field) -> str | None:
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        value = f.default_factory()  # type: ignore[misc]
+    elif f.default is not dataclasses.MISSING:
+        value = f.default
+    else:
+        return None
+    if value is None or value in ({}, []):
+        return None
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _default_missing(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+
+
+def field_parameters(cls, skip: tuple[str, ...] = ()) -> list[inspect.Parameter]:
+    """One keyword parameter per field of ``cls`` (a Typer option defaulting to "not given"), in field order."""
+    hints = typing.get_type_hints(cls)
+    params = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip or typing.get_origin(hints[f.name]) is dict or hints[f.name] is dict:
+            continue
+        tp = _base_type(hints[f.name])
+        flag = "--" + f.name.replace("_", "-")
+        aliases = list(f.metadata.get("aliases", ()))
+        decls = [f"{flag}/--no-{flag[2:]}", *aliases] if tp is bool else [flag, *aliases]
+        help_text = f.metadata.get("help", "")
+        default = _default_text(f)
+        if default is not None:
+            help_text = f"{help_text} [{default}]"
+        help_text = escape(help_text)  # the CLI renders rich markup: "[ppo]" would be read as a style tag
+        bounds = {k: f.metadata[k] for k in ("min", "max") if k in f.metadata}  # click checks them when parsing
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=tp | None,
+                                        default=typer.Option(None, *decls, help=help_text, **bounds)))
+    return params
+
+
+def config_command(app: typer.Typer, name: str, cls, run: Callable[[Any, typer.Context], None], *,
+                   section: str | None = None, doc: str, trl_flags: bool = False,
+                   skip: tuple[str, ...] = ()) -> Callable[..., None]:
+    """Register ``name`` on ``app``: its options are ``cls``'s fields (and ``--config FILE`` when ``section``
+    names the YAML section of a stage), ``run(config, ctx)`` gets the merged config. ``trl_flags``: flags the
+    stage does not declare go to TRL's parser over the stage's TRL config class."""
+    from rlft.train.configs import merge_config
+
+    def impl(ctx: typer.Context, **values: Any) -> None:
+        if section is not None:
+            from rlft.train.configs import build_config
+
+            config_file = values.pop("config", None)
+            config, _ = build_config(cls, section, config_file, values, ctx.args if trl_flags else None)
+        else:
+            missing = [f.name for f in dataclasses.fields(cls) if _default_missing(f) and values.get(f.name) is None]
+            if missing:
+                from rlft.core.errors import InvalidInputError
+
+                raise InvalidInputError(f"missing {', '.join('--' + n.replace('_', '-') for n in missing)}",
+                                        hint=f"see rlft ... {name} --help")
+            config, _ = merge_config(cls, None, values, source="the command line")
+        run(config, ctx)
+
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    if section is not None:
+        params.append(inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None,
+                                        default=CONFIG_OPTION))
+    params += field_parameters(cls, skip)
+    impl.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    impl.__annotations__ = {}
+    impl.__doc__ = doc
+    impl.__name__ = impl.__qualname__ = name.replace("-", "_")
+    command(app, name, **({"context_settings": TRL_FLAGS} if trl_flags else {}))(impl)
+    return impl
