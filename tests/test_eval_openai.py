@@ -77,7 +77,7 @@ def test_server_down_fails_fast(tmp_path_factory, cli):
     result = cli("eval", "--policy", "llm:m", "--codec", data, "--backend", "openai", "--api-url", url,
                  "--episodes", "1")
     text = " ".join(result.output.split())
-    assert result.exit_code == 2 and "cannot reach the OpenAI-compatible server" in text and "Traceback" not in text
+    assert result.exit_code == 1 and "cannot reach the OpenAI-compatible server" in text and "Traceback" not in text
     with pytest.raises(OfflineError, match="cannot reach"):
         OpenAIBackend(url, "m", 8).generate(["hello"])
 

@@ -163,3 +163,21 @@ def test_acrobot_and_mountaincar_ship_tuned_dqn_settings_and_the_error_names_the
     result = cli("expert", "train", "--env", "Acrobot-v1", "--out", tmp_path / "a.zip")
     assert result.exit_code == 2 and "no tuned ppo settings for Acrobot-v1" in result.output
     assert "--algo dqn" in result.output and not (tmp_path / "a.zip").exists()
+
+
+def test_training_leaves_no_folder_in_the_temporary_directory(tmp_path, monkeypatch):
+    """SB3's default logger makes an empty SB3-<date> folder per learn(); rlft's runs leave nothing behind."""
+    import tempfile
+
+    from rlft.train.online import train_online
+    from rlft.train.online_config import OnlineConfig
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    train_expert(ExpertConfig(env_id="CartPole-v1", out=tmp_path / "ppo.zip", timesteps=256, eval_episodes=1,
+                              eval_freq=0))
+    train_online(OnlineConfig(env="CartPole-v1", out=tmp_path / "online", timesteps=256, eval_episodes=1))
+    left = sorted(p.name for p in scratch.iterdir())
+    # the lock folder is shared by design (rlft.core.io), torch's compile cache is torch's
+    assert [n for n in left if not n.startswith(("rlft-locks-", "torchinductor_"))] == [], left

@@ -199,7 +199,7 @@ def test_offline_download_fails_fast(cli, monkeypatch):
     assert time.perf_counter() - start < 3.5
 
     result = cli("data", "info", "mujoco/halfcheetah/medium-v0", "--download")
-    assert result.exit_code == 2 and "cannot reach" in result.output
+    assert result.exit_code == 1 and "cannot reach" in result.output
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(OfflineError, match="HF_HUB_OFFLINE"):

@@ -76,8 +76,58 @@ def test_push_offline_fails_fast(dataset_dir, monkeypatch):
     with pytest.raises(OfflineError, match="HF_HUB_OFFLINE"):
         push_mod.push_dataset(dataset_dir, "alice/x", token="hf_test")
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    with pytest.raises(OfflineError, match="cannot reach"):  # a closed loopback port stands for the Hub
-        push_mod.check_hub_online(host="127.0.0.1", port=_closed_port(), timeout=1.0)
+    port = _closed_port()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")  # a closed loopback port stands for the Hub
+    with pytest.raises(OfflineError, match=f"cannot reach the Hugging Face Hub 127.0.0.1:{port}"):
+        push_mod.check_hub_online(timeout=1.0)
+
+
+@pytest.fixture
+def local_hub(monkeypatch):
+    """A local HTTP server as HF_ENDPOINT that answers every request with HTTP 401, recording the paths asked:
+    the real HfApi talks to it (the network boundary is the socket, nothing in rlft is replaced)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen = []
+
+    class Refuse(BaseHTTPRequestHandler):
+        def _answer(self):
+            seen.append((self.command, self.path))
+            body = json.dumps({"error": "Invalid credentials in Authorization header"}).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_HEAD = _answer  # noqa: N815 - http.server's handler names
+
+        def log_message(self, *args):  # quiet
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    # the test session sets HF_HUB_OFFLINE before huggingface_hub is imported, which reads it once into a constant
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    yield seen, server.server_port
+    server.shutdown()
+    server.server_close()
+
+
+def test_push_goes_to_hf_endpoint_and_a_refusal_is_one_line(cli, dataset_dir, local_hub):
+    seen, port = local_hub
+    before = sorted(p.relative_to(dataset_dir) for p in dataset_dir.rglob("*"))
+    result = cli("data", "push", dataset_dir, "--repo-id", "alice/x", "--token", "hf_wrong")
+    assert seen and seen[0] == ("POST", "/api/repos/create")  # the mirror, not huggingface.co, was asked
+    assert result.exit_code == 1  # a fault of the remote, not of the command
+    text = " ".join(result.output.split())
+    assert f"the Hub at http://127.0.0.1:{port} refused the push to alice/x: HTTP 401" in text
+    assert "hf auth login" in text and "Traceback" not in result.output
+    assert sorted(p.relative_to(dataset_dir) for p in dataset_dir.rglob("*")) == before
 
 
 def _closed_port() -> int:

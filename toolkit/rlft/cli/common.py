@@ -1,4 +1,5 @@
-"""Shared CLI plumbing: one-line errors with exit code 2, interrupted runs that say nothing was written."""
+"""Shared CLI plumbing: one-line errors (exit code 2 for usage errors, 1 for faults), interrupted runs that say
+nothing was written."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import Any
 
 import typer
 
-from rlft.core.errors import RlftError
+from rlft.core.errors import FaultError, RlftError
 from rlft.core.io import release_outputs
 
-EXIT_USAGE = 2
+EXIT_USAGE = 2  # the input is wrong
+EXIT_FAULT = 1  # the disk, the network or a remote failed (FaultError)
 
 
 class Terminated(KeyboardInterrupt):
@@ -55,7 +57,8 @@ def _put_back_set_aside() -> None:
 
 
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn :class:`RlftError` into ``Error: <message>`` on stderr and exit code 2 (no traceback); SIGINT and
+    """Turn :class:`RlftError` into ``Error: <message>`` on stderr and exit code 2, or 1 for a
+    :class:`FaultError` (no traceback); SIGINT and
     SIGTERM into a one-line note and exit code 130 / 143 after the cleanups have run."""
 
     @functools.wraps(func)
@@ -77,7 +80,7 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
             # the message is data, not markup: "rlft[collect]" must print as written
             err_console.print(f"[bold red]Error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_USAGE) from exc
+            raise typer.Exit(EXIT_FAULT if isinstance(exc, FaultError) else EXIT_USAGE) from exc
         except KeyboardInterrupt as exc:
             err_console.print(
                 f"[bold red]{'Terminated' if isinstance(exc, Terminated) else 'Interrupted'}:[/] dataset folders "

@@ -1,4 +1,6 @@
-"""Typed errors. The CLI turns every :class:`RlftError` into a one-line message and exit code 2."""
+"""Typed errors. The CLI turns every :class:`RlftError` into a one-line message: exit code 2 for a usage error
+(the input is wrong: fix the command), 1 for a fault (:class:`FaultError`: the disk, the network, a remote
+service failed: the same command may work later)."""
 
 from __future__ import annotations
 
@@ -23,12 +25,20 @@ class OutputExistsError(RlftError, FileExistsError):
     """The output location already holds something that would be overwritten."""
 
 
-class OutputError(RlftError, OSError):
+class FaultError(RlftError):
+    """Not the input's fault: the machine or a remote failed (exit code 1)."""
+
+
+class OutputError(FaultError, OSError):
     """An output cannot be written: a parent is a file, no permission, a read-only file system, a full disk."""
 
 
-class OfflineError(RlftError, ConnectionError):
+class OfflineError(FaultError, ConnectionError):
     """A remote resource (Hugging Face Hub, Minari remote) could not be reached."""
+
+
+class RemoteError(FaultError):
+    """A remote service answered with an error (an HTTP 401 from the Hub, a 500 from a model server)."""
 
 
 class MissingDependencyError(RlftError, ImportError):

@@ -18,6 +18,23 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
 
 
+DEFAULT_HUB_ENDPOINT = "https://huggingface.co"
+
+
+def hub_endpoint() -> str:
+    """The Hub's base URL: ``HF_ENDPOINT`` (a self-hosted mirror) or huggingface.co, read when asked (the
+    constant huggingface_hub reads at import would miss a variable set later)."""
+    return os.environ.get("HF_ENDPOINT", DEFAULT_HUB_ENDPOINT).rstrip("/") or DEFAULT_HUB_ENDPOINT
+
+
+def host_port(url: str) -> tuple[str, int]:
+    """(host, port) of an http(s) URL, the scheme's port when none is written."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    return parsed.hostname or "huggingface.co", parsed.port or (80 if parsed.scheme == "http" else 443)
+
+
 def check_reachable(host: str, port: int, timeout: float, what: str, hint: str) -> None:
     """Raise :class:`OfflineError` unless a TCP connection to ``host:port`` opens within ``timeout`` seconds.
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.errors import InvalidInputError, OfflineError
-from rlft.core.net import hub_offline
+from rlft.core.net import hub_endpoint, hub_offline
 from rlft.hub.folder import read_parquet, read_parquet_schema
 from rlft.hub.layout import DATA_DIR, INFO_FILENAME
 
@@ -48,7 +48,7 @@ def hub_snapshot(repo_id: str, repo_type: str) -> str:
 
     what = "dataset" if repo_type == "dataset" else "model"
     try:  # the cache first: works offline
-        return snapshot_download(repo_id, repo_type=repo_type, local_files_only=True)
+        return snapshot_download(repo_id, repo_type=repo_type, local_files_only=True, endpoint=hub_endpoint())
     except Exception:  # noqa: BLE001 - not cached: go online below
         pass
     if hub_offline():
@@ -66,7 +66,7 @@ def hub_snapshot(repo_id: str, repo_type: str) -> str:
             hint=f"pass a local {what} folder" + (" (rlft model init / rlft model fetch)" if what == "model" else ""),
         ) from exc
     try:
-        return snapshot_download(repo_id, repo_type=repo_type)
+        return snapshot_download(repo_id, repo_type=repo_type, endpoint=hub_endpoint())
     except Exception as exc:  # noqa: BLE001 - repository not found, gated, network error...
         raise InvalidInputError(f"cannot download {what} {repo_id!r} from the Hub: {exc}") from exc
 

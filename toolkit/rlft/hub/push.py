@@ -5,11 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlft.codecs.base import CODEC_FILENAME
-from rlft.core.errors import InvalidInputError, OfflineError
-from rlft.core.net import check_reachable, hub_offline
+from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
+from rlft.core.net import check_reachable, host_port, hub_endpoint, hub_offline
 from rlft.hub.layout import CARD_FILENAME, DATA_DIR
-
-HUB_HOST = "huggingface.co"
 
 # Hidden files and folders at any depth stay local (temporary files, caches): fnmatch's "*" crosses "/",
 # so "*/.*" catches "data/.tmp-x", which ".*" alone lets through.
@@ -17,10 +15,11 @@ UPLOAD_IGNORE = (".*", "*/.*")
 
 
 def hf_api(token: str | None):
-    """The client used to upload (a seam for tests: they pass a fake with the same methods)."""
+    """The client used to upload, at ``HF_ENDPOINT`` when set (a seam for tests: they pass a fake with the same
+    methods)."""
     from huggingface_hub import HfApi
 
-    return HfApi(token=token)
+    return HfApi(token=token, endpoint=hub_endpoint())
 
 
 def check_dataset_folder(folder: Path) -> None:
@@ -35,10 +34,12 @@ def check_dataset_folder(folder: Path) -> None:
         raise InvalidInputError(f"{folder}/{DATA_DIR} holds no Parquet file")
 
 
-def check_hub_online(host: str = HUB_HOST, port: int = 443, timeout: float = 3.0) -> None:
-    """Fail in seconds, with a clear message, when the Hub cannot be reached or offline mode is set."""
+def check_hub_online(timeout: float = 3.0) -> None:
+    """Fail in seconds, with a clear message, when the Hub (``HF_ENDPOINT`` when set) cannot be reached or
+    offline mode is set."""
     if hub_offline():
         raise OfflineError("HF_HUB_OFFLINE is set", hint="unset it to push to the Hub")
+    host, port = host_port(hub_endpoint())
     check_reachable(host, port, timeout, "the Hugging Face Hub",
                     hint="check the network; the dataset folder is unchanged")
 
@@ -72,15 +73,43 @@ def push_dataset(
         token = resolve_token(token)
         check_hub_online()
         api = hf_api(token)
-    url = api.create_repo(repo_id=repo_id, repo_type="dataset", private=private, exist_ok=True)
-    if revision:
-        api.create_branch(repo_id=repo_id, repo_type="dataset", branch=revision, exist_ok=True)
-    api.upload_folder(
-        folder_path=str(folder),
-        repo_id=repo_id,
-        repo_type="dataset",
-        revision=revision,
-        commit_message=commit_message or f"Upload {folder.name} with rlft",
-        ignore_patterns=list(UPLOAD_IGNORE),
-    )
+    try:
+        url = api.create_repo(repo_id=repo_id, repo_type="dataset", private=private, exist_ok=True)
+        if revision:
+            api.create_branch(repo_id=repo_id, repo_type="dataset", branch=revision, exist_ok=True)
+        api.upload_folder(
+            folder_path=str(folder),
+            repo_id=repo_id,
+            repo_type="dataset",
+            revision=revision,
+            commit_message=commit_message or f"Upload {folder.name} with rlft",
+            ignore_patterns=list(UPLOAD_IGNORE),
+        )
+    except Exception as exc:  # the network boundary: any HTTP or connection failure becomes one line
+        raise hub_error(exc, repo_id) from exc
     return str(url)
+
+
+# What a Hub status means for the person pushing.
+STATUS_HINTS = {
+    401: "the token is missing, expired or wrong: run `hf auth login` or pass --token",
+    403: "the token cannot write to this repo: use a token with write access, or a repo you own",
+    404: "no such repo or branch, or the token cannot see it",
+    409: "the repo changed while pushing: push again",
+    429: "the Hub is rate-limiting this token: wait and push again",
+}
+
+
+def hub_error(exc: Exception, repo_id: str) -> Exception:
+    """One clear line for a failed push: the Hub's HTTP status and what it means, or the connection failure."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(exc, HfHubHTTPError) and exc.response is not None:
+        status = exc.response.status_code
+        hint = STATUS_HINTS.get(status, "the Hub failed: push again later" if status >= 500 else None)
+        return RemoteError(f"the Hub at {hub_endpoint()} refused the push to {repo_id}: HTTP {status}",
+                           hint=(hint or "") + ("; " if hint else "") + "the dataset folder is unchanged")
+    if isinstance(exc, OSError | ConnectionError) or type(exc).__module__.split(".")[0] in ("httpx", "requests"):
+        return OfflineError(f"the push to {repo_id} at {hub_endpoint()} failed: {type(exc).__name__}: {exc}",
+                            hint="check the network and push again; the dataset folder is unchanged")
+    return exc

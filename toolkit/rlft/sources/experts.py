@@ -181,6 +181,14 @@ def check_algo_space(algo: str, env_id: str) -> None:
                                 hint="use ppo, sac or tqc for continuous actions")
 
 
+def quiet_logger(model) -> None:
+    """An in-memory SB3 logger: left to itself, ``learn()`` with ``verbose=0`` makes an empty ``SB3-<date>``
+    folder in the temporary directory on every run (its default logger's folder), and never removes it."""
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
+
+
 def train_expert(config: ExpertConfig) -> ExpertResult:
     """Train ``config.algo`` on ``config.env_id``, evaluate it, save ``out`` and ``out.json``; return both."""
     _check(config)
@@ -208,6 +216,7 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     cls = algo_class(config.algo)
     venv = make_vec_env(config.env_id, n_envs=n_envs, seed=config.seed)
     model = cls(hp.policy, venv, seed=config.seed, verbose=0, device="cpu", **hp.algo_kwargs())
+    quiet_logger(model)
 
     import tempfile
 

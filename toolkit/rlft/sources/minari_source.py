@@ -10,12 +10,11 @@ import os
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import numpy as np
 
 from rlft.core.errors import InvalidInputError, OfflineError, require
-from rlft.core.net import check_reachable, hub_offline
+from rlft.core.net import check_reachable, host_port, hub_endpoint, hub_offline
 
 CONNECT_TIMEOUT_S = 3.0
 
@@ -47,8 +46,7 @@ def remote_endpoint() -> tuple[str, int]:
     remote = os.environ.get("MINARI_REMOTE", "hf://farama-minari")
     if remote.startswith("gcp://"):
         return "storage.googleapis.com", 443
-    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    return endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    return host_port(hub_endpoint())
 
 
 def check_minari_remote(timeout: float = CONNECT_TIMEOUT_S) -> None:

@@ -138,16 +138,30 @@ def plot_curve(path: Path, curve: list[tuple[int, float]], title: str) -> None:
     save_figure(fig, path)
 
 
+def learn(model, config: OnlineConfig, timesteps: int) -> tuple[list, list, float]:
+    """``model.learn`` with a progress bar: (learning curve, per-update signals, seconds)."""
+    from rlft.core.console import progress
+
+    curve: list[tuple[int, float]] = []
+    signals: list[dict[str, float]] = []
+    start = time.perf_counter()
+    with progress() as bar:
+        task = bar.add_task(f"{config.algo} {config.env} ({config.backbone})", total=timesteps)
+        # log_interval=None: SB3 never dumps (and clears) its logger, so each update's values are read back
+        model.learn(total_timesteps=timesteps, callback=_curve_callback(bar, task, curve, signals), log_interval=None)
+    return curve, signals, time.perf_counter() - start
+
+
 def train_online(config: OnlineConfig) -> dict[str, Any]:
     """Train, evaluate and save one online run; returns its metadata (``rlft_online.json``)."""
     from stable_baselines3.common.env_util import make_vec_env
 
-    from rlft.core.console import console, progress
+    from rlft.core.console import console
     from rlft.core.io import atomic_output_dir, atomic_write_text
     from rlft.core.seeding import limit_threads, seed_everything
     from rlft.envs.registry import make_env, normalized_score
     from rlft.policy.backbone import BACKBONE_DIR, ONLINE_FILE, ONLINE_INFO, online_algo_class, policy_kwargs_for_info
-    from rlft.sources.experts import EVAL_SEED_OFFSET, evaluate
+    from rlft.sources.experts import EVAL_SEED_OFFSET, evaluate, quiet_logger
     from rlft.sources.hyperparams import load_hyperparams
 
     check_config(config)
@@ -168,15 +182,9 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
     venv = make_vec_env(config.env, n_envs=n_envs, seed=config.seed)
     model = online_algo_class(config.algo)(hp.policy, venv, seed=config.seed, verbose=0, device="cpu",
                                     policy_kwargs=kwargs or None, **algo_kwargs)
+    quiet_logger(model)  # no empty SB3-<date> folder left in the temporary directory
     trainable = sum(p.numel() for p in model.policy.parameters() if p.requires_grad)
-    curve: list[tuple[int, float]] = []
-    signals: list[dict[str, float]] = []
-    start = time.perf_counter()
-    with progress() as bar:
-        task = bar.add_task(f"{config.algo} {config.env} ({config.backbone})", total=timesteps)
-        # log_interval=None: SB3 never dumps (and clears) its logger, so each update's values are read back
-        model.learn(total_timesteps=timesteps, callback=_curve_callback(bar, task, curve, signals), log_interval=None)
-    train_s = time.perf_counter() - start
+    curve, signals, train_s = learn(model, config, timesteps)
     venv.close()
     ev = evaluate(model, config.env, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
     info = {
