@@ -96,6 +96,17 @@ def test_sft_run_folder_batched_equals_sequential(cartpole):
     assert _run_dataset(str(run)) == str(Path(data).resolve())  # its Q-values / best return are found through it
 
 
+def test_a_codec_for_another_env_than_the_runs_is_refused_unless_allowed(cartpole, lake):
+    _, _, run = cartpole
+    lake_data, _ = lake
+    with pytest.raises(InvalidInputError, match=r"frozenlake-grid codec for FrozenLake-v1, but .* was trained with a "
+                                                r"\w+ codec for CartPole-v1"):
+        _run(policy=f"llm:{run}", codec=str(lake_data), episodes=1)
+    # allowed: the codec check is passed, and the next one says why this model cannot read FrozenLake prompts
+    with pytest.raises(InvalidInputError, match="exceeds the model's 256 positions"):
+        _run(policy=f"llm:{run}", codec=str(lake_data), episodes=1, allow_codec_mismatch=True)
+
+
 def test_raw_continuous_codec_constrained_with_history_and_return_to_go(pendulum):
     data, model = pendulum
     common = dict(policy=f"llm:{model}", codec=str(data), episodes=3, seed=0, max_episode_steps=5, constrained=True,

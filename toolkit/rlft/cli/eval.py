@@ -33,6 +33,9 @@ def evaluate(
     codec: str | None = typer.Option(
         None, "--codec", help="Dataset folder whose codec/prompt template to use (default: the RUN folder's); "
                               "also the Q-values for q-greedy and agreement, and the few-shot examples."),
+    allow_codec_mismatch: bool = typer.Option(
+        False, "--allow-codec-mismatch/--no-allow-codec-mismatch",
+        help="Evaluate a RUN with a --codec for another environment, codec kind or spaces than its own."),
     backend: str = typer.Option("transformers", "--backend", help="transformers or openai."),
     api_url: str | None = typer.Option(None, "--api-url", help="openai: server URL, e.g. http://127.0.0.1:8000/v1."),
     api_model: str | None = typer.Option(None, "--api-model", help="openai: model name on the server."),
@@ -84,6 +87,7 @@ def evaluate(
 
     run_evaluation(EvalConfig(
         policy=policy, env_id=env, episodes=episodes, num_envs=num_envs, seed=seed, out=out, codec=codec,
+        allow_codec_mismatch=allow_codec_mismatch,
         backend=backend, api_url=api_url, api_model=api_model, concurrency=concurrency, constrained=constrained,
         fallback_action=fallback_action, target_return=target_return, n_examples=n_examples,
         bin_decoding=bin_decoding, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, cache=cache,

@@ -22,6 +22,7 @@ class EvalConfig:
     seed: int = 0
     out: Path | None = None
     codec: str | None = None  # dataset folder whose codec (and Q-values / examples) to use
+    allow_codec_mismatch: bool = False  # --codec for another env/kind/spaces than the run's own codec
     backend: str = "transformers"
     api_url: str | None = None
     api_model: str | None = None

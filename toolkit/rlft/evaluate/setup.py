@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,8 +287,20 @@ def _codec_or_run_codec(config: EvalConfig, model_arg: str, codec: Codec | None,
     if codec is None and run_codec is not None:
         return run_codec, f"{model_arg} (rlft_codec.json)", _run_dataset(model_arg)
     if codec is not None and run_codec is not None and codec.to_dict() != run_codec.to_dict():
+        given, trained = codec_identity(codec), codec_identity(run_codec)
+        if given != trained and not config.allow_codec_mismatch:
+            raise InvalidInputError(
+                f"--codec {config.codec} is a {given[1]} codec for {given[0]}, but {model_arg} was trained with a "
+                f"{trained[1]} codec for {trained[0]}: its answers would not parse (a report of invalid actions)",
+                hint="drop --codec to use the run's own codec, or pass --allow-codec-mismatch to evaluate anyway")
         notes.append(f"--codec {config.codec} differs from the codec the run was trained with; using --codec")
     return codec, codec_source, None
+
+
+def codec_identity(codec: Codec) -> tuple[str, str, str, str]:
+    """(env id, codec kind, observation space, action space): what must match for a model to read a codec."""
+    return (codec.env_id or "an unnamed environment", codec.kind, json.dumps(codec.observation_space, sort_keys=True),
+            json.dumps(codec.action_space, sort_keys=True))
 
 
 def _codec_or_local_codec(model_arg: str, codec: Codec | None, codec_source: str | None
