@@ -375,3 +375,25 @@ def test_an_interrupted_overwrite_gives_the_old_run_back(cli, tmp_path, lake, ti
     assert result.exit_code == 0, result.output
     assert (old / "model.safetensors").read_bytes() != b"the old weights"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_model_that_cannot_read_the_dataset_is_refused_before_training(cli, tmp_path, lake):
+    """A tokenizer made for another dataset (most of FrozenLake's text is <unk> to a CartPole tokenizer) and a
+    model with fewer positions than the rows are errors naming the override; nothing is written."""
+    from factories import make_cartpole_text_model
+
+    _, cartpole_model = make_cartpole_text_model(tmp_path / "cartpole")
+    result = cli("train", "sft", "--dataset", lake, "--model", cartpole_model, "--out", tmp_path / "r")
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "of the dataset's tokens to '<|unk|>'" in text
+    assert "--allow-tokenizer-mismatch" in text
+    short = tmp_path / "short"
+    result = cli("model", "init", "--dataset", lake, "--out", short, "--max-positions", "32")
+    assert result.exit_code == 0, result.output
+    result = cli("train", "grpo", "--dataset", lake, "--model", short, "--out", tmp_path / "r")
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "but" in text and "has 32 positions" in text and "--max-positions" in text
+    assert not (tmp_path / "r").exists()
+    result = cli("train", "sft", "--dataset", lake, "--model", short, "--out", tmp_path / "r", "--max-steps", "1",
+                 "--allow-tokenizer-mismatch", "--eval-split", "none", "--no-lora")
+    assert result.exit_code == 0, result.output  # the user's call: trained anyway

@@ -98,6 +98,10 @@ class StageConfig:
         default=0.05, metadata={"help": "Continuous actions: right when every dimension is within this fraction "
                                         "of the action range of the recorded action."},
     )
+    allow_tokenizer_mismatch: bool = field(
+        default=False, metadata={"help": "Train even when the tokenizer maps over 1% of the dataset's text to its "
+                                         "unknown token, or rows are longer than the model's positions."},
+    )
     seed: int = field(default=0, metadata={"help": "Seed of the model init, data order and sampling.", "min": 0})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing RUN folder."})
     resume: bool = field(default=False, metadata={"help": "Resume the run in RUN from its last checkpoint."})

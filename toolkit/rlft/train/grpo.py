@@ -91,7 +91,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
 
     criterion = criterion_callback(config, check_inputs)
     seed_everything(config.seed)
-    model, tokenizer = load_model_for_training(inputs)
+    model, tokenizer = load_model_for_training(inputs, config.allow_tokenizer_mismatch)
     config = model_defaults(config, model, GRPO_LEARNING_RATES)
     rollout = make_rollout(config, inputs, model, tokenizer, episodic, constrained, group)
     run_dir, checkpoint, info = start_run(config, "grpo", inputs,

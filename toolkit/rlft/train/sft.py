@@ -49,7 +49,7 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
 
     criterion = criterion_callback(config, inputs)
     seed_everything(config.seed)
-    model, tokenizer = load_model_for_training(inputs)
+    model, tokenizer = load_model_for_training(inputs, config.allow_tokenizer_mismatch)
     config = model_defaults(config, model)
     run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
 

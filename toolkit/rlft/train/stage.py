@@ -168,8 +168,9 @@ def _cap(ds, n: int | None):
     return ds.select(range(min(n, len(ds)))) if n is not None and n > 0 else ds
 
 
-def load_model_for_training(inputs: StageInputs):
-    """(model, tokenizer) from ``inputs.model_path`` (a RUN folder is merged first), with checks."""
+def load_model_for_training(inputs: StageInputs, allow_tokenizer_mismatch: bool = False):
+    """(model, tokenizer) from ``inputs.model_path`` (a RUN folder is merged first), with checks: chat template,
+    EOS, and that the tokenizer reads the dataset's text and the model holds it (:func:`check_tokenizer_fits`)."""
     model, tokenizer, _ = load_policy_model(inputs.model_path, merge=True)
     model.train()
     if inputs.conversational and not tokenizer.chat_template:
@@ -179,7 +180,48 @@ def load_model_for_training(inputs: StageInputs):
         )
     if tokenizer.eos_token is None:
         raise InvalidInputError(f"the tokenizer of {inputs.base_model} has no EOS token")
+    if not allow_tokenizer_mismatch:
+        check_tokenizer_fits(inputs, tokenizer, model)
     return model, tokenizer
+
+
+UNKNOWN_TOKEN_LIMIT = 0.01  # share of <unk> tokens in the dataset's text above which a model cannot read it
+CHECKED_ROWS = 256
+
+
+def check_tokenizer_fits(inputs: StageInputs, tokenizer, model) -> None:
+    """Refuse, before training, a model that cannot read the dataset: a tokenizer that maps more than 1% of the
+    text of a sample of rows to its unknown token (a tiny tokenizer made for another dataset), or rows longer
+    than the model's positions (RoPE models only warn, then train on positions they never saw)."""
+    rows = inputs.train.select(range(min(CHECKED_ROWS, len(inputs.train))))
+    texts = [_row_text(r, tokenizer, inputs.conversational) for r in rows]
+    ids = tokenizer(texts, add_special_tokens=not inputs.conversational)["input_ids"]
+    hint = "use the model made for this dataset (rlft model init --dataset DIR), or --allow-tokenizer-mismatch"
+    unk = tokenizer.unk_token_id
+    if unk is not None:
+        total = sum(len(i) for i in ids)
+        share = sum(i.count(unk) for i in ids) / max(1, total)
+        if share > UNKNOWN_TOKEN_LIMIT:
+            raise InvalidInputError(f"the tokenizer of {inputs.base_model} maps {share:.0%} of the dataset's tokens "
+                                    f"to {tokenizer.unk_token!r}: the model cannot read this codec's text", hint=hint)
+    limit = getattr(model.config, "max_position_embeddings", None)
+    longest = max((len(i) for i in ids), default=0)
+    if limit and longest > limit:
+        raise InvalidInputError(f"rows of {inputs.dataset} are up to {longest} tokens (prompt and completion) but "
+                                f"{inputs.base_model} has {limit} positions",
+                                hint="make the model with rlft model init --max-positions N, use a shorter prompt "
+                                     "style, or --allow-tokenizer-mismatch")
+
+
+def _row_text(row: dict, tokenizer, conversational: bool) -> str:
+    """A row's prompt as the model sees it (chat template applied) and its completion, as one text."""
+    completion = row.get("completion")
+    if conversational:
+        prompt = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+        if isinstance(completion, list):
+            completion = "".join(m.get("content", "") for m in completion)
+        return prompt + (completion or "")
+    return str(row["prompt"]) + str(completion or "")
 
 
 SMALL_MODEL_PARAMETERS = 20_000_000  # below: a from-scratch model (rlft model init); above: a pretrained one
