@@ -67,7 +67,7 @@ def test_bad_server_replies_are_one_line_errors(tmp_path_factory, cli, mode, mes
     with FakeOpenAIServer(lambda prompt: "", mode=mode) as server:
         result = cli("eval", "--policy", "llm:m", "--codec", data, "--backend", "openai", "--api-url", server.url,
                      "--episodes", "1")
-    assert result.exit_code == 2 and message in result.output
+    assert result.exit_code == (1 if mode == "http500" else 2) and message in result.output  # 5xx: the server's fault
     assert len(result.output.strip().splitlines()) <= 3 and "Traceback" not in result.output
 
 
@@ -103,9 +103,81 @@ def test_a_server_that_dies_mid_run_keeps_the_finished_episodes(tmp_path_factory
         result = cli("eval", "--policy", "llm:served", "--api-model", "tiny", "--codec", data, "--backend", "openai",
                      "--api-url", server.url, "--episodes", "20", "--num-envs", "1", "--out", out)
     text = " ".join(result.output.split())
-    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.exit_code == 1 and "Traceback" not in result.output
     assert "cannot reach the OpenAI-compatible server" in text and "finished before it are in" in text
     report = json.loads(out.read_text())
     assert report["incomplete"] is True and report["episodes_requested"] == 20
     assert 1 <= report["episodes"] < 20 and len(report["returns"]) == report["episodes"]
     assert report["error"].startswith("cannot reach")
+
+
+class SilentServer:
+    """Accepts connections and never answers (a hung model server); ``connected`` is set on the first one."""
+
+    def __init__(self):
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.connected = threading.Event()
+        self.held: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+            self.connected.set()
+
+    def close(self):
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+def test_a_server_that_never_answers_times_out_with_one_line(tmp_path_factory, cli):
+    import time
+
+    data = frozenlake_dataset(tmp_path_factory)
+    server = SilentServer()
+    try:
+        start = time.perf_counter()
+        result = cli("eval", "--policy", "llm:m", "--codec", data, "--backend", "openai", "--api-url", server.url,
+                     "--episodes", "1", "--api-timeout", "0.5")
+        seconds = time.perf_counter() - start
+    finally:
+        server.close()
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1 and "sent no answer within 0.5 s (3 tries)" in text and "--api-timeout" in text
+    assert seconds < 30  # three tries of 0.5 s and the client's back-off, not the 60 s default
+
+
+def test_ctrl_c_stops_a_run_waiting_on_a_silent_server_within_two_seconds(tmp_path_factory, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = frozenlake_dataset(tmp_path_factory)
+    server = SilentServer()
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - the rlft CLI itself
+            [sys.executable, "-m", "rlft.cli.main", "eval", "--policy", "llm:m", "--codec", str(data), "--backend",
+             "openai", "--api-url", server.url, "--episodes", "1", "--out", str(tmp_path / "r.json")],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert server.connected.wait(60), "the run never sent a request"
+        start = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+        seconds = time.perf_counter() - start
+    finally:
+        server.close()
+    assert proc.returncode == 130 and "Interrupted" in output and "Traceback" not in output
+    assert seconds < 2.0
+    assert not (tmp_path / "r.json").exists()

@@ -40,6 +40,8 @@ def evaluate(
     api_url: str | None = typer.Option(None, "--api-url", help="openai: server URL, e.g. http://127.0.0.1:8000/v1."),
     api_model: str | None = typer.Option(None, "--api-model", help="openai: model name on the server."),
     concurrency: int = typer.Option(8, "--concurrency", help="openai: requests in flight at once."),
+    api_timeout: float = typer.Option(60.0, "--api-timeout", min=0.001,
+                                      help="openai: seconds a server may take to answer a request (3 tries)."),
     constrained: bool = typer.Option(False, "--constrained/--no-constrained",
                                      help="Only allow tokens that keep a valid answer (transformers)."),
     fallback_action: str | None = typer.Option(
@@ -88,7 +90,8 @@ def evaluate(
     run_evaluation(EvalConfig(
         policy=policy, env_id=env, episodes=episodes, num_envs=num_envs, seed=seed, out=out, codec=codec,
         allow_codec_mismatch=allow_codec_mismatch,
-        backend=backend, api_url=api_url, api_model=api_model, concurrency=concurrency, constrained=constrained,
+        backend=backend, api_url=api_url, api_model=api_model, concurrency=concurrency, api_timeout=api_timeout,
+        constrained=constrained,
         fallback_action=fallback_action, target_return=target_return, n_examples=n_examples,
         bin_decoding=bin_decoding, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, cache=cache,
         api_stop=api_stop,

@@ -28,6 +28,7 @@ class EvalConfig:
     api_model: str | None = None
     api_key: str | None = None
     concurrency: int = 8
+    api_timeout: float = 60.0  # seconds an OpenAI-compatible server may take to answer one request
     constrained: bool = False
     fallback_action: str | None = None
     target_return: float | None = None

@@ -383,4 +383,4 @@ def _generation_backend(config: EvalConfig, model_arg: str, codec: Codec, model,
                          config.top_p, config.concurrency, api_key=config.api_key or os.environ.get(
                              "OPENAI_API_KEY"), stop=[suffix] if suffix and config.api_stop else None,
                          answer_prefix=codec.template.answer_prefix, answer_suffix=suffix,
-                         seed=config.seed)
+                         seed=config.seed, timeout=config.api_timeout)

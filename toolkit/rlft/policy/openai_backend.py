@@ -1,7 +1,11 @@
 """Generation through any OpenAI-compatible server (vLLM, llama.cpp, ``transformers serve``) with the ``openai``
 client: its connection handling, timeouts, retries (``max_retries``) and typed errors, turned into rlft's
 one-line errors. Chat prompts go to ``chat/completions`` (one request per prompt), plain prompts to
-``completions`` (several prompts per request); requests run in parallel up to ``concurrency``.
+``completions`` (several prompts per request); requests run in parallel up to ``concurrency``, in daemon
+threads: Ctrl-C returns at once even while a request waits on a server that never answers (a thread pool's
+workers are joined at exit, which took 90 s).
+Connecting may take ``CONNECT_TIMEOUT_S``, an answer ``timeout`` seconds (``--api-timeout``); the client retries
+``max_retries`` times, then the error names the server and the timeout.
 
 The answer's closing tag is sent as a stop string (servers then stop as soon as an answer is complete) and put
 back on the text, since servers do not return the stop string itself. A server that refuses a list of prompts
@@ -10,11 +14,64 @@ back on the text, since servers do not return the stop string itself. A server t
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
 from rlft.policy.generation import GenerationBackend, Prompt
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+def daemon_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int) -> list[Any]:
+    """``[fn(x) for x in items]`` on up to ``workers`` daemon threads, in order; the first exception is raised.
+    The caller waits in short slices, so KeyboardInterrupt lands within a fraction of a second, and the threads
+    left blocked on a socket never hold the interpreter's exit."""
+    jobs: queue.Queue = queue.Queue()
+    for job in enumerate(items):
+        jobs.put(job)
+    done: queue.Queue = queue.Queue()
+    for _ in range(max(1, min(workers, len(items)))):
+        threading.Thread(target=_work, args=(fn, jobs, done), daemon=True, name="rlft-openai").start()
+    results: list[Any] = [None] * len(items)
+    for _ in range(len(items)):
+        i, ok, value = _next(done)
+        if not ok:
+            _drain(jobs)  # the other threads stop taking jobs
+            raise value
+        results[i] = value
+    return results
+
+
+def _work(fn, jobs: queue.Queue, done: queue.Queue) -> None:
+    while True:
+        try:
+            i, item = jobs.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            done.put((i, True, fn(item)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, which raises it
+            done.put((i, False, exc))
+            return
+
+
+def _next(done: queue.Queue):
+    while True:
+        try:
+            return done.get(timeout=0.2)
+        except queue.Empty:
+            continue
+
+
+def _drain(jobs: queue.Queue) -> None:
+    while True:
+        try:
+            jobs.get_nowait()
+        except queue.Empty:
+            return
 
 
 def api_base(url: str) -> str:
@@ -39,6 +96,8 @@ class OpenAIBackend(GenerationBackend):
             raise InvalidInputError("--backend openai needs --api-model NAME (the model name the server serves)")
         if concurrency < 1 or prompts_per_request < 1:
             raise InvalidInputError("--concurrency and prompts per request must be at least 1")
+        if not timeout > 0 or max_retries < 0:
+            raise InvalidInputError(f"--api-timeout must be > 0 seconds, got {timeout}")
         import openai
 
         self.base = api_base(api_url)
@@ -53,9 +112,9 @@ class OpenAIBackend(GenerationBackend):
         self.answer_prefix, self.answer_suffix = answer_prefix, answer_suffix
         self.seed = seed
         # servers started without a key accept any: the client insists on one
-        self.client = openai.OpenAI(base_url=self.base, api_key=api_key or "EMPTY", timeout=self.timeout,
-                                    max_retries=max_retries)
-        self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="rlft-openai")
+        self.max_retries = int(max_retries)
+        self.client = openai.OpenAI(base_url=self.base, api_key=api_key or "EMPTY", max_retries=self.max_retries,
+                                    timeout=openai.Timeout(self.timeout, connect=min(CONNECT_TIMEOUT_S, self.timeout)))
 
     # -- requests ---------------------------------------------------------------------------------------
     def _request(self, endpoint: str, **payload):
@@ -68,8 +127,9 @@ class OpenAIBackend(GenerationBackend):
         try:
             return create(**self._params(), **payload)
         except openai.APITimeoutError as exc:
-            raise OfflineError(f"the server at {self.base} sent no answer within {self.timeout:g} s",
-                               hint="a slow model: raise the timeout, or lower --concurrency") from exc
+            raise OfflineError(f"the server at {self.base} sent no answer within {self.timeout:g} s "
+                               f"({1 + self.max_retries} tries)",
+                               hint="a slow model: raise --api-timeout, or lower --concurrency") from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
             raise OfflineError(f"cannot reach the OpenAI-compatible server at {self.base} ({type(cause).__name__}: "
@@ -78,8 +138,10 @@ class OpenAIBackend(GenerationBackend):
         except openai.APIStatusError as exc:
             body = exc.body if isinstance(exc.body, dict) else {}
             detail = " ".join(str(body.get("detail") or body.get("message") or exc.message).split())[:240]
-            error = InvalidInputError(f"the server at {url} answered HTTP {exc.status_code}: {detail}",
-                                      hint="check --api-model and the server's log")
+            # 4xx: the request (model name, prompt) is wrong; 5xx: the server failed (a fault, exit code 1)
+            kind = RemoteError if exc.status_code >= 500 else InvalidInputError
+            error = kind(f"the server at {url} answered HTTP {exc.status_code}: {detail}",
+                         hint="check --api-model and the server's log")
             error.status_code = exc.status_code
             raise error from exc
         except (openai.APIResponseValidationError, ValueError) as exc:
@@ -144,11 +206,11 @@ class OpenAIBackend(GenerationBackend):
         if any(chat) and not all(chat):
             raise InvalidInputError("a batch mixes chat and plain prompts")
         if chat[0]:
-            results = list(self._pool.map(self._chat, prompts))
+            results = daemon_map(self._chat, prompts, self.concurrency)
         else:
             size = self.prompts_per_request
             groups = [prompts[i : i + size] for i in range(0, len(prompts), size)]
-            results = [t for group in self._pool.map(self._completions, groups) for t in group]
+            results = [t for group in daemon_map(self._completions, groups, self.concurrency) for t in group]
         self.calls += 1
         self.requests += len(prompts)
         return results
@@ -160,5 +222,4 @@ class OpenAIBackend(GenerationBackend):
                 "stop": self.stop, "decoding": "sampling" if self.temperature > 0 else "greedy"}
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
         self.client.close()
