@@ -83,3 +83,16 @@ def test_rlft_train_commands_declare_exactly_their_config_fields(command, cls):
     params = {p.name for p in click_group.commands[command].params}
     fields = {f.name for f in dataclasses.fields(cls) if f.name != "trl"}
     assert params - {"config"} == fields
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_non_finite_numbers_are_refused_when_parsed(value, tmp_path):
+    """A NaN learning rate trained NaN weights to the end before failing in torch; now it is refused at once,
+    from a flag or from a YAML file."""
+    app, seen = _app(GRPOStageConfig, "grpo")
+    result = CliRunner().invoke(app, ["stage", "--learning-rate", value])
+    assert result.exit_code == 2 and "learning_rate" in result.output and "not a finite number" in result.output
+    config = tmp_path / "c.yaml"
+    config.write_text(f"beta: {value}\n")
+    result = CliRunner().invoke(app, ["stage", "--config", str(config)])
+    assert result.exit_code == 2 and "beta" in result.output and not seen

@@ -19,6 +19,7 @@ built (:func:`trl_overrides`), so TRL validates them; a key neither knows is sti
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -178,10 +179,14 @@ def _to_int(value: Any) -> int:
 
 
 def _to_float(value: Any) -> float:
-    """A float from a number or a string (YAML reads ``1e-4`` as a string); never a bool."""
+    """A finite float from a number or a string (YAML reads ``1e-4`` as a string); never a bool, NaN or inf (a
+    NaN learning rate trained NaN weights to the end, then failed in torch)."""
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a number")
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is not a finite number")
+    return number
 
 
 def _to_str(value: Any) -> str:
