@@ -28,6 +28,51 @@ def _extractor_base():
     return BaseFeaturesExtractor
 
 
+def _adam():
+    import torch
+
+    return torch.optim.Adam
+
+
+class BackboneScaledAdam(_adam()):
+    """Adam with the language model's parameters in their own group, stepped at ``backbone_lr_scale`` times the
+    rate SB3 sets (SB3 sets one rate for every group at each update, from its schedule; the scale is applied at
+    each step).
+
+    Why: with the RL-Zoo rate for CartPole (1e-3, 20 epochs an update) a transformer trunk moves the policy 10-20x
+    further per update than the MLP does (SB3's approx_kl 0.07-0.18 against 0.003-0.011) and collapses; at 1e-4
+    for everything the updates are MLP-sized but the value head learns too slowly to explain any variance
+    (explained_variance ~0), and training stalls near a return of 130. A slow trunk under heads at the Zoo's
+    rate is the usual recipe for fine-tuning a pretrained encoder with RL."""
+
+    def __init__(self, params, lr: float = 1e-3, backbone_lr_scale: float = 1.0, **kwargs):
+        params = list(params)
+        backbone = [p for p in params if getattr(p, "rlft_backbone", False)]
+        heads = [p for p in params if not getattr(p, "rlft_backbone", False)]
+        groups = [{"params": ps, "lr_scale": scale}
+                  for ps, scale in ((backbone, float(backbone_lr_scale)), (heads, 1.0)) if ps]
+        super().__init__(groups, lr=lr, **kwargs)
+
+    def step(self, closure=None):
+        rates = [group["lr"] for group in self.param_groups]
+        for group in self.param_groups:
+            group["lr"] = group["lr"] * group["lr_scale"]
+        try:
+            return super().step(closure)
+        finally:
+            for group, rate in zip(self.param_groups, rates, strict=True):
+                group["lr"] = rate
+
+
+def scaled_optimizer_kwargs(backbone_lr_scale: float) -> dict[str, Any]:
+    """The policy kwargs that train the backbone at ``backbone_lr_scale`` times SB3's rate (none for 1.0);
+    eps as SB3 gives its own Adam in actor-critic policies."""
+    if backbone_lr_scale == 1.0:
+        return {}
+    return {"optimizer_class": BackboneScaledAdam,
+            "optimizer_kwargs": {"backbone_lr_scale": float(backbone_lr_scale), "eps": 1e-5}}
+
+
 class TransformerFeatures(_extractor_base()):
     """Observation -> codec text -> token ids -> transformer -> hidden state of the last real token.
 
@@ -68,6 +113,8 @@ class TransformerFeatures(_extractor_base()):
             from peft import LoraConfig, get_peft_model
 
             model = get_peft_model(model, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules="all-linear"))
+        for p in model.parameters():
+            p.rlft_backbone = True  # BackboneScaledAdam puts these in their own group
         if mode == "frozen":
             object.__setattr__(self, "backbone", model)
         else:
@@ -154,6 +201,8 @@ def load_online(run: str | Path):
 
         kwargs = resolve_policy_kwargs(info["policy_kwargs"])
         kwargs["features_extractor_class"] = TransformerFeatures
+        if "backbone_lr_scale" in kwargs.get("optimizer_kwargs", {}):  # the checkpoint holds its two groups
+            kwargs["optimizer_class"] = BackboneScaledAdam
         extractor = kwargs.get("features_extractor_kwargs", {})
         # trained weights are in the checkpoint, except a frozen backbone's, saved whole under backbone/
         kwargs["features_extractor_kwargs"] = {**extractor, "backbone": str(run / BACKBONE_DIR),
@@ -170,6 +219,8 @@ def policy_kwargs_for_info(policy_kwargs: dict) -> dict:
     """The JSON-safe part of the policy kwargs (the extractor class is implied by the backbone)."""
     from rlft.sources.hyperparams import policy_kwargs_to_names
 
-    kwargs = policy_kwargs_to_names({k: v for k, v in policy_kwargs.items() if k != "features_extractor_class"})
+    # the classes are implied: the extractor by the backbone, the optimizer by optimizer_kwargs' backbone_lr_scale
+    kwargs = policy_kwargs_to_names({k: v for k, v in policy_kwargs.items()
+                                     if k not in ("features_extractor_class", "optimizer_class")})
     json.dumps(kwargs)  # fails loudly if something unserialisable slipped in
     return kwargs

@@ -36,6 +36,8 @@ def check_config(config: OnlineConfig) -> None:
     if config.backbone != "mlp" and not Path(config.backbone).is_dir():
         raise InvalidInputError(f"--backbone {config.backbone} is not a model folder",
                                 hint="make one with rlft model init / rlft model fetch, or use --backbone mlp")
+    if not config.backbone_lr_scale > 0:
+        raise InvalidInputError(f"--backbone-lr-scale must be > 0, got {config.backbone_lr_scale}")
     if config.timesteps is not None and config.timesteps < 1:
         raise InvalidInputError(f"--timesteps must be at least 1, got {config.timesteps}")
     if config.num_envs is not None and config.num_envs < 1:
@@ -82,6 +84,9 @@ def policy_kwargs(config: OnlineConfig, codec, base: dict | None) -> dict[str, A
             "attn_implementation": "eager" if config.algo == "trpo" and config.backbone_mode != "frozen" else None},
     )
     kwargs.setdefault("share_features_extractor", True)  # one transformer pass feeds both heads, unless told not to
+    from rlft.policy.backbone import scaled_optimizer_kwargs
+
+    kwargs.update(scaled_optimizer_kwargs(config.backbone_lr_scale))
     return kwargs
 
 
@@ -192,6 +197,7 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
         "algo": config.algo,
         "backbone": config.backbone if config.backbone == "mlp" else str(Path(config.backbone).resolve()),
         "backbone_mode": config.backbone_mode if config.backbone != "mlp" else None,
+        "backbone_lr_scale": config.backbone_lr_scale if config.backbone != "mlp" else None,
         "codec": codec.describe() if codec is not None else None,
         "timesteps": int(model.num_timesteps),
         "num_envs": n_envs,
