@@ -170,3 +170,39 @@ def test_the_hyperparameters_may_give_the_value_head_its_own_backbone(pole, tmp_
     codec = load_codec(data)
     assert policy_kwargs(config, codec, None)["share_features_extractor"] is True
     assert policy_kwargs(config, codec, {"share_features_extractor": False})["share_features_extractor"] is False
+
+
+def test_backbone_scaled_adam_steps_the_transformer_at_a_fraction_of_the_rate():
+    """Adam's first step moves every weight by the rate: the tagged (backbone) weight by rate x scale."""
+    import torch
+
+    from rlft.policy.backbone import BackboneScaledAdam
+
+    trunk, head = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(3))
+    trunk.rlft_backbone = True
+    optimizer = BackboneScaledAdam([trunk, head], lr=0.5, backbone_lr_scale=0.1)
+    (trunk.sum() + head.sum()).backward()
+    optimizer.step()
+    assert torch.allclose(trunk.detach(), torch.full((3,), -0.05), atol=1e-6)
+    assert torch.allclose(head.detach(), torch.full((3,), -0.5), atol=1e-6)
+    assert [g["lr"] for g in optimizer.param_groups] == [0.5, 0.5]  # SB3's schedule sets these; the scale stays
+
+
+def test_backbone_lr_scale_is_trained_saved_and_loaded(pole, tmp_path):
+    from rlft.policy.backbone import BackboneScaledAdam, load_online
+    from rlft.train.online import train_online
+
+    data, model_dir = pole
+    out = tmp_path / "scaled"
+    info = train_online(OnlineConfig(env="CartPole-v1", out=out, backbone=str(model_dir), codec=str(data),
+                                     timesteps=256, eval_episodes=1, backbone_lr_scale=0.1, seed=2))
+    assert info["backbone_lr_scale"] == 0.1
+    model, _ = load_online(out)
+    optimizer = model.policy.optimizer
+    assert isinstance(optimizer, BackboneScaledAdam)
+    trunk = {id(p) for p in model.policy.features_extractor.backbone.parameters()}
+    assert [g["lr_scale"] for g in optimizer.param_groups] == [0.1, 1.0]
+    assert {id(p) for p in optimizer.param_groups[0]["params"]} == trunk
+    with pytest.raises(InvalidInputError, match="--backbone-lr-scale must be > 0"):
+        train_online(OnlineConfig(env="CartPole-v1", out=tmp_path / "bad", backbone=str(model_dir),
+                                  codec=str(data), backbone_lr_scale=0.0))
