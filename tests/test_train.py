@@ -265,8 +265,13 @@ def test_lora_sft_merge_and_resume(cli, session_env, lake, tiny_model):
     # --out holding this run: refused, unless --resume (same run) continues from its last checkpoint
     result = cli(*args, "--max-steps", "8")
     assert result.exit_code == 2 and "already holds a run (stage sft" in result.output
+    # a save killed halfway (SIGKILL, full disk) left a newer checkpoint without trainer_state.json: skipped
+    partial = run / "checkpoints" / "checkpoint-7"
+    partial.mkdir()
+    (partial / "adapter_model.safetensors").write_bytes(b"\x00" * 10)
     result = cli(*args, "--max-steps", "8", "--resume")
     assert result.exit_code == 0, result.output
+    assert "checkpoint-7" in result.output and "did not finish saving" in " ".join(result.output.split())
     info = json.loads((run / "rlft_run.json").read_text())
     assert info["metrics"]["global_step"] == 8 and info["resumed_from"].endswith("checkpoint-6")
     result = cli("model", "merge", tiny_model, "--out", session_env / "m2")

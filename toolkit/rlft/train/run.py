@@ -52,6 +52,31 @@ def run_identity(stage: str, base_model: str, dataset: str) -> dict[str, Any]:
     return {"stage": stage, "base_model": base_model, "dataset": dataset}
 
 
+TRAINER_STATE = "trainer_state.json"  # transformers writes it last into a checkpoint: there, the save completed
+
+
+def last_complete_checkpoint(folder: Path) -> str | None:
+    """The newest ``checkpoint-N`` under ``folder`` whose save completed (it holds ``trainer_state.json``, which
+    transformers writes after the weights, optimizer and RNG states), or None. A run killed while saving (SIGKILL,
+    a full disk) leaves a newer, partial folder that ``--resume`` would otherwise load and fail on."""
+    import re
+
+    from rlft.core.console import console
+
+    if not folder.is_dir():
+        return None
+    found = sorted(((int(m.group(1)), p) for p in folder.iterdir()
+                    if p.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", p.name))), reverse=True)
+    for i, (_, path) in enumerate(found):
+        if (path / TRAINER_STATE).is_file():
+            if i:
+                skipped = ", ".join(p.name for _, p in found[:i])
+                console.print(f"[yellow]{skipped} under {folder} did not finish saving (no {TRAINER_STATE}); "
+                              f"resuming from {path.name}[/]")
+            return str(path)
+    return None
+
+
 def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: bool) -> str | None:
     """Check ``out`` (reading only) and return the checkpoint to resume from, or None for a new run.
 
@@ -62,8 +87,6 @@ def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: 
 
     Every process of a distributed run calls this before any of them writes, so all agree.
     """
-    from transformers.trainer_utils import get_last_checkpoint
-
     out = Path(out)
     if overwrite and resume:
         raise InvalidInputError("--overwrite and --resume exclude each other")
@@ -82,8 +105,7 @@ def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: 
             what = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
             raise InvalidInputError(f"--resume: {out} holds a different run ({what})",
                                     hint="pass the same stage, --model and --dataset, or --overwrite")
-        ckpt_dir = out / CHECKPOINTS_DIR
-        checkpoint = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+        checkpoint = last_complete_checkpoint(out / CHECKPOINTS_DIR)
         if checkpoint is None:
             raise InvalidInputError(f"--resume: {out} has no checkpoint under {CHECKPOINTS_DIR}/",
                                     hint="the run stopped before its first save; pass --overwrite to restart")
