@@ -27,11 +27,12 @@ def lake(tmp_path_factory):
     return out, model
 
 
-def one_line_error(result, *fragments: str, before_work: bool = True) -> str:
-    """The CLI said ``Error: ...`` on one line (no traceback) with every fragment in it and exited with code 2;
-    ``before_work``: and printed nothing else (no progress bar: the fault was found before any work)."""
+def one_line_error(result, *fragments: str, before_work: bool = True, code: int = 2) -> str:
+    """The CLI said ``Error: ...`` on one line (no traceback) with every fragment in it and exited with ``code``
+    (2: the input is wrong; 1: the machine failed, a full disk); ``before_work``: and printed nothing else (no
+    progress bar: the fault was found before any work)."""
     text = " ".join(result.output.split())
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == code, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("Error: ")]
     assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in result.output, result.output
@@ -90,7 +91,8 @@ def test_a_failed_dataset_write_leaves_no_csv(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(pq, "ParquetWriter", FullDisk)
     result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", tmp_path / "ds",
                  "--csv", tmp_path / "q.csv")
-    one_line_error(result, "cannot write --out", "the disk is full", "nothing was written", before_work=False)
+    one_line_error(result, "cannot write --out", "the disk is full", "nothing was written", before_work=False,
+                   code=1)
     assert not (tmp_path / "ds").exists() and not (tmp_path / "q.csv").exists()
     assert leftovers(tmp_path) == []  # the staged CSV and the temporary dataset folder are gone
 
@@ -122,7 +124,7 @@ def test_a_full_disk_while_writing_a_report(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(io.os, "replace", replace)
     out = tmp_path / "r.json"
     result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--out", out)
-    one_line_error(result, f"cannot write --out {out}", "the disk is full", before_work=False)
+    one_line_error(result, f"cannot write --out {out}", "the disk is full", before_work=False, code=1)
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".r.json")]
 
 
@@ -252,3 +254,37 @@ def test_a_failed_swap_puts_the_old_folder_back(tmp_path, monkeypatch):
         (tmp / "new.txt").write_text("new")
     assert [p.name for p in out.iterdir()] == ["old.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["ds"], "temporary folders were left behind"
+
+
+@pytest.mark.parametrize("command", ["model init", "train sft"])
+def test_a_full_disk_while_saving_a_model_is_one_line_and_keeps_nothing(cli, tmp_path, lake, monkeypatch, command):
+    """A full disk while the weights are saved is exit code 1 and one line; model init leaves nothing (its folder
+    is written atomically), a training run says it failed and why in its rlft_run.json (status was "running";
+    its checkpoints, if any, stay for --resume), and no temporary folder is left."""
+    import transformers
+
+    data, model = lake
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(args[0] if args else "weights"))
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", full)
+    out = tmp_path / "out"
+    if command == "model init":
+        result = cli("model", "init", "--dataset", data, "--out", out)
+    else:
+        result = cli("train", "sft", "--dataset", data, "--model", model, "--out", out, "--max-steps", "1",
+                     "--eval-split", "none", "--save-steps", "100")
+    assert leftovers(tmp_path) == []
+    if command == "model init":
+        one_line_error(result, "the disk is full", before_work=False, code=1)
+        assert not out.exists()
+    else:  # the trainer's progress bars and logs come before it
+        text = " ".join(result.output.split())
+        assert result.exit_code == 1 and "Traceback" not in result.output and text.count("Error: ") == 1
+        said = (f"cannot write --out {out}: the disk is full (rlft_run.json there says failed; free the space, "
+                "then --resume from its last checkpoint or --overwrite)")
+        assert said in text
+        info = json.loads((out / "rlft_run.json").read_text())
+        assert info["status"] == "failed" and "the disk is full" in info["error"]
+        assert not list(out.glob("*.safetensors"))

@@ -29,8 +29,12 @@ class FaultError(RlftError):
     """Not the input's fault: the machine or a remote failed (exit code 1)."""
 
 
-class OutputError(FaultError, OSError):
-    """An output cannot be written: a parent is a file, no permission, a read-only file system, a full disk."""
+class OutputError(RlftError, OSError):
+    """An output cannot be written where it was asked for: a parent is a file, no permission (choose another)."""
+
+
+class WriteFaultError(OutputError, FaultError):
+    """An output could not be written because the machine failed: a full disk, a read-only file system, I/O."""
 
 
 class OfflineError(FaultError, ConnectionError):

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError
+from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError, WriteFaultError
 
 _REASONS = {
     errno.ENOSPC: "the disk is full",
@@ -33,10 +33,14 @@ _REASONS = {
 }
 
 
+MACHINE_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)  # not the path's fault: the disk's
+
+
 def output_error(path: str | os.PathLike, exc: OSError, option: str = "--out") -> OutputError:
     """``exc`` (raised while creating or writing ``path``) as one line that says what went wrong."""
     reason = _REASONS.get(exc.errno or -1, exc.strerror or str(exc))
-    return OutputError(f"cannot write {option} {path}: {reason}", hint="nothing was written there")
+    kind = WriteFaultError if exc.errno in MACHINE_FAULTS else OutputError  # exit code 1 / 2
+    return kind(f"cannot write {option} {path}: {reason}", hint="nothing was written there")
 
 
 def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
@@ -108,7 +112,7 @@ def check_output_file(path: str | os.PathLike, overwrite: bool, option: str = "-
     return path
 
 
-def _is_output_fault(exc: OSError, *roots: Path) -> bool:
+def is_output_fault(exc: OSError, *roots: Path) -> bool:
     """An OSError that concerns writing under ``roots`` (or the disk itself), not reading some input."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
         return True
@@ -206,7 +210,7 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
                     old.rmdir()  # empty unless the good folder could not go back: then it stays, and is named
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, OutputError) or not _is_output_fault(exc, tmp, out):
+        if isinstance(exc, OutputError) or not is_output_fault(exc, tmp, out):
             raise
         raise output_error(out, exc) from exc
     except BaseException:

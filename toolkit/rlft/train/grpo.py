@@ -32,6 +32,7 @@ from rlft.train.stage import (
     model_defaults,
     parameter_metrics,
     prompt_token_metrics,
+    run_outcome,
     stage_callbacks,
     start_run,
     training_args,
@@ -97,28 +98,29 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     run_dir, checkpoint, info = start_run(config, "grpo", inputs,
                                           run_record(config, rewards, episodic, constrained, group))
 
-    args, grpo_args = grpo_training_args(config, run_dir, model, episodic)
-    watch = stall_watch(config.stall_steps, names, group, constrained)
-    if args[checkpointing_field()] and config.lora:
-        model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
-    trainer = grpo_trainer_class(episodic)(
-        model=model,
-        reward_funcs=rewards,
-        args=grpo_args,
-        train_dataset=inputs.train,
-        processing_class=tokenizer,
-        peft_config=lora_config(config) if config.lora else None,
-        callbacks=stage_callbacks(criterion, run_dir, [*watch, *(callbacks or [])]),
-        **({"rollout_func": rollout} if rollout is not None else {}),
-    )
-    console.print(f"[bold]GRPO[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}; rewards "
-                  + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
-    result = train_then_close(trainer, checkpoint, rewards, rollout)
-    metrics = grpo_metrics(trainer, result, inputs, tokenizer, rollout, episodic)
-    metrics.update(logged_first_last(trainer.state.log_history, logged_keys(rewards)))
-    for callback in watch:
-        metrics.update(callback.summary())
-    return finish_run(trainer, run_dir, info, metrics, f"GRPO run -> {run_dir}", criterion)
+    with run_outcome(run_dir, info):
+        args, grpo_args = grpo_training_args(config, run_dir, model, episodic)
+        watch = stall_watch(config.stall_steps, names, group, constrained)
+        if args[checkpointing_field()] and config.lora:
+            model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
+        trainer = grpo_trainer_class(episodic)(
+            model=model,
+            reward_funcs=rewards,
+            args=grpo_args,
+            train_dataset=inputs.train,
+            processing_class=tokenizer,
+            peft_config=lora_config(config) if config.lora else None,
+            callbacks=stage_callbacks(criterion, run_dir, [*watch, *(callbacks or [])]),
+            **({"rollout_func": rollout} if rollout is not None else {}),
+        )
+        console.print(f"[bold]GRPO[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}; rewards "
+                      + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
+        result = train_then_close(trainer, checkpoint, rewards, rollout)
+        metrics = grpo_metrics(trainer, result, inputs, tokenizer, rollout, episodic)
+        metrics.update(logged_first_last(trainer.state.log_history, logged_keys(rewards)))
+        for callback in watch:
+            metrics.update(callback.summary())
+        return finish_run(trainer, run_dir, info, metrics, f"GRPO run -> {run_dir}", criterion)
 
 
 def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:

@@ -29,6 +29,7 @@ from rlft.train.stage import (
     parameter_metrics,
     pick_eval_split,
     prompt_token_metrics,
+    run_outcome,
     stage_callbacks,
     start_run,
     training_args,
@@ -53,30 +54,31 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
     config = model_defaults(config, model)
     run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
 
-    args, sft_args = sft_training_args(config, run_dir, model, evaluation is not None)
-    if args[checkpointing_field()] and config.lora:
-        model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
-    trainer = sft_trainer_class(config, inputs, tokenizer)(
-        model=model,
-        args=sft_args,
-        train_dataset=train,
-        eval_dataset=evaluation,
-        processing_class=tokenizer,
-        peft_config=lora_config(config) if config.lora else None,
-        callbacks=sft_callbacks(config, criterion, run_dir, callbacks),
-    )
-    metrics: dict[str, Any] = {"train_rows": len(train), "eval_split": eval_name,
-                               "eval_rows": len(evaluation) if evaluation is not None else 0,
-                               "train_rows_dropped": dropped_rows(len(train), trainer, config)}
-    if evaluation is not None and config.eval_at_start and checkpoint is None:
-        metrics["eval_loss_start"] = trainer.evaluate()["eval_loss"]
-    console.print(f"[bold]SFT[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}"
-                  f" ({'LoRA r=' + str(config.lora_r) if config.lora else 'full fine-tuning'})")
-    result = trainer.train(resume_from_checkpoint=checkpoint)
-    metrics.update(train_metrics(trainer, result, inputs, tokenizer))
-    if evaluation is not None:
-        metrics.update(final_eval_metrics(trainer, config))
-    return finish_run(trainer, run_dir, info, metrics, f"SFT run -> {run_dir}", criterion)
+    with run_outcome(run_dir, info):
+        args, sft_args = sft_training_args(config, run_dir, model, evaluation is not None)
+        if args[checkpointing_field()] and config.lora:
+            model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
+        trainer = sft_trainer_class(config, inputs, tokenizer)(
+            model=model,
+            args=sft_args,
+            train_dataset=train,
+            eval_dataset=evaluation,
+            processing_class=tokenizer,
+            peft_config=lora_config(config) if config.lora else None,
+            callbacks=sft_callbacks(config, criterion, run_dir, callbacks),
+        )
+        metrics: dict[str, Any] = {"train_rows": len(train), "eval_split": eval_name,
+                                   "eval_rows": len(evaluation) if evaluation is not None else 0,
+                                   "train_rows_dropped": dropped_rows(len(train), trainer, config)}
+        if evaluation is not None and config.eval_at_start and checkpoint is None:
+            metrics["eval_loss_start"] = trainer.evaluate()["eval_loss"]
+        console.print(f"[bold]SFT[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}"
+                      f" ({'LoRA r=' + str(config.lora_r) if config.lora else 'full fine-tuning'})")
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+        metrics.update(train_metrics(trainer, result, inputs, tokenizer))
+        if evaluation is not None:
+            metrics.update(final_eval_metrics(trainer, config))
+        return finish_run(trainer, run_dir, info, metrics, f"SFT run -> {run_dir}", criterion)
 
 
 def sft_trainer_class(config: SFTStageConfig, inputs: StageInputs, tokenizer):

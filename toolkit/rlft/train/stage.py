@@ -3,6 +3,7 @@ bookkeeping, TensorBoard logging and the final summary."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -23,6 +24,7 @@ from rlft.train.models import count_parameters, resolve_model
 from rlft.train.run import (
     CHECKPOINTS_DIR,
     LOGS_DIR,
+    RUN_FILENAME,
     SUMMARY_FILENAME,
     check_run_dir,
     load_policy_model,
@@ -371,6 +373,40 @@ def start_run(config: StageConfig, stage: str, inputs: StageInputs, extra: dict[
         inputs.codec.save(run_dir)
     wait_for_everyone()
     return run_dir, checkpoint, info
+
+
+@contextlib.contextmanager
+def run_outcome(run_dir: Path, info: dict[str, Any]):
+    """Training and saving a run: when they stop with an error, ``rlft_run.json`` says so (status ``failed`` with
+    the reason, or ``interrupted``), where it said ``running``; checkpoints stay for ``--resume``. An OSError
+    writing the run (a full disk) becomes one line (exit code 1)."""
+    from rlft.core.io import is_output_fault, output_error
+
+    try:
+        yield
+    except KeyboardInterrupt:
+        _mark_run(run_dir, info, "interrupted", "Ctrl-C or SIGTERM")
+        raise
+    except OSError as exc:
+        if not is_output_fault(exc, run_dir):
+            _mark_run(run_dir, info, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        error = output_error(run_dir, exc)
+        error.hint = (f"{RUN_FILENAME} there says failed; free the space, then --resume from its last checkpoint "
+                      "or --overwrite")
+        _mark_run(run_dir, info, "failed", error.message)
+        raise error from exc
+    except Exception as exc:
+        _mark_run(run_dir, info, "failed", f"{type(exc).__name__}: {str(exc)[:500]}")
+        raise
+
+
+def _mark_run(run_dir: Path, info: dict[str, Any], status: str, reason: str) -> None:
+    if not main_process():
+        return
+    with contextlib.suppress(Exception):  # best effort: the disk may be what failed
+        write_run_info(run_dir, {**info, "status": status, "error": reason,
+                                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
 
 def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, Any], title: str,
