@@ -11,6 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from rlft.cli.options import config_command
+from rlft.train.bc_config import BCConfig
 from rlft.train.grpo_config import GRPOStageConfig
 from rlft.train.online_config import OnlineConfig
 from rlft.train.sft_config import SFTStageConfig
@@ -72,7 +73,7 @@ def test_bad_values_are_refused_by_the_parser():
 
 
 @pytest.mark.parametrize("command,cls", [("sft", SFTStageConfig), ("grpo", GRPOStageConfig),
-                                         ("online", OnlineConfig)])
+                                         ("online", OnlineConfig), ("bc", BCConfig)])
 def test_rlft_train_commands_declare_exactly_their_config_fields(command, cls):
     """No option list is written by hand: rlft train's options are the config's fields (plus --config)."""
     import typer.main

@@ -12,33 +12,21 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
+from rlft.train.bc_config import BCConfig
+
+__all__ = ["BCConfig", "train_bc"]  # BCConfig lives in bc_config (the CLI is generated from it)
 
 BC_FORMAT = "rlft-bc-v1"
 
 
 MAX_HIDDEN = 65_536  # a behaviour-cloning MLP wider than this is a typo (10,000,000 would need 400 TB)
-
-
-@dataclass
-class BCConfig:
-    dataset: str
-    out: Path
-    hidden: list[int] = field(default_factory=lambda: [64, 64])
-    epochs: int = 30
-    batch_size: int = 256
-    learning_rate: float = 1e-3
-    weight_decay: float = 0.0
-    val_fraction: float = 0.1
-    split: str = "train"
-    seed: int = 0
-    overwrite: bool = False
 
 
 class _Features:
