@@ -101,7 +101,7 @@ def config_command(app: typer.Typer, name: str, cls, run: Callable[[Any, typer.C
                 from rlft.core.errors import InvalidInputError
 
                 raise InvalidInputError(f"missing {', '.join('--' + n.replace('_', '-') for n in missing)}",
-                                        hint=f"see rlft ... {name} --help")
+                                        hint=f"see {ctx.command_path} --help")
             config, _ = merge_config(cls, None, values, source="the command line")
         run(config, ctx)
 
