@@ -97,3 +97,13 @@ def test_non_finite_numbers_are_refused_when_parsed(value, tmp_path):
     config.write_text(f"beta: {value}\n")
     result = CliRunner().invoke(app, ["stage", "--config", str(config)])
     assert result.exit_code == 2 and "beta" in result.output and not seen
+
+
+def test_rlft_eval_declares_exactly_its_config_fields():
+    import typer.main
+
+    from rlft.cli.eval import app
+    from rlft.evaluate.config import EvalConfig
+
+    params = {p.name for p in typer.main.get_command(app).params}
+    assert params == {f.name for f in dataclasses.fields(EvalConfig)}

@@ -105,14 +105,21 @@ def config_command(app: typer.Typer, name: str, cls, run: Callable[[Any, typer.C
             config, _ = merge_config(cls, None, values, source="the command line")
         run(config, ctx)
 
-    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
-    if section is not None:
-        params.append(inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None,
-                                        default=CONFIG_OPTION))
-    params += field_parameters(cls, skip)
-    impl.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    impl.__annotations__ = {}
+    extra = [inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None,
+                               default=CONFIG_OPTION)] if section is not None else []
     impl.__doc__ = doc
     impl.__name__ = impl.__qualname__ = name.replace("-", "_")
-    command(app, name, **({"context_settings": TRL_FLAGS} if trl_flags else {}))(impl)
+    command(app, name, **({"context_settings": TRL_FLAGS} if trl_flags else {}))(
+        with_field_options(impl, cls, extra, skip))
     return impl
+
+
+def with_field_options(func: Callable[..., Any], cls, extra: list[inspect.Parameter] | None = None,
+                       skip: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """``func(ctx, **values)`` given the signature Typer reads: ``ctx``, the ``extra`` parameters, then one
+    option per field of ``cls``."""
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+              *(extra or []), *field_parameters(cls, skip)]
+    func.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    func.__annotations__ = {}
+    return func

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
@@ -11,41 +11,58 @@ POLICY_KINDS = ("llm", "random", "constant", "expert", "bc", "q-greedy", "online
 BACKENDS = ("transformers", "openai")
 
 
+def _opt(default, help_text: str, **more):
+    return field(default=default, metadata={"help": help_text, **more})
+
+
 @dataclass
 class EvalConfig:
-    """Everything ``rlft eval`` takes (the CLI flags, one to one)."""
+    """Everything ``rlft eval`` takes: its options are generated from these fields (rlft.cli.options)."""
 
-    policy: str
-    env_id: str | None = None
-    episodes: int = 10
-    num_envs: int = 1
-    seed: int = 0
-    out: Path | None = None
-    codec: str | None = None  # dataset folder whose codec (and Q-values / examples) to use
-    allow_codec_mismatch: bool = False  # --codec for another env/kind/spaces than the run's own codec
-    backend: str = "transformers"
-    api_url: str | None = None
-    api_model: str | None = None
-    api_key: str | None = None
-    concurrency: int = 8
-    api_timeout: float = 60.0  # seconds an OpenAI-compatible server may take to answer one request
-    constrained: bool = False
-    fallback_action: str | None = None
-    target_return: float | None = None
-    n_examples: int = 0
-    bin_decoding: str = "auto"  # binned codecs: rlft.policy.bins (mean, argmax, off; auto picks)
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_new_tokens: int | None = None
-    cache: bool = True  # greedy decoding: generate each distinct prompt once (rlft.policy.generation)
-    api_stop: bool = True  # send the answer's closing tag as a stop string to OpenAI-compatible servers
-    expert: Path | None = None  # SB3 checkpoint to measure agreement against
-    action_error: str | None = None  # dataset folder: the policy's error on its held-out rows (rlft.evaluate.actions)
-    video: Path | None = None
-    video_episodes: int = 3
-    max_episode_steps: int | None = None
-    overwrite: bool = False
-    quiet: bool = False
+    policy: str = field(metadata={"help": "llm:MODEL (model folder, RUN folder or Hub id), random, constant[:VALUE], "
+                                          "expert:FILE.zip, bc:FILE, q-greedy, online:RUN."})
+    env_id: str | None = _opt(None, "Gymnasium env id (default: the codec's env).", aliases=["--env"])
+    episodes: int = _opt(10, "Episodes N; episode i is seeded SEED + i.")
+    num_envs: int = _opt(1, "Vector environments K stepped together (capped to N).")
+    seed: int = _opt(0, "Seed of episode 0.", min=0)
+    out: Path | None = _opt(None, "REPORT.json (REPORT.png and REPORT_tb/ beside it).")
+    codec: str | None = _opt(None, "Dataset folder whose codec/prompt template to use (default: the RUN folder's); "
+                                   "also the Q-values for q-greedy and agreement, and the few-shot examples.")
+    allow_codec_mismatch: bool = _opt(False, "Evaluate a RUN with a --codec for another environment, codec kind or "
+                                             "spaces than its own.")
+    backend: str = _opt("transformers", "transformers or openai.")
+    api_url: str | None = _opt(None, "openai: server URL, e.g. http://127.0.0.1:8000/v1.")
+    api_model: str | None = _opt(None, "openai: model name on the server.")
+    api_key: str | None = _opt(None, "openai: API key (default: OPENAI_API_KEY).")
+    concurrency: int = _opt(8, "openai: requests in flight at once.")
+    api_timeout: float = _opt(60.0, "openai: seconds a server may take to answer a request (3 tries).", min=0.001)
+    constrained: bool = _opt(False, "Only allow tokens that keep a valid answer (transformers).")
+    fallback_action: str | None = _opt(None, "Action taken when the output does not parse (counted as invalid) "
+                                             "(default: 0 / the first action).")
+    target_return: float | None = _opt(None, "Return-to-go at the start (codecs conditioned on it) (default: the "
+                                             "dataset's best episode return).")
+    n_examples: int = _opt(0, "Few-shot (observation, expert action) pairs from the --codec dataset.")
+    bin_decoding: str = _opt("auto", "binned codecs: read each action dimension's distribution over its bins: mean "
+                                     "(its expectation), local-mean (the expectation near the most likely bin), "
+                                     "argmax, off (generate text); auto: mean when every bin is one token of the "
+                                     "model's tokenizer, else off.")
+    temperature: float = _opt(0.0, "0 = greedy decoding.")
+    top_p: float = _opt(1.0, "Nucleus sampling (temperature > 0).")
+    max_new_tokens: int | None = _opt(None, "Token budget per answer (default: the longest valid answer + 8).")
+    cache: bool = _opt(True, "Greedy decoding: generate each distinct prompt once (FrozenLake: 11 generations, not "
+                             "thousands).")
+    api_stop: bool = _opt(True, "Send the answer's closing tag as a stop string (--backend openai). transformers "
+                                "serve cannot match stop strings with rlft's tiny word-level tokenizers: pass "
+                                "--no-api-stop for them.")
+    expert: Path | None = _opt(None, "SB3 checkpoint: report agreement with its actions.")
+    action_error: str | None = _opt(None, "Dataset folder (continuous actions): also report the policy's action "
+                                          "error on up to 2,000 rows of its held-out split, per dimension and as a "
+                                          "fraction of each dimension's range.")
+    video: Path | None = _opt(None, "Folder for MP4s of the first episodes (MuJoCo: MUJOCO_GL=egl).")
+    video_episodes: int = _opt(3, "How many episodes --video records.")
+    max_episode_steps: int | None = _opt(None, "Override the time limit.")
+    overwrite: bool = _opt(False, "Replace an existing --out.")
+    quiet: bool = _opt(False, "Print no tables (the report file is still written).")
 
 
 def parse_policy_spec(spec: str) -> tuple[str, str | None]:
