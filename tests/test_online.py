@@ -203,6 +203,9 @@ def test_backbone_lr_scale_is_trained_saved_and_loaded(pole, tmp_path):
     trunk = {id(p) for p in model.policy.features_extractor.backbone.parameters()}
     assert [g["lr_scale"] for g in optimizer.param_groups] == [0.1, 1.0]
     assert {id(p) for p in optimizer.param_groups[0]["params"]} == trunk
+    default = train_online(OnlineConfig(env="CartPole-v1", out=tmp_path / "default", backbone=str(model_dir),
+                                        codec=str(data), timesteps=256, eval_episodes=1, seed=2))
+    assert default["backbone_lr_scale"] == 0.1  # PPO's default for a transformer (row 10e)
     with pytest.raises(InvalidInputError, match="--backbone-lr-scale must be > 0"):
         train_online(OnlineConfig(env="CartPole-v1", out=tmp_path / "bad", backbone=str(model_dir),
                                   codec=str(data), backbone_lr_scale=0.0))

@@ -36,7 +36,7 @@ def check_config(config: OnlineConfig) -> None:
     if config.backbone != "mlp" and not Path(config.backbone).is_dir():
         raise InvalidInputError(f"--backbone {config.backbone} is not a model folder",
                                 hint="make one with rlft model init / rlft model fetch, or use --backbone mlp")
-    if not config.backbone_lr_scale > 0:
+    if config.backbone_lr_scale is not None and not config.backbone_lr_scale > 0:
         raise InvalidInputError(f"--backbone-lr-scale must be > 0, got {config.backbone_lr_scale}")
     if config.timesteps is not None and config.timesteps < 1:
         raise InvalidInputError(f"--timesteps must be at least 1, got {config.timesteps}")
@@ -69,6 +69,16 @@ def build_codec(config: OnlineConfig, env):
                       precision=config.precision, prompt_style="plain", env_id=config.env)
 
 
+DEFAULT_BACKBONE_LR_SCALE = {"ppo": 0.1, "trpo": 1.0}  # PPO: row 10e; TRPO's policy step takes no learning rate
+
+
+def backbone_lr_scale(config: OnlineConfig) -> float:
+    """``--backbone-lr-scale``, or the algorithm's default."""
+    if config.backbone_lr_scale is not None:
+        return float(config.backbone_lr_scale)
+    return DEFAULT_BACKBONE_LR_SCALE.get(config.algo, 1.0)
+
+
 def policy_kwargs(config: OnlineConfig, codec, base: dict | None) -> dict[str, Any]:
     kwargs = dict(base or {})
     if config.backbone == "mlp":
@@ -86,7 +96,7 @@ def policy_kwargs(config: OnlineConfig, codec, base: dict | None) -> dict[str, A
     kwargs.setdefault("share_features_extractor", True)  # one transformer pass feeds both heads, unless told not to
     from rlft.policy.backbone import scaled_optimizer_kwargs
 
-    kwargs.update(scaled_optimizer_kwargs(config.backbone_lr_scale))
+    kwargs.update(scaled_optimizer_kwargs(backbone_lr_scale(config)))
     return kwargs
 
 
@@ -197,7 +207,7 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
         "algo": config.algo,
         "backbone": config.backbone if config.backbone == "mlp" else str(Path(config.backbone).resolve()),
         "backbone_mode": config.backbone_mode if config.backbone != "mlp" else None,
-        "backbone_lr_scale": config.backbone_lr_scale if config.backbone != "mlp" else None,
+        "backbone_lr_scale": backbone_lr_scale(config) if config.backbone != "mlp" else None,
         "codec": codec.describe() if codec is not None else None,
         "timesteps": int(model.num_timesteps),
         "num_envs": n_envs,

@@ -17,9 +17,10 @@ class OnlineConfig:
     algo: str = field(default="ppo", metadata={"help": "ppo or trpo."})
     backbone: str = field(default="mlp", metadata={"help": "A model folder (rlft model init / fetch) or mlp."})
     backbone_mode: str = field(default="full", metadata={"help": "frozen, lora or full (trainable transformer)."})
-    backbone_lr_scale: float = field(default=1.0, metadata={
-        "help": "The transformer's learning rate as a multiple of the algorithm's (its heads keep the full rate; "
-                "see rlft.policy.backbone.BackboneScaledAdam)."})
+    backbone_lr_scale: float | None = field(default=None, metadata={
+        "help": "The transformer's learning rate as a multiple of the algorithm's, its heads at the full rate "
+                "(default: 0.1 for PPO, whose RL-Zoo rates are tuned for an MLP and made a transformer collapse, "
+                "row 10e; 1.0 for TRPO; see rlft.policy.backbone.BackboneScaledAdam)."})
     lora_r: int = field(default=8, metadata={"help": "LoRA rank with --backbone-mode lora.", "min": 1})
     codec: str | None = field(default=None, metadata={"help": "Dataset folder whose codec writes observations."})
     format: str = field(default="raw", metadata={"help": "Without --codec: a raw codec (fixed-precision numbers)."})
