@@ -33,7 +33,8 @@ _REASONS = {
 }
 
 
-MACHINE_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)  # not the path's fault: the disk's
+DISK_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # whatever file failed, the disk itself is the problem
+MACHINE_FAULTS = (*DISK_FAULTS, errno.EIO)  # not the path's fault: the machine's (exit code 1)
 
 
 def output_error(path: str | os.PathLike, exc: OSError, option: str = "--out") -> OutputError:
@@ -114,7 +115,7 @@ def check_output_file(path: str | os.PathLike, overwrite: bool, option: str = "-
 
 def is_output_fault(exc: OSError, *roots: Path) -> bool:
     """An OSError that concerns writing under ``roots`` (or the disk itself), not reading some input."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+    if exc.errno in DISK_FAULTS:
         return True
     names = [n for n in (exc.filename, getattr(exc, "filename2", None)) if n]
     return any(str(Path(n).absolute()).startswith(str(root.absolute())) for n in names for root in roots)

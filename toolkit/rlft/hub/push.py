@@ -109,7 +109,7 @@ def hub_error(exc: Exception, repo_id: str) -> Exception:
         hint = STATUS_HINTS.get(status, "the Hub failed: push again later" if status >= 500 else None)
         return RemoteError(f"the Hub at {hub_endpoint()} refused the push to {repo_id}: HTTP {status}",
                            hint=(hint or "") + ("; " if hint else "") + "the dataset folder is unchanged")
-    if isinstance(exc, OSError | ConnectionError) or type(exc).__module__.split(".")[0] in ("httpx", "requests"):
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "requests"):
         return OfflineError(f"the push to {repo_id} at {hub_endpoint()} failed: {type(exc).__name__}: {exc}",
                             hint="check the network and push again; the dataset folder is unchanged")
     return exc

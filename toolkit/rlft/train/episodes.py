@@ -132,16 +132,11 @@ class EpisodeRollout:
                  constrained: bool = True, max_new_tokens: int | None = None, credit: str = "episode",
                  credit_gamma: float = 0.95, step_weight: float = 1.0):
         from rlft.policy.policies import default_action
-        from rlft.train.credit import CREDITS
+        from rlft.train.credit import check_credit
 
         if max_turns < 1:
             raise InvalidInputError(f"--max-turns must be at least 1, got {max_turns}")
-        if credit not in CREDITS:
-            raise InvalidInputError(f"--credit must be one of {', '.join(CREDITS)}, got {credit!r}")
-        if not 0.0 <= credit_gamma <= 1.0:
-            raise InvalidInputError(f"--credit-gamma must be within [0, 1], got {credit_gamma}")
-        if not np.isfinite(step_weight) or step_weight < 0:
-            raise InvalidInputError(f"--step-weight must be a finite number >= 0, got {step_weight}")
+        check_credit(credit, credit_gamma, step_weight)
         self.credit, self.credit_gamma, self.step_weight = credit, credit_gamma, step_weight
         self.last_episodes: list[Episode] = []  # the latest batch, in the order TRL holds its samples
         self.codec = codec

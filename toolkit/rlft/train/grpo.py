@@ -8,7 +8,6 @@ rates the rewards report (``parse_rate``, ``optimal_action_rate``) to the consol
 from __future__ import annotations
 
 import importlib.util
-import math
 from typing import Any
 
 from rlft.core.console import console
@@ -148,17 +147,12 @@ def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:
 
 
 def check_credit(config: GRPOStageConfig, episodic: bool) -> None:
-    from rlft.train.credit import CREDITS
+    from rlft.train.credit import check_credit as check_credit_values
 
-    if config.credit not in CREDITS:
-        raise InvalidInputError(f"--credit must be one of {', '.join(CREDITS)}, got {config.credit!r}")
+    check_credit_values(config.credit, config.credit_gamma, config.step_weight)
     if config.credit == "state" and not episodic:
         raise InvalidInputError("--credit state is for episode rollouts (it compares turns of whole episodes)",
                                 hint="add --rollout episode, or drop --credit")
-    if not 0.0 <= config.credit_gamma <= 1.0:
-        raise InvalidInputError(f"--credit-gamma must be within [0, 1], got {config.credit_gamma}")
-    if not math.isfinite(config.step_weight) or config.step_weight < 0:
-        raise InvalidInputError(f"--step-weight must be a finite number >= 0, got {config.step_weight}")
 
 
 def auto_rewards(columns: list[str], episodic: bool) -> list[str]:

@@ -107,7 +107,7 @@ UPDATE_SIGNALS = ("approx_kl", "clip_fraction", "entropy_loss", "explained_varia
                   "is_line_search_success")
 
 
-def _curve_callback(bar, task, curve: list[tuple[int, float]], signals: list[dict[str, float]] | None = None):
+def _curve_callback(bar, task, curve: list[tuple[int, float]], signals: list[dict[str, float]]):
     from stable_baselines3.common.callbacks import BaseCallback
 
     class Curve(BaseCallback):
@@ -124,7 +124,7 @@ def _curve_callback(bar, task, curve: list[tuple[int, float]], signals: list[dic
         def keep_signals(self) -> None:
             values = self.model.logger.name_to_value
             row = {k: float(values.pop(f"train/{k}")) for k in UPDATE_SIGNALS if f"train/{k}" in values}
-            if row and signals is not None:
+            if row:
                 signals.append({"step": int(self.num_timesteps), **row})
 
         def _on_step(self) -> bool:

@@ -215,15 +215,19 @@ def check_tokenizer_fits(inputs: StageInputs, tokenizer, model) -> None:
                                      "style, or --allow-tokenizer-mismatch")
 
 
-def _row_text(row: dict, tokenizer, conversational: bool) -> str:
-    """A row's prompt as the model sees it (chat template applied) and its completion, as one text."""
-    completion = row.get("completion")
+def prompt_text(prompt, tokenizer, conversational: bool) -> str:
+    """A prompt as the model sees it: chat messages through the chat template (generation prompt added)."""
     if conversational:
-        prompt = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
-        if isinstance(completion, list):
-            completion = "".join(m.get("content", "") for m in completion)
-        return prompt + (completion or "")
-    return str(row["prompt"]) + str(completion or "")
+        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    return str(prompt)
+
+
+def _row_text(row: dict, tokenizer, conversational: bool) -> str:
+    """A row's prompt as the model sees it and its completion, as one text."""
+    completion = row.get("completion")
+    if isinstance(completion, list):
+        completion = "".join(m.get("content", "") for m in completion)
+    return prompt_text(row["prompt"], tokenizer, conversational) + str(completion or "")
 
 
 SMALL_MODEL_PARAMETERS = 20_000_000  # below: a from-scratch model (rlft model init); above: a pretrained one
@@ -484,11 +488,9 @@ def prompt_token_metrics(train, tokenizer, conversational: bool, max_rows: int =
     """Prompt length in the model's own tokens (chat template included), mean and max over up to ``max_rows``
     training rows: what a step and an evaluation call cost, and the figure codecs and wordings are compared by."""
     rows = train.select(range(min(max_rows, len(train))))["prompt"]
-    if conversational:
-        texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in rows]
-        lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-    else:
-        lengths = [len(ids) for ids in tokenizer(list(rows))["input_ids"]]
+    texts = [prompt_text(p, tokenizer, conversational) for p in rows]
+    # the chat template writes its own special tokens; a plain prompt gets the tokenizer's
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=not conversational)["input_ids"]]
     return {"prompt_tokens_mean": float(sum(lengths) / len(lengths)), "prompt_tokens_max": int(max(lengths))}
 
 
