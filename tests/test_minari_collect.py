@@ -85,6 +85,35 @@ def test_seeds_reproduce_the_same_episodes_whatever_the_num_envs(cli, ppo_zip):
     assert first["seed"] == 15 and np.allclose(obs, a[4].observations[0])
 
 
+def test_clean_labels_record_the_policy_action_on_the_noisy_path(cli, tmp_path):
+    """DART-style data: the env is stepped with the noisy action (the states of a --noise collection), the
+    dataset records the policy's own action in each of those states."""
+    from stable_baselines3 import PPO
+
+    policy = tmp_path / "pendulum.zip"
+    PPO("MlpPolicy", gym.make("Pendulum-v1"), seed=0, device="cpu").save(policy)
+    common = ("--env", "Pendulum-v1", "--policy", policy, "--episodes", "3", "--seed", "5", "--max-episode-steps",
+              "30", "--noise", "0.5")
+    _collect(cli, *common, "--num-envs", "2", "--dataset-id", "pendulum/executed-v0")
+    _collect(cli, *common, "--num-envs", "2", "--dataset-id", "pendulum/clean-v0", "--label-actions", "clean")
+    _collect(cli, *common, "--num-envs", "3", "--dataset-id", "pendulum/clean3-v0", "--label-actions", "clean")
+    executed, clean, clean3 = (minari.load_dataset(f"pendulum/{n}-v0") for n in ("executed", "clean", "clean3"))
+    model = PPO.load(policy, device="cpu")
+    for e, c, c3 in zip(executed.iterate_episodes(), clean.iterate_episodes(), clean3.iterate_episodes(),
+                        strict=True):
+        assert np.array_equal(e.observations, c.observations)  # the same noisy path ...
+        assert np.allclose(c.observations, c3.observations, atol=1e-5)  # ... whatever the batching
+        own = model.predict(c.observations[:-1], deterministic=True)[0]
+        assert np.allclose(c.actions, own, atol=1e-5)  # ... labelled with the policy's own action
+        assert not np.allclose(e.actions, own, atol=1e-2)  # the executed labels carry the noise
+    meta = clean.storage.metadata
+    assert meta["rlft"]["action_labels"] == "clean" and "DART" in meta["algorithm_name"]
+    assert executed.storage.metadata["rlft"]["action_labels"] == "executed"
+    result = cli("data", "collect", "--env", "Pendulum-v1", "--policy", policy, "--episodes", "1",
+                 "--dataset-id", "pendulum/x-v0", "--label-actions", "clean")
+    assert result.exit_code == 2 and "--noise > 0" in result.output
+
+
 def test_halfcheetah_normalized_score_metadata(cli):
     _collect(cli, "--env", "HalfCheetah-v5", "--episodes", "2", "--dataset-id", "mujoco/halfcheetah/tiny-v0",
              "--max-episode-steps", "20", "--num-envs", "2", "--noise", "0.1")

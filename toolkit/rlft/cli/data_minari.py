@@ -23,6 +23,10 @@ def collect(
     noise: float = typer.Option(
         0.0, "--noise", help="Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random."
     ),
+    label_actions: str = typer.Option(
+        "executed", "--label-actions", help="With --noise: record the action the env was stepped with (executed), "
+        "or the policy's own action before the noise (clean: DART-style data, off-path states with expert labels)."
+    ),
     data_format: str = typer.Option("hdf5", "--data-format", help="Minari storage: hdf5 (default) or arrow."),
     max_episode_steps: int | None = typer.Option(None, "--max-episode-steps", help="Override the env's limit."),
     author: str = typer.Option("rlft", "--author", help="Author recorded in the dataset metadata."),
@@ -39,7 +43,7 @@ def collect(
     limit_threads()
     config = CollectConfig(
         env_id=env, dataset_id=dataset_id, episodes=episodes, policy=policy, num_envs=num_envs, seed=seed,
-        noise=noise, data_format=data_format.lower(), overwrite=overwrite, max_episode_steps=max_episode_steps,
+        noise=noise, label_actions=label_actions.lower(), data_format=data_format.lower(), overwrite=overwrite, max_episode_steps=max_episode_steps,
         author=author,
     )
     with progress() as bar, (minari_root(data_path) if data_path is not None else contextlib.nullcontext()):

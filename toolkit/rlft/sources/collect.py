@@ -24,11 +24,13 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError, OutputExistsError
 from rlft.sources.minari_source import check_dataset_id, datasets_root
-from rlft.sources.rollouts import EpisodeStats, episode_blocks, policy_act, run_episodes
+from rlft.sources.rollouts import EpisodeStats, episode_blocks, noisy_execution, policy_act, run_episodes
 
 # --- Recording into Minari -------------------------------------------------------------------------------
 
 DATA_FORMATS = ("hdf5", "arrow")
+# What a noisy collection records as the action: the one the env was stepped with, or the policy's own (DART).
+ACTION_LABELS = ("executed", "clean")
 
 
 @dataclass
@@ -42,6 +44,7 @@ class CollectConfig:
     num_envs: int = 1
     seed: int = 0
     noise: float = 0.0
+    label_actions: str = "executed"
     data_format: str = "hdf5"
     overwrite: bool = False
     max_episode_steps: int | None = None
@@ -82,6 +85,12 @@ def _check(config: CollectConfig) -> None:
     if config.max_episode_steps is not None and config.max_episode_steps < 1:
         raise InvalidInputError(f"--max-episode-steps must be at least 1, got {config.max_episode_steps}",
                                 hint="leave it out for the env's own time limit")
+    if config.label_actions not in ACTION_LABELS:
+        raise InvalidInputError(f"--label-actions must be one of {', '.join(ACTION_LABELS)}, "
+                                f"got {config.label_actions!r}")
+    if config.label_actions == "clean" and (config.noise <= 0 or config.policy == "random"):
+        raise InvalidInputError("--label-actions clean records a policy's own action while the env is stepped with "
+                                "noise: it needs --policy FILE.zip and --noise > 0")
     if config.data_format not in DATA_FORMATS:
         raise InvalidInputError(f"--data-format must be one of {', '.join(DATA_FORMATS)}, got {config.data_format!r}")
     if config.noise > 1 and not _is_box(config.env_id):
@@ -164,12 +173,16 @@ def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
 
     env_kwargs = {"max_episode_steps": config.max_episode_steps} if config.max_episode_steps else {}
     n_envs = min(config.num_envs, config.episodes)
-    collectors = [
-        minari.DataCollector(make_env(config.env_id, **env_kwargs), data_format=config.data_format)
-        for _ in range(n_envs)
-    ]
+    clean = config.label_actions == "clean"
+
+    def env():
+        made = make_env(config.env_id, **env_kwargs)
+        # clean labels: the collector records the policy's action, the env inside it adds the noise
+        return noisy_execution(made, config.noise, config.seed) if clean else made
+
+    collectors = [minari.DataCollector(env(), data_format=config.data_format) for _ in range(n_envs)]
     try:
-        act = policy_act(model, collectors[0].action_space, config.seed, config.noise)
+        act = policy_act(model, collectors[0].action_space, config.seed, 0.0 if clean else config.noise)
         start = time.perf_counter()
         stats = run_episodes(collectors, act, config.episodes, config.seed, on_episode)
         seconds = time.perf_counter() - start
@@ -202,7 +215,7 @@ def _dataset_kwargs(config: CollectConfig, policy_meta: dict) -> dict:
     policy = "uniformly random actions" if config.policy == "random" else (
         f"{policy_meta.get('algo', 'SB3').upper()} expert {Path(config.policy).name}"
     )
-    noise = f", action noise {config.noise} ({_noise_kind(config)})" if config.noise > 0 else ""
+    noise = _noise_text(config)
     description = config.description or (
         f"{config.episodes} episodes of {policy} on {config.env_id}{noise}. Episode i was reset with seed "
         f"{config.seed} + i. Collected with rlft (Minari DataCollector)."
@@ -235,6 +248,14 @@ def _is_box(env_id: str) -> bool:
     return isinstance(action_space(env_id), gymnasium.spaces.Box)
 
 
+def _noise_text(config: CollectConfig) -> str:
+    if config.noise <= 0:
+        return ""
+    labels = (", actions recorded before the noise (the policy's own, DART)" if config.label_actions == "clean"
+              else "")
+    return f", action noise {config.noise} ({_noise_kind(config)}){labels}"
+
+
 def _noise_kind(config: CollectConfig) -> str:
     if _is_box(config.env_id):
         return "gaussian std in half action ranges, clipped"
@@ -253,6 +274,7 @@ def _rlft_metadata(config: CollectConfig, policy_meta: dict, n_envs: int, stats,
         "deterministic_policy": config.policy != "random",
         "noise": config.noise,
         "noise_kind": _noise_kind(config) if config.noise > 0 else None,
+        "action_labels": config.label_actions if config.noise > 0 else "executed",
         "seed": config.seed,
         "episode_seeds": f"episode i is reset with seed {config.seed} + i",
         "num_envs": n_envs,

@@ -125,6 +125,31 @@ def add_noise(space, actions: np.ndarray, noise: float, rngs: list[np.random.Gen
     return np.where(flips.reshape((-1,) + (1,) * (actions.ndim - 1)), random, actions).astype(actions.dtype)
 
 
+def noisy_execution(env, noise: float, seed: int):
+    """``env`` stepped with the noise :func:`add_noise` would add, while callers (a Minari DataCollector wrapped
+    around it) see and record the action they passed: DART-style data (Laskey et al., 2017), states off the
+    expert's own path labelled with the expert's clean action.
+
+    Episode ``i`` (reset with seed ``seed + i``) draws from the generator ``(seed, i)``, the stream
+    :func:`policy_act` would use, so the states visited are those of the same collection with noisy labels.
+    """
+    import gymnasium
+
+    class NoisyExecution(gymnasium.Wrapper):
+        def reset(self, *, seed: int | None = None, options=None):
+            if seed is None:
+                raise InvalidInputError("noisy execution needs a seeded reset (episode i is reset with seed + i)")
+            self._rng = np.random.default_rng([_base_seed, seed - _base_seed])
+            return self.env.reset(seed=seed, options=options)
+
+        def step(self, action):
+            executed = add_noise(self.action_space, np.asarray(action)[None], noise, [self._rng])[0]
+            return self.env.step(executed)
+
+    _base_seed = seed
+    return NoisyExecution(env)
+
+
 def policy_act(policy, space, seed: int, noise: float = 0.0, deterministic: bool = True) -> ActFn:
     """An :data:`ActFn` from a policy with SB3's ``predict`` (None = uniformly random) and optional noise."""
     rngs: dict[int, np.random.Generator] = {}
