@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: setup lock test test-fast test-network test-minimums lint demo dataset experiment results bench clean
+.PHONY: setup lock test test-fast test-network test-minimums lint docs demo dataset experiment results bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,7 @@ setup: $(VENV)/.installed
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/python -m pip install --quiet "pip==$(PIP_VERSION)" "pip-tools==$(PIP_TOOLS_VERSION)"
-	CUSTOM_COMPILE_COMMAND="make lock" .lock-venv/bin/pip-compile --quiet --extra test --strip-extras \
+	CUSTOM_COMPILE_COMMAND="make lock" .lock-venv/bin/pip-compile --quiet --extra test --extra docs --strip-extras \
 		--allow-unsafe --no-emit-index-url --no-emit-find-links --constraint requirements/constraints.in \
 		--output-file $(LOCK) $(LOCK_ARGS) pyproject.toml
 	rm -rf .lock-venv
@@ -64,6 +64,13 @@ test-minimums:
 lint: setup
 	$(BIN)/ruff check toolkit tests benchmarks
 
+## docs: the docs site into site/ with strict link checking; the CLI reference is generated from the commands
+docs: setup
+	mkdir -p docs/reference
+	$(BIN)/typer rlft.cli.main utils docs --name rlft --title "CLI reference" --output docs/reference/cli.md
+	$(BIN)/rlft results render --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 ## demo: the whole loop on FrozenLake (exact-Q data, tiny LM, SFT to the criterion, evaluation vs baselines
 ## and a verdict), about a minute on a 2-core CPU after set-up
 demo: setup
@@ -87,4 +94,4 @@ bench: setup
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf datasets experiments .pytest_cache .ruff_cache
+	rm -rf datasets experiments .pytest_cache .ruff_cache site docs/reference

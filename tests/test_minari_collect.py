@@ -281,3 +281,12 @@ def test_collect_writes_into_the_data_path_given(cli, tmp_path):
     assert os.environ["MINARI_DATASETS_PATH"] != str(tmp_path / "mine")
     result = cli("data", "serialize", tmp_path / "mine" / "cp" / "random-v0", "--out", tmp_path / "ds")
     assert result.exit_code == 0, result.output
+
+
+def test_collect_into_a_relative_data_path(cli, tmp_path, monkeypatch):
+    """Minari joins a relative datasets root onto itself when it writes: rlft hands it an absolute one."""
+    monkeypatch.chdir(tmp_path)
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "2", "--dataset-id", "cp/random-v0",
+                 "--data-path", "runs/minari")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "runs" / "minari" / "cp" / "random-v0" / "data").is_dir()

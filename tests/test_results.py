@@ -9,18 +9,36 @@ from pathlib import Path
 import pytest
 
 from rlft.core.errors import InvalidInputError
-from rlft.results.render import BLOCK, render_text
+from rlft.results.render import BLOCK, pages, render_text
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_readme_equals_the_rendering_of_the_committed_results():
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    names = [m.group("name") for m in BLOCK.finditer(text)]
-    assert "demo" in names and "benchmarks/serialize" in names
-    rendered, changed = render_text(text, REPO / "results", REPO)
-    assert changed == [], f"README blocks differ from results/: {changed} (run: rlft results render)"
-    assert rendered == text
+def test_readme_and_docs_equal_the_rendering_of_the_committed_results():
+    names = []
+    for page in pages(REPO):
+        text = page.read_text(encoding="utf-8")
+        names += [m.group("name") for m in BLOCK.finditer(text)]
+        rendered, changed = render_text(text, REPO / "results", page.parent)
+        assert changed == [], f"{page.name} blocks differ from results/: {changed} (run: rlft results render)"
+        assert rendered == text
+    assert {"overview", "demo", "benchmarks/serialize"} <= set(names)
+    # every experiment with a summary is shown somewhere
+    summaries = {p.parent.name for p in (REPO / "results").glob("*/summary.json")}
+    assert summaries <= set(names), f"results without a page block: {sorted(summaries - set(names))}"
+
+
+def test_docs_pages_link_plots_through_the_results_folder_beside_them(tmp_path):
+    results = tmp_path / "results"
+    (results / "toy").mkdir(parents=True)
+    (results / "toy" / "summary.json").write_text(json.dumps({"title": "Toy", "tables": [], "plot": "summary.png"}))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = "<!-- results:toy -->\n<!-- /results:toy -->\n"
+    assert "](../results/toy/summary.png)" in render_text(page, results, docs)[0]  # no link beside the page
+    (docs / "results").symlink_to("../results")
+    assert "](results/toy/summary.png)" in render_text(page, results, docs)[0]  # the site carries the plot
+    assert "](results/toy/summary.png)" in render_text(page, results, tmp_path)[0]
 
 
 def _report(path: Path, policy: str, kind: str, success: float, agreement: float, seed: int) -> Path:
@@ -101,7 +119,7 @@ def test_render_check_exit_code_and_missing_results(cli, tmp_path):
          "rows": [{"label": "one", "cells": {"v": 2.0}}]}]}))
     readme.write_text("<!-- results:b -->\nold\n<!-- /results:b -->\n")
     result = cli("results", "render", "--readme", readme, "--results-dir", tmp_path / "results", "--check")
-    assert result.exit_code == 1 and "differs" in result.output
+    assert result.exit_code == 1 and "differ from" in result.output
     result = cli("results", "render", "--readme", readme, "--results-dir", tmp_path / "results")
     assert result.exit_code == 0 and "| one | 2.0x |" in readme.read_text()
 

@@ -43,7 +43,8 @@ def collect(
     limit_threads()
     config = CollectConfig(
         env_id=env, dataset_id=dataset_id, episodes=episodes, policy=policy, num_envs=num_envs, seed=seed,
-        noise=noise, label_actions=label_actions.lower(), data_format=data_format.lower(), overwrite=overwrite, max_episode_steps=max_episode_steps,
+        noise=noise, label_actions=label_actions.lower(), data_format=data_format.lower(), overwrite=overwrite,
+        max_episode_steps=max_episode_steps,
         author=author,
     )
     with progress() as bar, (minari_root(data_path) if data_path is not None else contextlib.nullcontext()):

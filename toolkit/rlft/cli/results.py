@@ -55,18 +55,24 @@ def summarize(
 
 @command(app, "render")
 def render(
-    readme: Path = typer.Option(Path("README.md"), "--readme", help="The file whose results blocks are rendered."),
+    pages: list[Path] | None = typer.Argument(None, help="Pages whose results blocks are rendered (default: "
+                                              "README.md and docs/*.md)."),
+    readme: Path | None = typer.Option(None, "--readme", help="One page to render (the same as giving it as PAGES)."),
     results_dir: Path = _RESULTS_DIR,
     check: bool = typer.Option(False, "--check", help="Only report blocks that differ from results/ (exit 1)."),
 ) -> None:
-    """Re-render every <!-- results:NAME --> block of the README from RESULTS_DIR."""
+    """Re-render every <!-- results:NAME --> block of the README and the docs pages from RESULTS_DIR."""
     from rlft.core.console import console
+    from rlft.results.render import pages as default_pages
     from rlft.results.render import render_readme
 
-    changed = render_readme(readme, results_dir, check)
-    if check and changed:
-        console.print(f"[red]{readme} differs from {results_dir}/ in: {', '.join(changed)}[/] "
-                      "(run: rlft results render)")
+    targets = [*(pages or []), *([readme] if readme else [])] or default_pages(Path("."))
+    stale = []
+    for page in targets:
+        changed = render_readme(page, results_dir, check)
+        stale += [f"{page}: {name}" for name in changed]
+        console.print(f"{page}: {len(changed)} block(s) " + ("would change" if check else "updated")
+                      + (f": {', '.join(changed)}" if changed else ""))
+    if check and stale:
+        console.print(f"[red]pages differ from {results_dir}/ in: {', '.join(stale)}[/] (run: rlft results render)")
         raise typer.Exit(1)
-    console.print(f"{readme}: {len(changed)} block(s) " + ("would change" if check else "updated")
-                  + (f": {', '.join(changed)}" if changed else ""))

@@ -47,6 +47,29 @@ ENV_PACKAGES = (
 )
 
 
+# Your own environments: modules that call gymnasium.register when imported, comma-separated, imported before an id
+# gymnasium does not know is refused (every command reads it, so collect, serialize, train and eval all see them).
+ENV_MODULES_VARIABLE = "RLFT_ENV_MODULES"
+
+
+def import_env_modules() -> list[str]:
+    """Import the modules named in ``$RLFT_ENV_MODULES`` (once each); return their names."""
+    import importlib
+    import os
+    import sys
+
+    names = [n.strip() for n in os.environ.get(ENV_MODULES_VARIABLE, "").split(",") if n.strip()]
+    for name in names:
+        if name in sys.modules:
+            continue
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise InvalidInputError(f"{ENV_MODULES_VARIABLE} names {name!r}, which cannot be imported: {exc}",
+                                    hint="put its folder on PYTHONPATH, or pip install its package") from exc
+    return names
+
+
 MUJOCO_PREFIXES = ("HalfCheetah", "Hopper", "Walker2d", "Ant-", "Humanoid", "Swimmer", "Reacher", "Pusher",
                    "InvertedPendulum", "InvertedDoublePendulum")
 
@@ -68,6 +91,8 @@ def ensure_registered(env_id: str) -> None:
             raise MissingDependencyError(f"{env_id} needs MuJoCo, which is not installed",
                                          hint='install it with: pip install "rlft[mujoco]"')
     if env_id in gym.registry:
+        return
+    if import_env_modules() and env_id in gym.registry:
         return
     for prefixes, module, extra in ENV_PACKAGES:
         if env_id.startswith(prefixes):
@@ -92,7 +117,8 @@ def check_env_id(env_id: str) -> str:
         return env_id
     lowered = {i.lower(): i for i in ids}
     close = difflib.get_close_matches(env_id.lower(), list(lowered), n=3, cutoff=0.5)
-    hint = f"did you mean {', '.join(lowered[c] for c in close)}?" if close else "see gymnasium.pprint_registry()"
+    hint = (f"did you mean {', '.join(lowered[c] for c in close)}? " if close else "see gymnasium.pprint_registry(); "
+            ) + f"your own env: name the module that registers it in {ENV_MODULES_VARIABLE}"
     raise InvalidInputError(f"unknown environment id {env_id!r}", hint=hint)
 
 

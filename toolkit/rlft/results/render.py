@@ -1,9 +1,11 @@
-"""README tables rendered from ``results/`` files, between markers, by one command (``rlft results render``).
+"""README and docs tables rendered from ``results/`` files, between markers, by one command (``rlft results render``).
 
 A block ``<!-- results:NAME -->`` ... ``<!-- /results:NAME -->`` is replaced by the markdown of
 ``results/NAME.json`` (a benchmark table) or ``results/NAME/summary.json`` (an experiment's summary): its tables,
 plot, notes, and a line with the seeds, the machine, the package versions, the commits and the command that
-reproduces it. ``--check`` reports the blocks that differ from their files instead of writing.
+reproduces it. ``--check`` reports the blocks that differ from their files instead of writing. The pages that
+hold blocks are the README and every ``docs/*.md``; a page's plots link the results folder it sees beside it
+(``docs/results`` is a link to ``../results``, so the docs site carries the plots).
 """
 
 from __future__ import annotations
@@ -178,6 +180,24 @@ def overview_markdown(results_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _link(folder: Path, results_dir: Path, base: Path) -> str:
+    """``folder`` (inside ``results_dir``) as a link from a page in ``base``: through ``base/<results_dir name>``
+    when that is the same folder (a docs page's link to the results), else the plain relative path."""
+    import os
+
+    inside = folder.resolve().relative_to(results_dir.resolve())
+    beside = base / results_dir.name
+    root = Path(results_dir.name) if beside.is_dir() and beside.samefile(results_dir) else Path(
+        os.path.relpath(results_dir.resolve(), base.resolve()))
+    return (root / inside).as_posix()
+
+
+def pages(root: Path) -> list[Path]:
+    """The pages of a checkout that hold results blocks: its README and its docs pages."""
+    candidates = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    return [p for p in candidates if p.is_file() and BLOCK.search(p.read_text(encoding="utf-8"))]
+
+
 def render_text(text: str, results_dir: Path, base: Path) -> tuple[str, list[str]]:
     """``text`` with every results block re-rendered; also the names of the blocks whose content changed."""
     changed: list[str] = []
@@ -194,8 +214,7 @@ def render_text(text: str, results_dir: Path, base: Path) -> tuple[str, list[str
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"{path} is not valid JSON: {exc}") from exc
-        folder = path.parent.resolve().relative_to(base.resolve()).as_posix()
-        body = block_markdown(name, data, folder)
+        body = block_markdown(name, data, _link(path.parent, results_dir, base))
         if body != match.group("body"):
             changed.append(name)
         return match.group(1) + body + match.group(4)

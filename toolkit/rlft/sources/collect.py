@@ -106,9 +106,10 @@ def _check(config: CollectConfig) -> None:
 
 @contextlib.contextmanager
 def minari_root(path: Path) -> Iterator[None]:
-    """Point Minari (which reads the variable on every call) at ``path`` for the duration."""
+    """Point Minari (which reads the variable on every call) at ``path`` for the duration (made absolute: Minari
+    joins a relative root onto itself when it writes)."""
     old = os.environ.get("MINARI_DATASETS_PATH")
-    os.environ["MINARI_DATASETS_PATH"] = str(path)
+    os.environ["MINARI_DATASETS_PATH"] = str(Path(path).resolve())
     try:
         yield
     finally:
