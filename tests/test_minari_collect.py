@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import minari
@@ -17,6 +18,8 @@ from rlft.sources import minari_source
 from rlft.sources.collect import CollectConfig, collect_to_minari
 from rlft.sources.minari_source import dataset_summary, load_minari
 from rlft.sources.rollouts import add_noise, episode_blocks
+
+EXPERTS = Path(__file__).resolve().parents[1] / "pipelines" / "experts"
 
 
 def _collect(cli, *args):
@@ -112,6 +115,12 @@ def test_clean_labels_record_the_policy_action_on_the_noisy_path(cli, tmp_path):
     result = cli("data", "collect", "--env", "Pendulum-v1", "--policy", policy, "--episodes", "1",
                  "--dataset-id", "pendulum/x-v0", "--label-actions", "clean")
     assert result.exit_code == 2 and "--noise > 0" in result.output
+    # MuJoCo envs: Minari records the env spec, which is the plain env's (the noise belongs to the collection)
+    _collect(cli, "--env", "HalfCheetah-v5", "--policy", EXPERTS / "halfcheetah-medium-sac.zip", "--episodes",
+             "2", "--max-episode-steps", "5", "--num-envs", "2", "--noise", "0.1", "--label-actions", "clean",
+             "--dataset-id", "mujoco/clean-v0")
+    spec = minari.load_dataset("mujoco/clean-v0").env_spec
+    assert spec.id == "HalfCheetah-v5" and not spec.additional_wrappers
 
 
 def test_halfcheetah_normalized_score_metadata(cli):

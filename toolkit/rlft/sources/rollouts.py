@@ -136,6 +136,10 @@ def noisy_execution(env, noise: float, seed: int):
     import gymnasium
 
     class NoisyExecution(gymnasium.Wrapper):
+        @property
+        def spec(self):  # the data's env is the plain env (the noise belongs to the collecting policy), and
+            return self.env.spec  # Minari records the spec: a wrapper it cannot rebuild would stop it
+
         def reset(self, *, seed: int | None = None, options=None):
             if seed is None:
                 raise InvalidInputError("noisy execution needs a seeded reset (episode i is reset with seed + i)")
