@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from gymnasium import spaces
@@ -270,3 +272,40 @@ def test_sft_with_bin_smoothing_trains(pendulum_binned, tmp_path):
     metrics = info["metrics"]
     assert info["config"]["bin_smoothing"] == 0.75
     assert metrics["train_loss_last"] < metrics["train_loss_first"]
+
+
+def test_smooth_bin_embeddings_start_neighbouring_bins_alike(pendulum_binned, tmp_path_factory):
+    import torch
+
+    from eval_factories import tiny_model
+    from rlft.train.run import load_policy_model
+
+    data, random_dir = pendulum_binned
+    smooth_dir = tiny_model(tmp_path_factory, data, "pendulum-binned-smooth", seed=3, bin_embeddings="smooth")
+    info = json.loads((smooth_dir / "rlft_model.json").read_text())
+    assert info["bin_embeddings"] == "smooth" and info["smooth_bin_tokens"] >= 3 * 16
+
+    def similarity(model_dir, a, b):
+        model, tokenizer, _ = load_policy_model(str(model_dir))
+        emb = model.get_input_embeddings().weight
+        vocab = tokenizer.get_vocab()
+        return torch.cosine_similarity(emb[vocab[f" {a}"]], emb[vocab[f" {b}"]], dim=0).item()
+
+    # neighbours alike, far bins not; random embeddings know no order. The same token after any separator
+    # shares its bin's embedding, and the variance is the other weights'.
+    assert similarity(smooth_dir, 7, 8) > 0.9 and abs(similarity(smooth_dir, 0, 15)) < 0.5
+    assert abs(similarity(random_dir, 7, 8)) < 0.5
+    model, tokenizer, _ = load_policy_model(str(smooth_dir))
+    emb, vocab = model.get_input_embeddings().weight, tokenizer.get_vocab()
+    assert torch.equal(emb[vocab["5"]], emb[vocab[" 5"]])
+    assert emb[vocab[" 5"]].std().item() == pytest.approx(emb[vocab["<action>"]].std().item(), rel=0.5)
+
+
+def test_smooth_bin_embeddings_need_a_binned_dataset(tmp_path_factory, tmp_path):
+    from eval_factories import minari_dataset_folder
+    from rlft.train.tiny_model import ModelInitConfig, init_model
+
+    raw = minari_dataset_folder(tmp_path_factory, "Pendulum-v1", "raw", episodes=2, max_steps=20)
+    with pytest.raises(InvalidInputError, match="--format binned"):
+        init_model(ModelInitConfig(dataset=str(raw), out=tmp_path / "m", bin_embeddings="smooth"))
+    assert not (tmp_path / "m").exists()

@@ -181,3 +181,12 @@ def test_training_leaves_no_folder_in_the_temporary_directory(tmp_path, monkeypa
     left = sorted(p.name for p in scratch.iterdir())
     # the lock folder is shared by design (rlft.core.io), torch's compile cache is torch's
     assert [n for n in left if not n.startswith(("rlft-locks-", "torchinductor_"))] == [], left
+
+
+def test_auto_algo_follows_the_action_space_and_the_tuned_settings():
+    from rlft.sources.experts import auto_algo
+
+    assert auto_algo("CartPole-v1") == "ppo"  # discrete, PPO tuned
+    assert auto_algo("Acrobot-v1") == "dqn"  # discrete, only DQN tuned
+    assert auto_algo("Pendulum-v1") == "sac"  # Box
+    assert auto_algo("FrozenLake-v1") == "ppo"  # nothing tuned: PPO for discrete actions

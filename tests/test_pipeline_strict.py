@@ -71,3 +71,19 @@ def test_a_list_given_to_a_one_value_option_is_refused(tmp_path):
 def test_secrets_are_masked_in_banners():
     argv = ["data", "push", "ds", "--repo-id", "me/ds", "--token", "hf_secret", "--api-key", "sk-1"]
     assert mask_secrets(argv) == ["data", "push", "ds", "--repo-id", "me/ds", "--token", "***", "--api-key", "***"]
+
+
+def test_a_preset_sets_its_variables_unless_given(tmp_path):
+    from rlft.cli.pipeline import load_pipeline
+
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nvars: {quick: false, steps_: 1000, episodes: 50}\n"
+                    "presets:\n  quick: {steps_: 10, episodes: 5}\n"
+                    "steps:\n  - command: train sft\n    args: {max_steps: '{steps_}', check_steps: '{episodes}'}\n")
+    argv = lambda *sets: load_pipeline(path, tmp_path / "o", False, list(sets))[1][0][1]  # noqa: E731
+    assert argv() == ["train", "sft", "--max-steps", "1000", "--check-steps", "50"]
+    assert argv("quick=true") == ["train", "sft", "--max-steps", "10", "--check-steps", "5"]
+    assert argv("quick=true", "episodes=7") == ["train", "sft", "--max-steps", "10", "--check-steps", "7"]
+    path.write_text(path.read_text().replace("quick: {steps_: 10,", "quick: {nope: 1, steps_: 10,"))
+    with pytest.raises(InvalidInputError, match="sets unknown variables"):
+        argv("quick=true")

@@ -48,8 +48,7 @@ def test_the_quickstart_recipe_takes_your_env_to_an_llm_policy(cli, corridor, mo
     monkeypatch.chdir(REPO)
     out = corridor / "runs" / "corridor"
     result = cli("pipeline", "run", "pipelines/llm.yaml", "--out", out, "--set", "env=Corridor-v0",
-                 "--set", "timesteps=20000", "--set", "data_episodes=20", "--set", "max_steps=150",
-                 "--set", "episodes=10")
+                 "--set", "timesteps=20000", "--set", "quick=true")
     assert result.exit_code == 0, result.output
     reports = {name: json.loads((out / "reports" / f"{name}.json").read_text())
                for name in ("llm-sft", "expert", "bc-mlp", "random")}

@@ -14,7 +14,8 @@ app = typer.Typer(no_args_is_help=True)
 @command(app, "train")
 def train(
     env: str = typer.Option(..., "--env", help="Gymnasium env id, e.g. CartPole-v1, HalfCheetah-v5."),
-    algo: str = typer.Option("ppo", "--algo", help="ppo, sac, tqc (sb3-contrib) or dqn."),
+    algo: str = typer.Option("ppo", "--algo", help="ppo, sac, tqc (sb3-contrib), dqn, or auto: ppo (discrete "
+                             "actions) or sac (Box), else the algorithm with tuned settings for the env."),
     out: Path = typer.Option(..., "--out", help="Checkpoint FILE.zip; metadata goes to FILE.json."),
     timesteps: int | None = typer.Option(None, "--timesteps", help="Env steps (default: n_timesteps of the file)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of training envs, networks and evaluation."),

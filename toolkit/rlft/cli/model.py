@@ -24,6 +24,8 @@ def init(
     max_rows: int = typer.Option(20_000, help="Dataset rows read to train the tokenizer."),
     seed: int = typer.Option(0, min=0, help="Seed of the weight initialisation."),
     init_std: float | None = typer.Option(None, help="Std of the initial weights (default hidden ** -0.5)."),
+    bin_embeddings: str = typer.Option("random", help="binned datasets: random, or smooth (bin k's embedding "
+                                       "varies smoothly with k, so rare bins start like their neighbours)."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
     """A small causal LM (Llama architecture) with a word-level tokenizer trained on the dataset's text.
@@ -38,7 +40,7 @@ def init(
     init_model(ModelInitConfig(dataset=dataset, out=out, layers=layers, hidden=hidden, heads=heads,
                                kv_heads=kv_heads, intermediate=intermediate, max_positions=max_positions,
                                max_rows=max_rows, seed=seed, init_std=init_std,
-                               overwrite=overwrite))
+                               bin_embeddings=bin_embeddings.lower(), overwrite=overwrite))
 
 
 @command(app, "fetch")

@@ -95,7 +95,8 @@ def _resolve(variables: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]
 
 
 STEP_KEYS = ("command", "args", "enabled", "skip_if_exists", "force")
-PIPELINE_KEYS = ("name", "description", "vars", "steps", "seeds", "final", "sft", "grpo")  # sft, grpo: --config
+PIPELINE_KEYS = ("name", "description", "vars", "presets", "steps", "seeds", "final", "sft",
+                 "grpo")  # sft, grpo: --config
 UNDEFINED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SECRET_OPTIONS = ("--token", "--api-key", "--hf-token")
 
@@ -167,6 +168,7 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
             raise InvalidInputError(f"--set {key}: pipeline {path.name} has no variable {key!r}",
                                     hint=f"its variables: {sorted(variables)}")
         variables[key] = yaml.safe_load(value)
+    variables = apply_presets(spec, variables, {item.partition("=")[0] for item in overrides}, path)
     seed_list = parse_seeds(seeds) if seeds is not None else spec.get("seeds")
     if seed_list is None:
         return spec, [("", argv) for argv in _step_argvs(spec["steps"], _resolve(variables, {
@@ -183,6 +185,25 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
     runs += [("final", argv) for argv in _step_argvs(spec.get("final") or [], _resolve(variables, final), path,
                                                      "final step")]
     return spec, runs
+
+
+def apply_presets(spec: dict, variables: dict[str, Any], given: set[str], path: Path) -> dict[str, Any]:
+    """``presets: {quick: {max_steps: 150, ...}}``: a preset is a boolean variable of the same name; when it is true
+    its values replace the variables' defaults (a variable given with --set keeps the given value)."""
+    presets = spec.get("presets") or {}
+    if not isinstance(presets, dict):
+        raise InvalidInputError(f"'presets:' of pipeline {path} must map preset names to variable values")
+    out = dict(variables)
+    for name, values in presets.items():
+        if name not in variables or not isinstance(values, dict):
+            raise InvalidInputError(f"preset {name!r} of pipeline {path} needs a variable {name!r} (false by "
+                                    "default) and a mapping of variable values")
+        unknown = sorted(set(values) - set(variables))
+        if unknown:
+            raise InvalidInputError(f"preset {name!r} of pipeline {path} sets unknown variables {unknown}")
+        if _flag_value(variables[name]) is True:
+            out.update({k: v for k, v in values.items() if k not in given})
+    return out
 
 
 # Options whose value is an input that must exist (or be written by an earlier step) before the pipeline starts.

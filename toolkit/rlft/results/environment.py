@@ -11,8 +11,8 @@ from pathlib import Path
 PACKAGES = ("rlft", "torch", "transformers", "trl", "peft", "datasets", "gymnasium", "minari", "stable-baselines3",
             "numpy", "sb3-contrib", "mujoco", "gguf")
 # what a result is made of: a commit is "+dirty" when these differ from it, not when results or the README that
-# renders them do (recording a result must not mark the next one dirty)
-NOT_CODE = (":(exclude)results", ":(exclude)README.md")
+# renders them do, nor the docs pages (recording a result must not mark the next one dirty)
+NOT_CODE = (":(exclude)results", ":(exclude)README.md", ":(exclude)docs")
 
 
 def cpu_model() -> str:

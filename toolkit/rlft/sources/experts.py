@@ -144,6 +144,8 @@ def _eval_history(evaluation) -> list[dict]:
 
 def _check(config: ExpertConfig) -> None:
     check_env_id(config.env_id)
+    if config.algo == AUTO_ALGO:
+        config.algo = auto_algo(config.env_id)
     algo_class(config.algo)
     out = Path(config.out)
     if out.suffix != ".zip":
@@ -165,6 +167,35 @@ def _check(config: ExpertConfig) -> None:
 
 CONTINUOUS_ONLY = ("sac", "tqc")  # SB3 asserts a Box action space
 DISCRETE_ONLY = ("dqn",)
+
+
+AUTO_ALGO = "auto"
+
+
+def _acts_in(algo: str, space) -> bool:
+    import gymnasium as gym
+
+    box = isinstance(space, gym.spaces.Box)
+    return not (algo in CONTINUOUS_ONLY and not box) and not (
+        algo in DISCRETE_ONLY and not isinstance(space, gym.spaces.Discrete))
+
+
+# --algo auto, by action space: the conventional choice first (PPO for discrete actions, SAC for Box), taken when
+# tuned settings for the env ship with it, else the next; with none tuned, the first
+AUTO_PREFERENCE = {"discrete": ("ppo", "dqn"), "box": ("sac", "tqc", "ppo")}
+
+
+def auto_algo(env_id: str) -> str:
+    """``--algo auto``: the first algorithm of :data:`AUTO_PREFERENCE` for the env's action space that has shipped
+    tuned settings for ``env_id``; without any, PPO for discrete actions and SAC for Box."""
+    import gymnasium as gym
+
+    from rlft.sources.hyperparams import tuned_algos
+
+    space = action_space(env_id)
+    order = AUTO_PREFERENCE["box" if isinstance(space, gym.spaces.Box) else "discrete"]
+    tuned = set(tuned_algos(env_id))
+    return next((a for a in order if a in tuned and _acts_in(a, space)), order[0])
 
 
 def check_algo_space(algo: str, env_id: str) -> None:

@@ -30,10 +30,48 @@ class ModelInitConfig:
     intermediate: int | None = None  # default 4 * hidden
     max_positions: int | None = None  # default: fitted to the longest example (x2, at least 256)
     init_std: float | None = None  # default hidden ** -0.5 (see build_tiny_model)
+    bin_embeddings: str = "random"  # binned codecs: random, or smooth (see smooth_bin_embeddings)
     max_rows: int = 20_000  # rows read to train the tokenizer
     seed: int = 0
     overwrite: bool = False
 
+
+
+BIN_EMBEDDINGS = ("random", "smooth")
+# Correlation length of smooth bin embeddings, as a fraction of the bin range: bins 1/32 of the range apart start
+# with embeddings correlated 0.6, neighbours of 256 bins 0.99, bins half the range apart about 0. With fewer than 64
+# bins the length is two bins (neighbours 0.88), so coarse bins are not all alike.
+SMOOTH_BANDWIDTH = 32.0
+
+
+def smooth_bin_embeddings(model, tokenizer, codec, seed: int) -> int:
+    """Give every bin-index token of a binned codec (``"k"``, ``" k"``, ``",k"``) an embedding that varies smoothly
+    with ``k`` (random Fourier features of the bin's position in [0, 1], a Gaussian kernel, the same variance as
+    the other weights): neighbouring bins start alike, so what the model learns for one bin carries to its rarely
+    seen neighbours instead of leaving them at random vectors. Embeddings are tied, so the output logits over bins
+    start smooth too. Returns the number of tokens set."""
+    import torch
+
+    from rlft.train.tokenizer import value_token_count
+
+    count = value_token_count(codec)
+    if codec.kind != "binned" or count < 2:
+        raise InvalidInputError("--bin-embeddings smooth needs a dataset serialized with --format binned")
+    weight = model.get_input_embeddings().weight
+    generator = torch.Generator().manual_seed(seed + 1)
+    freq = torch.randn(weight.shape[1], generator=generator) * min(SMOOTH_BANDWIDTH, (count - 1) / 2)
+    phase = torch.rand(weight.shape[1], generator=generator) * 2 * torch.pi
+    scale = weight.detach().std() * 2 ** 0.5
+    vocab = tokenizer.get_vocab()
+    done = 0
+    with torch.no_grad():
+        for k in range(count):
+            row = scale * torch.cos(freq * (k / (count - 1)) + phase)
+            for piece in (f"{k}", f" {k}", f",{k}"):
+                if piece in vocab:
+                    weight[vocab[piece]] = row
+                    done += 1
+    return done
 
 
 def default_init_std(hidden: int) -> float:
@@ -108,8 +146,12 @@ def init_model(config: ModelInitConfig) -> dict[str, Any]:
     tokenizer = train_tokenizer(texts, codec)
     longest = longest_tokens(tokenizer, texts[:2000]) + 8  # chat markers and EOS
     max_positions = config.max_positions or max(256, 1 << (2 * longest - 1).bit_length())
+    if config.bin_embeddings not in BIN_EMBEDDINGS:
+        raise InvalidInputError(f"--bin-embeddings must be one of {', '.join(BIN_EMBEDDINGS)}, got "
+                                f"{config.bin_embeddings!r}")
     model = build_tiny_model(tokenizer, config.layers, config.hidden, config.heads, config.kv_heads,
                              config.intermediate, max_positions, config.seed, config.init_std)
+    smooth = smooth_bin_embeddings(model, tokenizer, codec, config.seed) if config.bin_embeddings == "smooth" else 0
     tokenizer.model_max_length = max_positions
     unk_rate = _unk_rate(tokenizer, texts[:2000])
     info = {
@@ -120,6 +162,8 @@ def init_model(config: ModelInitConfig) -> dict[str, Any]:
         "parameters": sum(p.numel() for p in model.parameters()),
         "max_positions": max_positions,
         "init_std": model.config.initializer_range,
+        "bin_embeddings": config.bin_embeddings,
+        "smooth_bin_tokens": smooth,
         "longest_example_tokens": longest - 8,
         "unknown_token_rate": unk_rate,
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},

@@ -68,7 +68,7 @@ def dataset_texts(dataset_dict, max_rows: int) -> Iterator[str]:
                 break
 
 
-def _value_tokens(codec: Codec | None) -> int:
+def value_token_count(codec: Codec | None) -> int:
     """How many integer values the codec writes as one token each (0 when numbers are written digit by digit):
     a tokenized codec's tokens, a binned codec's largest bin count."""
     if codec is not None and codec.kind == "tokenized":
@@ -80,7 +80,7 @@ def _value_tokens(codec: Codec | None) -> int:
 
 
 def _digits_per_token(codec: Codec | None) -> int:
-    return len(str(_value_tokens(codec) - 1)) if _value_tokens(codec) else 1
+    return len(str(value_token_count(codec) - 1)) if value_token_count(codec) else 1
 
 
 def _coverage_text(codec: Codec | None) -> list[str]:
@@ -89,8 +89,8 @@ def _coverage_text(codec: Codec | None) -> list[str]:
     pieces = [c for c in string.printable if c not in "\x0b\x0c"]
     if codec is not None and codec.kind == "binned":
         # one piece per line: a space between pieces would be taken into the next number
-        return ["\n".join(pieces + [f"{sep}{i}" for i in range(_value_tokens(codec)) for sep in ("", " ", ",")])]
-    pieces += [str(i) for i in range(_value_tokens(codec))]
+        return ["\n".join(pieces + [f"{sep}{i}" for i in range(value_token_count(codec)) for sep in ("", " ", ",")])]
+    pieces += [str(i) for i in range(value_token_count(codec))]
     return [" ".join(pieces)]
 
 
