@@ -57,3 +57,17 @@ def test_the_quickstart_recipe_takes_your_env_to_an_llm_policy(cli, corridor, mo
     assert reports["llm-sft"]["return_mean"] > reports["random"]["return_mean"] + 1.0
     codec = json.loads((out / "dataset" / "rlft_codec.json").read_text())
     assert codec["kind"] == "binned" and codec["env_id"] == "Corridor-v0"
+
+
+@pytest.mark.slow
+def test_the_one_recipe_runs_quick_on_a_builtin_env(cli, tmp_path, monkeypatch):
+    """pipelines/llm.yaml --set env=Acrobot-v1 --set quick=true: the expert algorithm chosen from the action space
+    (DQN, the one with tuned settings), every step to the four reports."""
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "acrobot"
+    result = cli("pipeline", "run", "pipelines/llm.yaml", "--out", out, "--set", "env=Acrobot-v1",
+                 "--set", "quick=true")
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "expert" / "expert.json").read_text())["algo"] == "dqn"
+    reports = [json.loads((out / "reports" / f"{n}.json").read_text()) for n in ("llm-sft", "expert", "random")]
+    assert {r["env_id"] for r in reports} == {"Acrobot-v1"} and {r["episodes"] for r in reports} == {5}
