@@ -16,7 +16,7 @@ import pytest
     (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
       "--max-episode-steps", "-1"], "--max-episode-steps must be at least 1"),
     (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
-      "--noise", "nan"], "--noise must be finite"),
+      "--noise", "nan"], "must be a finite number"),
 ])
 def test_bad_values_are_refused_before_any_work(cli, tmp_path, args, message):
     out = ["--out", str(tmp_path / "expert.zip")] if args[0] == "expert" else []

@@ -20,6 +20,16 @@ EXIT_USAGE = 2  # the input is wrong
 EXIT_FAULT = 1  # the disk, the network or a remote failed (FaultError)
 
 
+def finite(value: float | None) -> float | None:
+    """Option callback of every float option: NaN and infinities are refused when parsed (click's FloatRange lets
+    NaN through its bounds, since every comparison with NaN is false)."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value}")
+    return value
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so every ``finally`` and temporary-folder cleanup runs as on
     Ctrl-C (the default SIGTERM action kills the process and leaves temporary folders behind)."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rlft.cli.common import command
+from rlft.cli.common import command, finite
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -19,7 +19,7 @@ def export_q(
     env: str = typer.Argument(..., help="Environment: frozenlake."),
     map: str = typer.Option("4x4", "--map", help="4x4, 8x8, or a text file with one row of S/F/H/G per line."),
     slippery: bool = typer.Option(True, "--slippery/--no-slippery", help="Slippery ice (gymnasium default)."),
-    gamma: float = typer.Option(0.99, help="Discount factor in (0, 1]."),
+    gamma: float = typer.Option(0.99, callback=finite, help="Discount factor in (0, 1]."),
     out: Path = typer.Option(..., "--out", help="Dataset folder to write (Hub layout)."),
     csv: Path | None = typer.Option(None, "--csv", help="Also write the Gemma-experiment CSV here."),
     episodes: int = typer.Option(1000, help="Episodes of the greedy policy run to measure its success rate."),
@@ -72,8 +72,8 @@ def import_(
     path: Path = typer.Argument(..., help="The file to import."),
     env: str = typer.Option(..., "--env", help="Gymnasium id of the environment the file's steps came from."),
     out: Path = typer.Option(..., "--out", help="Dataset folder to write (Hub layout)."),
-    validation: float = typer.Option(0.1, help="Share of rows (drawn at random: the file has no episodes) "
-                                               "for the validation split."),
+    validation: float = typer.Option(0.1, callback=finite, help="Share of rows (drawn at random: the file has no "
+                                     "episodes) for the validation split."),
     seed: int = typer.Option(0, min=0, help="Seed of the row split."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:

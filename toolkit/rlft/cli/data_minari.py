@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from rlft.cli.common import command
+from rlft.cli.common import command, finite
 from rlft.cli.data import app
 
 
@@ -21,7 +21,8 @@ def collect(
     num_envs: int = typer.Option(1, "--num-envs", help="Envs stepped together with batched policy inference."),
     seed: int = typer.Option(0, "--seed", min=0, help="Episode i is reset with seed + i (stored in the dataset)."),
     noise: float = typer.Option(
-        0.0, "--noise", help="Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random."
+        0.0, "--noise", callback=finite,
+        help="Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random.",
     ),
     label_actions: str = typer.Option(
         "executed", "--label-actions", help="With --noise: record the action the env was stepped with (executed), "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rlft.cli.common import command
+from rlft.cli.common import command, finite
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -21,7 +21,7 @@ def train(
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of training envs, networks and evaluation."),
     num_envs: int | None = typer.Option(None, "--num-envs", help="Vectorised training envs (default: file)."),
     stop_at_return: float | None = typer.Option(
-        None, "--stop-at-return", help="Stop once the periodic evaluation's mean return reaches this."
+        None, "--stop-at-return", callback=finite, help="Stop once the periodic evaluation's mean return reaches this."
     ),
     eval_episodes: int = typer.Option(10, "--eval-episodes", help="Episodes of the final evaluation."),
     eval_freq: int = typer.Option(10_000, "--eval-freq", help="Env steps between periodic evaluations (0: none)."),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rlft.cli.common import command
+from rlft.cli.common import command, finite
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -23,7 +23,8 @@ def init(
     max_positions: int | None = typer.Option(None, help="Context length (default: fitted to the data)."),
     max_rows: int = typer.Option(20_000, help="Dataset rows read to train the tokenizer."),
     seed: int = typer.Option(0, min=0, help="Seed of the weight initialisation."),
-    init_std: float | None = typer.Option(None, help="Std of the initial weights (default hidden ** -0.5)."),
+    init_std: float | None = typer.Option(None, callback=finite,
+                                          help="Std of the initial weights (default hidden ** -0.5)."),
     bin_embeddings: str = typer.Option("random", help="binned datasets: random, or smooth (bin k's embedding "
                                        "varies smoothly with k, so rare bins start like their neighbours)."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),

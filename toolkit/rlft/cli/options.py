@@ -21,7 +21,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from rlft.cli.common import command
+from rlft.cli.common import command, finite
 
 CONFIG_OPTION = typer.Option(None, "--config", help="YAML config (e.g. pipelines/sft.yaml); flags win.")
 # Flags the stage does not declare are the fields of TRL's own config class (--weight-decay 0.01, --optim
@@ -76,6 +76,8 @@ def field_parameters(cls, skip: tuple[str, ...] = ()) -> list[inspect.Parameter]
             help_text = f"{help_text} [{default}]"
         help_text = escape(help_text)  # the CLI renders rich markup: "[ppo]" would be read as a style tag
         bounds = {k: f.metadata[k] for k in ("min", "max") if k in f.metadata}  # click checks them when parsing
+        if tp is float:
+            bounds["callback"] = finite
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=tp | None,
                                         default=typer.Option(None, *decls, help=help_text, **bounds)))
     return params
