@@ -181,15 +181,32 @@ def test_overview_renders_every_planned_row_with_its_headline_or_why_not(tmp_pat
 def test_scores_between_random_and_the_expert_on_the_same_episodes():
     from rlft.results.record import report_records
 
-    def report(ret):
-        return {"env_id": "Pendulum-v1", "return_mean": ret, "episodes": 10, "seeds": [0, 9]}
+    def report(ret, kind, seed=0):
+        return {"env_id": "Pendulum-v1", "return_mean": ret, "episodes": 10, "seed": seed, "seeds": [0, 9],
+                "policy_kind": kind}
 
-    records = report_records({"llm": report(-400.0), "expert": report(-150.0), "random": report(-1150.0),
-                              "bc-mlp": report(-160.0)})
+    records = report_records({"llm": report(-400.0, "llm"), "expert": report(-150.0, "expert"),
+                              "random": report(-1150.0, "random"), "bc-mlp": report(-160.0, "bc"),
+                              "elsewhere": report(-300.0, "llm", seed=5)})
     assert records["llm"]["expert_normalized_score"] == pytest.approx(75.0)
     assert records["bc-mlp"]["expert_normalized_score"] == pytest.approx(99.0)
     assert records["expert"]["expert_normalized_score"] == 100.0 and records["random"]["expert_normalized_score"] == 0
-    assert "expert_normalized_score" not in report_records({"llm": report(-400.0)})["llm"]  # no anchors, no score
+    assert records["elsewhere"]["expert_normalized_score"] is None  # other episodes: not on this scale
+    assert "expert_normalized_score" not in report_records({"llm": report(-400.0, "llm")})["llm"]  # no anchors
+
+
+def test_eval_compare_scores_any_env_between_random_and_the_expert(cli, tmp_path):
+    def report(name, ret, kind):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"rlft_report_version": 1, "env_id": "Pendulum-v1", "policy": name,
+                                    "policy_kind": kind, "episodes": 10, "seed": 0, "return_mean": ret}))
+        return path
+
+    result = cli("eval", "compare", report("llm", -400.0, "llm"), report("expert", -150.0, "expert"),
+                 report("random", -1150.0, "random"))
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "score (random" in line)
+    assert "75" in row and "100" in row and "│ 0 " in row
 
 
 def test_dirty_means_changed_code_not_changed_results(tmp_path):

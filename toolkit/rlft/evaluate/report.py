@@ -393,6 +393,25 @@ def plot_compare(names: list[str], reports: list[dict[str, Any]], path: Path) ->
     return save_figure(fig, path)
 
 
+def expert_scores(reports: list[dict[str, Any]]) -> list[float | None] | None:
+    """Each report's return as a score with 0 = the random policy, 100 = the expert, both on the same episodes:
+    a normalized score for any environment, reference scores or not. None unless the reports hold one random and
+    one expert report on the same env, seed and episodes, with different returns."""
+    expert = next((r for r in reports if r.get("policy_kind") == "expert"), None)
+    random_ = next((r for r in reports if r.get("policy_kind") == "random"), None)
+    if expert is None or random_ is None:
+        return None
+
+    def episodes(report):
+        return report.get("env_id"), report.get("seed"), report.get("episodes")
+
+    low, high = float(random_["return_mean"]), float(expert["return_mean"])
+    if episodes(random_) != episodes(expert) or high == low:
+        return None
+    return [100.0 * (float(r["return_mean"]) - low) / (high - low) if episodes(r) == episodes(expert) else None
+            for r in reports]
+
+
 def compare_table(paths: list[str | os.PathLike], reports: list[dict[str, Any]] | None = None):
     """A rich table: one column per report, one row per metric."""
     from rich.table import Table
@@ -415,6 +434,9 @@ def compare_table(paths: list[str | os.PathLike], reports: list[dict[str, Any]] 
             best = max(numeric)
             cells = [f"[green]{c}[/]" if v == best else c for c, v in zip(cells, values, strict=True)]
         table.add_row(label, *cells)
+    scores = expert_scores(reports)
+    if scores is not None:
+        table.add_row("score (random 0, expert 100)", *[_fmt(v) for v in scores])
     envs = {r.get("env_id") for r in reports}
     seeds = {(r.get("seed"), r.get("episodes")) for r in reports}
     notes = []

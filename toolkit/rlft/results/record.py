@@ -49,6 +49,7 @@ def parse_labelled(items: list[str], what: str) -> dict[str, Path]:
 def report_records(reports: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The fields of each evaluation report that results keep, with its verdict when it has one (judged with
     every report of the seed, so an LLM is held against q-greedy on the same episodes)."""
+    from rlft.evaluate.report import expert_scores
     from rlft.evaluate.verdict import verdicts
 
     found = {v.name: v.to_dict() for v in verdicts(list(reports.items()))}
@@ -59,12 +60,10 @@ def report_records(reports: dict[str, dict[str, Any]]) -> dict[str, dict[str, An
         record["episode_seeds"] = [min(seeds), max(seeds)] if seeds else None
         record["verdict"] = found.get(label)
         out[label] = record
-    expert, random_ = reports.get("expert"), reports.get("random")
-    if expert and random_ and expert.get("return_mean") != random_.get("return_mean"):
-        # 0 = random, 100 = the expert, on the same episodes: a normalized score for any environment
-        low, high = float(random_["return_mean"]), float(expert["return_mean"])
-        for record in out.values():
-            record["expert_normalized_score"] = 100.0 * (float(record["return_mean"]) - low) / (high - low)
+    scores = expert_scores(list(reports.values()))  # 0 = random, 100 = the expert, on the same episodes
+    if scores is not None:
+        for record, score in zip(out.values(), scores, strict=True):
+            record["expert_normalized_score"] = score
     return out
 
 
