@@ -11,8 +11,12 @@ import typer
 from rlft.cli.main import app
 
 
-def _is_float(annotation) -> bool:
-    return annotation is float or float in typing.get_args(annotation)
+def _is_float(param) -> bool:
+    """A float option, in typer's own parameter classes (0.2x: the annotation) or click's (the type's name)."""
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None:
+        return descriptor.annotation is float or float in typing.get_args(descriptor.annotation)
+    return getattr(getattr(param, "type", None), "name", "") in ("float", "float range")
 
 
 def float_options() -> list[tuple[list[str], str]]:
@@ -23,7 +27,7 @@ def float_options() -> list[tuple[list[str], str]]:
         for name, sub in sorted(getattr(command, "commands", {}).items()):
             walk(sub, [*words, name])
         for param in command.params:
-            if _is_float(param.type_descriptor.annotation):
+            if _is_float(param):
                 found.append((words, param.opts[0]))
 
     walk(typer.main.get_command(app), [])
