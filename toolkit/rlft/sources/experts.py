@@ -200,16 +200,14 @@ def auto_algo(env_id: str) -> str:
 
 def check_algo_space(algo: str, env_id: str) -> None:
     """Refuse an algorithm that cannot act in the env's action space, before anything is built."""
-    import gymnasium as gym
-
     space = action_space(env_id)
-    box = isinstance(space, gym.spaces.Box)
-    if algo in CONTINUOUS_ONLY and not box:
+    if _acts_in(algo, space):
+        return
+    if algo in CONTINUOUS_ONLY:
         raise InvalidInputError(f"--algo {algo} needs continuous (Box) actions; {env_id} has {space}",
                                 hint="use ppo or dqn for discrete actions")
-    if algo in DISCRETE_ONLY and not isinstance(space, gym.spaces.Discrete):
-        raise InvalidInputError(f"--algo {algo} needs Discrete actions; {env_id} has {space}",
-                                hint="use ppo, sac or tqc for continuous actions")
+    raise InvalidInputError(f"--algo {algo} needs Discrete actions; {env_id} has {space}",
+                            hint="use ppo, sac or tqc for continuous actions")
 
 
 def quiet_logger(model) -> None:

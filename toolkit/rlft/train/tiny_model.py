@@ -52,11 +52,10 @@ def smooth_bin_embeddings(model, tokenizer, codec, seed: int) -> int:
     start smooth too. Returns the number of tokens set."""
     import torch
 
-    from rlft.train.tokenizer import value_token_count
+    from rlft.train.tokenizer import BIN_SEPARATORS, value_token_count
 
     count = value_token_count(codec)
-    if codec.kind != "binned" or count < 2:
-        raise InvalidInputError("--bin-embeddings smooth needs a dataset serialized with --format binned")
+    _check_bin_embeddings("smooth", codec)
     weight = model.get_input_embeddings().weight
     generator = torch.Generator().manual_seed(seed + 1)
     freq = torch.randn(weight.shape[1], generator=generator) * min(SMOOTH_BANDWIDTH, (count - 1) / 2)
@@ -67,11 +66,20 @@ def smooth_bin_embeddings(model, tokenizer, codec, seed: int) -> int:
     with torch.no_grad():
         for k in range(count):
             row = scale * torch.cos(freq * (k / (count - 1)) + phase)
-            for piece in (f"{k}", f" {k}", f",{k}"):
+            for piece in (f"{sep}{k}" for sep in BIN_SEPARATORS):
                 if piece in vocab:
                     weight[vocab[piece]] = row
                     done += 1
     return done
+
+
+def _check_bin_embeddings(mode: str, codec) -> None:
+    from rlft.train.tokenizer import value_token_count
+
+    if mode not in BIN_EMBEDDINGS:
+        raise InvalidInputError(f"--bin-embeddings must be one of {', '.join(BIN_EMBEDDINGS)}, got {mode!r}")
+    if mode == "smooth" and (codec.kind != "binned" or value_token_count(codec) < 2):
+        raise InvalidInputError("--bin-embeddings smooth needs a dataset serialized with --format binned")
 
 
 def default_init_std(hidden: int) -> float:
@@ -139,6 +147,7 @@ def init_model(config: ModelInitConfig) -> dict[str, Any]:
         raise InvalidInputError(f"--max-rows must be at least 1, got {config.max_rows}")
     local = resolve_dataset(config.dataset)
     codec = load_codec(local)
+    _check_bin_embeddings(config.bin_embeddings, codec)
     data = load_dataset_dict(local)
     texts = list(dataset_texts(data, config.max_rows))
     if not texts:
@@ -146,9 +155,6 @@ def init_model(config: ModelInitConfig) -> dict[str, Any]:
     tokenizer = train_tokenizer(texts, codec)
     longest = longest_tokens(tokenizer, texts[:2000]) + 8  # chat markers and EOS
     max_positions = config.max_positions or max(256, 1 << (2 * longest - 1).bit_length())
-    if config.bin_embeddings not in BIN_EMBEDDINGS:
-        raise InvalidInputError(f"--bin-embeddings must be one of {', '.join(BIN_EMBEDDINGS)}, got "
-                                f"{config.bin_embeddings!r}")
     model = build_tiny_model(tokenizer, config.layers, config.hidden, config.heads, config.kv_heads,
                              config.intermediate, max_positions, config.seed, config.init_std)
     smooth = smooth_bin_embeddings(model, tokenizer, codec, config.seed) if config.bin_embeddings == "smooth" else 0

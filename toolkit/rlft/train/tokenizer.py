@@ -68,6 +68,10 @@ def dataset_texts(dataset_dict, max_rows: int) -> Iterator[str]:
                 break
 
 
+# What a binned codec writes before a bin index (nothing for the first value): each "<sep><k>" is one token.
+BIN_SEPARATORS = ("", " ", ",")
+
+
 def value_token_count(codec: Codec | None) -> int:
     """How many integer values the codec writes as one token each (0 when numbers are written digit by digit):
     a tokenized codec's tokens, a binned codec's largest bin count."""
@@ -89,7 +93,7 @@ def _coverage_text(codec: Codec | None) -> list[str]:
     pieces = [c for c in string.printable if c not in "\x0b\x0c"]
     if codec is not None and codec.kind == "binned":
         # one piece per line: a space between pieces would be taken into the next number
-        return ["\n".join(pieces + [f"{sep}{i}" for i in range(value_token_count(codec)) for sep in ("", " ", ",")])]
+        return ["\n".join(pieces + [f"{sep}{i}" for i in range(value_token_count(codec)) for sep in BIN_SEPARATORS])]
     pieces += [str(i) for i in range(value_token_count(codec))]
     return [" ".join(pieces)]
 
