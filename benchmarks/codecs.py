@@ -77,7 +77,7 @@ def count(tokenizer, texts: list[str]) -> float:
 
 def measure(env_id: str, steps: int, smollm2) -> list[tuple[str, dict]]:
     from rlft.codecs.factory import make_codec
-    from rlft.train.tokenizer import train_tokenizer
+    from rlft.models.tokenizer import train_tokenizer
 
     observations, actions, env = rollouts(env_id, steps)
     discrete = actions.ndim == 1

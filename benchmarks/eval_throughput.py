@@ -31,9 +31,9 @@ OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "eval_thr
 def build_model(work: Path, sft_steps: int) -> tuple[str, str]:
     """CartPole random data -> raw codec dataset -> tiny model -> short SFT run; returns (run, dataset)."""
     from bench_fixtures import random_cartpole_dataset
+    from rlft.models.tiny import ModelInitConfig, init_model
     from rlft.train.sft import run_sft
     from rlft.train.sft_config import SFTStageConfig
-    from rlft.train.tiny_model import ModelInitConfig, init_model
 
     dataset = random_cartpole_dataset(work)
     init_model(ModelInitConfig(dataset=str(dataset), out=work / "tiny"))
@@ -46,9 +46,9 @@ def build_model(work: Path, sft_steps: int) -> tuple[str, str]:
 
 def measure(setup, ks: list[int], episodes: int, seed: int) -> list[dict]:
     """One row per K: throughput of the same episodes with K vector envs, against the first K."""
+    from rlft.envs.vector_envs import make_env_fns
     from rlft.evaluate.rollout import rollout
     from rlft.policy.policies import default_action
-    from rlft.policy.vector_envs import make_env_fns
 
     policy = setup.policy
     rows, base, reference = [], None, None

@@ -88,9 +88,9 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from rlft.core.console import console
+    from rlft.models.tiny import ModelInitConfig, init_model
     from rlft.results.render import table_markdown
     from rlft.results.tables import column, table, write_benchmark
-    from rlft.train.tiny_model import ModelInitConfig, init_model
 
     with tempfile.TemporaryDirectory(prefix="rlft-model-cost-") as tmp:
         work = Path(tmp)

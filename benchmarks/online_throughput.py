@@ -29,7 +29,7 @@ OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "online_t
 def build_backbone(work: Path) -> tuple[str, str]:
     """CartPole random data -> raw codec dataset -> tiny model; returns (model, dataset)."""
     from bench_fixtures import random_cartpole_dataset
-    from rlft.train.tiny_model import ModelInitConfig, init_model
+    from rlft.models.tiny import ModelInitConfig, init_model
 
     dataset = random_cartpole_dataset(work)
     init_model(ModelInitConfig(dataset=str(dataset), out=work / "tiny"))

@@ -32,7 +32,7 @@ EXPERT = ROOT / "pipelines" / "experts" / "halfcheetah-medium-sac.zip"
 
 
 def expert_dataset(work: Path, episodes: int) -> Path:
-    from rlft.builders.serialize import SerializeConfig, serialize
+    from rlft.datasets.serialize import SerializeConfig, serialize
     from rlft.sources.collect import CollectConfig, collect_to_minari
 
     os.environ["MINARI_DATASETS_PATH"] = str(work / "minari")
@@ -99,7 +99,7 @@ def main() -> None:
     torch.set_num_threads(1)
     from rlft.codecs import make_codec
     from rlft.core.console import console
-    from rlft.hub.datasets import column_array, load_dataset_codec, read_split
+    from rlft.datasets.loading import column_array, load_dataset_codec, read_split
     from rlft.results.tables import column, table, write_benchmark
 
     rows, base = [], None

@@ -28,7 +28,7 @@ OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "serializ
 
 
 def synthetic(steps: int, seed: int = 0):
-    from rlft.records.offline import EpisodeChunk
+    from rlft.datasets.offline import EpisodeChunk
 
     rng = np.random.default_rng(seed)
     episodes = steps // EPISODE
@@ -67,7 +67,7 @@ def codecs_for(chunk):
 
 
 def in_process(steps: int) -> list[dict]:
-    from rlft.records.offline import build_records
+    from rlft.datasets.offline import build_records
 
     chunk = synthetic(steps)
     plain_loop(synthetic_slice(chunk, 0, 2_000))  # warm-up, untimed (as for the codecs below)
@@ -95,7 +95,7 @@ def dict_rows(steps: int) -> tuple[dict, object]:
     obs = {k: rng.standard_normal((steps, d)) * 2 for k, d in DICT_FIELDS.items()}
     chunk = synthetic(steps)
     flat = np.concatenate([obs[k] for k in DICT_FIELDS], axis=1)
-    from rlft.records.offline import EpisodeChunk
+    from rlft.datasets.offline import EpisodeChunk
 
     return obs, EpisodeChunk(flat, chunk.actions[:, :2], *(getattr(chunk, f) for f in (
         "rewards", "terminated", "truncated", "episode_id", "step")))
@@ -117,7 +117,7 @@ def in_process_dict(steps: int) -> list[dict]:
     from gymnasium import spaces
 
     from rlft.codecs.factory import make_codec
-    from rlft.records.offline import build_records
+    from rlft.datasets.offline import build_records
 
     obs, chunk = dict_rows(steps)
     plain_dict_loop({k: v[:2_000] for k, v in obs.items()}, chunk.actions[:2_000])  # warm-up, untimed
@@ -140,7 +140,7 @@ def in_process_dict(steps: int) -> list[dict]:
 
 
 def synthetic_slice(chunk, a: int, b: int):
-    from rlft.records.offline import EpisodeChunk
+    from rlft.datasets.offline import EpisodeChunk
 
     return EpisodeChunk(*(getattr(chunk, f)[a:b] for f in ("observations", "actions", "rewards", "terminated",
                                                             "truncated", "episode_id", "step")))

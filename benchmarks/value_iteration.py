@@ -17,8 +17,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map  # noqa: E402
 
+from rlft.datasets.frozenlake_q.solve import TabularModel, solve_q  # noqa: E402
 from rlft.envs.frozenlake import LakeMap  # noqa: E402
-from rlft.sources.frozenlake_q import TabularModel, solve_q  # noqa: E402
 
 GAMMA, TOL = 0.99, 1e-10
 OUT = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "value_iteration.json"

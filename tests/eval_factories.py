@@ -25,8 +25,8 @@ def frozenlake_dataset(tmp_path_factory) -> Path:
     """``rlft data export-q frozenlake`` (4x4 slippery, chat prompts)."""
 
     def build(out: Path) -> Path:
-        from rlft.builders.frozenlake_q import ExportQConfig, export_frozenlake_q
         from rlft.core.console import console
+        from rlft.datasets.frozenlake_q.export import ExportQConfig, export_frozenlake_q
 
         with console.capture():
             export_frozenlake_q(ExportQConfig(out=out / "fl4", episodes=10))
@@ -43,8 +43,8 @@ def minari_dataset_folder(tmp_path_factory, env_id: str, fmt: str = "raw", episo
     name = f"{env_id}-{fmt}-{episodes}-{max_steps}-" + "-".join(f"{k}{v}" for k, v in sorted(options.items()))
 
     def build(out: Path) -> Path:
-        from rlft.builders.serialize import SerializeConfig, serialize
         from rlft.core.console import console
+        from rlft.datasets.serialize import SerializeConfig, serialize
 
         dataset_id = f"{env_id.split('-')[0].lower()}/random-v0"
         with minari_root(out / "minari"), console.capture():
@@ -60,7 +60,7 @@ def tiny_model(tmp_path_factory, dataset: Path, name: str, **options) -> Path:
 
     def build(out: Path) -> Path:
         from rlft.core.console import console
-        from rlft.train.tiny_model import ModelInitConfig, init_model
+        from rlft.models.tiny import ModelInitConfig, init_model
 
         with console.capture():
             init_model(ModelInitConfig(dataset=str(dataset), out=out / "model", **options))

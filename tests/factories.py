@@ -95,8 +95,8 @@ def make_cartpole_text_model(root: Path, max_positions: int | None = 512) -> tup
     tiny from-scratch model whose tokenizer reads it: (dataset folder, model folder)."""
     import os
 
-    from rlft.builders.serialize import SerializeConfig, serialize
-    from rlft.train.tiny_model import ModelInitConfig, init_model
+    from rlft.datasets.serialize import SerializeConfig, serialize
+    from rlft.models.tiny import ModelInitConfig, init_model
 
     previous = os.environ.get("MINARI_DATASETS_PATH")
     os.environ["MINARI_DATASETS_PATH"] = str(root / "minari")

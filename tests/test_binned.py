@@ -107,8 +107,8 @@ def test_discrete_actions_are_written_as_they_are():
         size=(100, 4)), actions=np.arange(100) % 2, bins=8)
     assert codec.encode_action(1) == "1"
     assert codec.decode_action("<action>0</action>") == 0
+    from rlft.models.tokenizer import train_tokenizer
     from rlft.policy.bins import resolve_bin_decoding
-    from rlft.train.tokenizer import train_tokenizer
 
     tokenizer = train_tokenizer([codec.build_prompt(np.zeros(4)) + codec.build_completion(1)], codec)
     assert resolve_bin_decoding("auto", codec, tokenizer) == "off"  # no action bins: text generation
@@ -117,7 +117,7 @@ def test_discrete_actions_are_written_as_they_are():
 
 
 def test_the_tiny_tokenizer_writes_each_value_as_one_token():
-    from rlft.train.tokenizer import train_tokenizer
+    from rlft.models.tokenizer import train_tokenizer
 
     codec, obs, act = _codec(obs_shape=(17,), act_shape=(6,), bins=64, rows=2000)
     texts = [codec.build_prompt(o) + codec.build_completion(a) for o, a in zip(obs[:50], act[:50], strict=True)]
@@ -139,8 +139,8 @@ def pendulum_binned(tmp_path_factory):
 
 
 def _loaded(pendulum_binned):
-    from rlft.hub.datasets import load_dataset_codec
-    from rlft.train.run import load_policy_model
+    from rlft.datasets.loading import load_dataset_codec
+    from rlft.models.run import load_policy_model
 
     data, model_dir = pendulum_binned
     model, tokenizer, _ = load_policy_model(str(model_dir))
@@ -278,7 +278,7 @@ def test_smooth_bin_embeddings_start_neighbouring_bins_alike(pendulum_binned, tm
     import torch
 
     from eval_factories import tiny_model
-    from rlft.train.run import load_policy_model
+    from rlft.models.run import load_policy_model
 
     data, random_dir = pendulum_binned
     smooth_dir = tiny_model(tmp_path_factory, data, "pendulum-binned-smooth", seed=3, bin_embeddings="smooth")
@@ -303,7 +303,7 @@ def test_smooth_bin_embeddings_start_neighbouring_bins_alike(pendulum_binned, tm
 
 def test_smooth_bin_embeddings_need_a_binned_dataset(tmp_path_factory, tmp_path):
     from eval_factories import minari_dataset_folder
-    from rlft.train.tiny_model import ModelInitConfig, init_model
+    from rlft.models.tiny import ModelInitConfig, init_model
 
     raw = minari_dataset_folder(tmp_path_factory, "Pendulum-v1", "raw", episodes=2, max_steps=20)
     with pytest.raises(InvalidInputError, match="--format binned"):

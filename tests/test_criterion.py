@@ -39,7 +39,7 @@ def tiny(lake, cli_module):
 
 
 def _lake_rows(lake: Path):
-    from rlft.hub.folder import load_dataset_folder
+    from rlft.datasets.folder import load_dataset_folder
 
     return load_dataset_folder(lake)["train"]
 

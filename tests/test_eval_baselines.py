@@ -86,7 +86,7 @@ def test_behaviour_cloning_learns_a_deterministic_expert(tmp_path, tmp_path_fact
 
 
 def test_behaviour_cloning_continuous(tmp_path, tmp_path_factory):
-    from rlft.evaluate.bc import BCPolicy
+    from rlft.policy.bc import BCPolicy
     from rlft.train.bc import BCConfig, train_bc
 
     data = minari_dataset_folder(tmp_path_factory, "Pendulum-v1", episodes=4, max_steps=25)

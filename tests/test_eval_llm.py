@@ -137,7 +137,7 @@ def test_constrained_outputs_parse_for_every_slot(pendulum):
 
 def test_eval_prompts_are_the_training_prompts(pendulum):
     """Replaying a dataset episode through the policy rebuilds its prompt column exactly (history + rtg)."""
-    from rlft.hub.datasets import column_array, read_split
+    from rlft.datasets.loading import column_array, read_split
 
     data, model = pendulum
     table = read_split(data, ["prompt", "observation", "action", "reward", "return_to_go", "episode_id", "step"])

@@ -153,8 +153,8 @@ def test_existing_output_is_refused_then_replaced_with_overwrite(cli, tmp_path):
 
 
 def test_failure_while_writing_keeps_the_old_folder(tmp_path, monkeypatch):
-    from rlft.builders.frozenlake_q import ExportQConfig, export_frozenlake_q
-    from rlft.hub import folder
+    from rlft.datasets import folder
+    from rlft.datasets.frozenlake_q.export import ExportQConfig, export_frozenlake_q
 
     out = tmp_path / "out"
     export_frozenlake_q(ExportQConfig(out=out, episodes=10))

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rlft.core.errors import OutputError
-from rlft.hub.folder import write_dataset_folder
+from rlft.datasets.folder import write_dataset_folder
 
 
 def _tables(start: int, sizes: list[int], built: list[int] | None = None):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlft.envs.frozenlake import LakeMap, load_map
-from rlft.sources.frozenlake_q import (
+from rlft.datasets.frozenlake_q.solve import (
     TabularModel,
     bellman_residual,
     measure_success_rate,
@@ -14,6 +13,7 @@ from rlft.sources.frozenlake_q import (
     solve_q,
     success_probability,
 )
+from rlft.envs.frozenlake import LakeMap, load_map
 
 
 def _solve(rows, slippery=True, gamma=0.99):
@@ -44,7 +44,7 @@ def test_bellman_residual_and_policy_evaluation_agree(spec, slippery, gamma):
 
 
 def test_value_iteration_alone_is_close_to_the_polished_solution():
-    from rlft.sources.frozenlake_q import value_iteration
+    from rlft.datasets.frozenlake_q.solve import value_iteration
 
     _, model, sol = _solve("8x8")
     v, _ = value_iteration(model, 0.99, tol=1e-12)

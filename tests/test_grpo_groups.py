@@ -29,9 +29,9 @@ def lake_model(tmp_path_factory):
 @pytest.fixture(scope="module")
 def choices(lake_model):
     from rlft.codecs.base import load_codec
-    from rlft.hub.datasets import load_dataset_dict
+    from rlft.datasets.loading import load_dataset_dict
+    from rlft.models.run import load_policy_model
     from rlft.policy.action_scores import ActionChoices
-    from rlft.train.run import load_policy_model
 
     lake, tiny = lake_model
     model, tokenizer, _ = load_policy_model(tiny)

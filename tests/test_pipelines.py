@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rlft.cli.main import app as root
 from rlft.cli.pipeline import load_pipeline, parse_step, preflight
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,20 +34,20 @@ def test_every_step_is_a_valid_rlft_command(path, tmp_path, monkeypatch):
         if argv[:2] == ["pipeline", "run"]:  # a nested pipeline: its own steps are checked as a file of this list
             assert argv[2] in FILES
         try:
-            parse_step(argv)
+            parse_step(argv, root)
         except UsageError as exc:
             pytest.fail(f"{path}: rlft {' '.join(argv)}: {exc.format_message()}")
-    preflight(runs)  # inputs exist or are made by earlier steps (nested pipelines included)
+    preflight(runs, root)  # inputs exist or are made by earlier steps (nested pipelines included)
 
 
 def test_a_bad_option_is_caught(tmp_path):
     with pytest.raises(UsageError, match="--no-such-option"):
-        parse_step(["train", "sft", "--no-such-option", "1"])
-    parse_step(["train", "sft", "--weight-decay", "0.1"])  # a field of trl.SFTConfig: TRL's parser takes it
+        parse_step(["train", "sft", "--no-such-option", "1"], root)
+    parse_step(["train", "sft", "--weight-decay", "0.1"], root)  # a field of trl.SFTConfig: TRL takes it
     with pytest.raises(UsageError, match="integer"):
-        parse_step(["eval", "--episodes", "many", "--policy", "random"])
+        parse_step(["eval", "--episodes", "many", "--policy", "random"], root)
     with pytest.raises(UsageError, match="unknown command"):
-        parse_step(["data", "exprt-q", "frozenlake"])
+        parse_step(["data", "exprt-q", "frozenlake"], root)
 
 
 @pytest.mark.parametrize("grpo_args,message", [

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlft.core.errors import InvalidInputError, OfflineError
-from rlft.hub import push as push_mod
+from rlft.datasets import push as push_mod
 
 
 class FakeHfApi:
@@ -37,7 +37,7 @@ class FakeHfApi:
 
 @pytest.fixture
 def dataset_dir(tmp_path):
-    from rlft.builders.frozenlake_q import ExportQConfig, export_frozenlake_q
+    from rlft.datasets.frozenlake_q.export import ExportQConfig, export_frozenlake_q
 
     out = tmp_path / "fl"
     export_frozenlake_q(ExportQConfig(out=out, episodes=10))
@@ -149,7 +149,7 @@ def test_cards_render_exactly_as_the_hub_client_renders_them(cli, tmp_path, monk
     """rlft renders cards with jinja2 and DatasetCardData (no Hub client import); the text must equal
     ``huggingface_hub.DatasetCard.from_template``'s, for both card templates."""
     from factories import make_minari_dataset
-    from rlft.hub import card, folder
+    from rlft.datasets import card, folder
     from rlft.sources.collect import minari_root
 
     rendered = []

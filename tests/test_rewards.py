@@ -143,7 +143,7 @@ def test_env_reward_frozenlake_equals_a_fresh_env_step(lake_codec):
 
 
 def test_env_reward_cartpole_and_halfcheetah_match_real_steps():
-    from rlft.codecs.spaces import space_to_dict
+    from rlft.envs.spaces import space_to_dict
 
     for env_id, atol in (("CartPole-v1", 0.0), ("HalfCheetah-v5", 1e-3)):
         env = gym.make(env_id)
@@ -204,7 +204,7 @@ def test_missing_columns_and_unknown_names_are_explained(lake_codec):
 
 def test_env_reward_with_an_expert_lookahead_scores_the_experts_return(tmp_path_factory):
     from eval_factories import small_ppo
-    from rlft.codecs.spaces import space_to_dict
+    from rlft.envs.spaces import space_to_dict
     from rlft.sources.experts import load_expert
 
     expert_path = small_ppo(tmp_path_factory)

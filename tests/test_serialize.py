@@ -182,8 +182,8 @@ def test_a_codec_fitted_on_nothing_is_written_in_one_pass_as_two_passes_write_it
                                                                                   options):
     """raw, edges over finite bounds, tokens of Discrete spaces: one read of the source (no scan first), and the
     same folder, byte for byte, as the two passes write with the episodes in memory or read again."""
-    from rlft.builders import serialize as mod
     from rlft.codecs import factory
+    from rlft.datasets import serialize as mod
 
     dataset_id = f"{env_id.split('-')[0].lower()}/passes-v0"
     make_minari_dataset(dataset_id, env_id=env_id, episodes=10, max_steps=40)
@@ -231,7 +231,7 @@ def test_bad_options_and_existing_output(cli, tmp_path, cartpole, monkeypatch):
 
 
 def test_interrupted_serialize_leaves_old_output(tmp_path, cartpole, monkeypatch):
-    from rlft.builders import serialize as mod
+    from rlft.datasets import serialize as mod
 
     out = tmp_path / "o"
     mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, chunk_steps=20))
@@ -255,7 +255,7 @@ def test_interrupted_serialize_leaves_old_output(tmp_path, cartpole, monkeypatch
 
 
 def test_split_episodes_is_seeded_and_disjoint():
-    from rlft.builders.serialize import split_episodes
+    from rlft.datasets.serialize import split_episodes
 
     ids = np.arange(50)
     a, b = split_episodes(ids, (0.8, 0.1, 0.1), 0), split_episodes(ids, (0.8, 0.1, 0.1), 0)
@@ -268,8 +268,8 @@ def test_split_episodes_is_seeded_and_disjoint():
 
 
 def test_local_folder_loader_never_serves_stale_rows(tmp_path, cartpole):
-    from rlft.builders import serialize as mod
-    from rlft.hub.folder import load_dataset_folder
+    from rlft.datasets import serialize as mod
+    from rlft.datasets.folder import load_dataset_folder
 
     out = tmp_path / "o"
     mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, splits=(1.0, 0.0, 0.0)))
@@ -293,7 +293,7 @@ def test_arrow_storage_source(cli, tmp_path):
 
 
 def test_card_states_the_behaviour_policys_own_evaluation():
-    from rlft.hub.card import CardSpec, render_card
+    from rlft.datasets.card import CardSpec, render_card
 
     policy = {"algo": "sac", "timesteps": 130000, "normalized_score": 39.4,
               "eval": {"mean_return": 4607.3, "std_return": 69.3, "episodes": 10}}

@@ -152,7 +152,7 @@ def test_serialize_refuses_a_text_field_before_reading(cli, tmp_path):
 
 
 def test_evaluation_names_the_field_that_differs():
-    from rlft.policy.vector_envs import spaces_mismatch
+    from rlft.envs.vector_envs import spaces_mismatch
 
     codec = _codec("nested", "raw")
     other = structured_space("nested")

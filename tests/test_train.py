@@ -168,7 +168,7 @@ def test_cli_flags_override_the_config_file(cli, tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_sft_lowers_the_validation_loss_and_writes_the_run_folder(sft_run, lake, tiny_model):
-    from rlft.train.run import load_policy_model
+    from rlft.models.run import load_policy_model
 
     out, info = sft_run
     metrics = info["metrics"]
@@ -191,8 +191,8 @@ def test_grpo_runs_and_changes_every_lora_parameter(session_env, sft_run, lake):
     import torch
     from transformers import TrainerCallback
 
+    from rlft.models.run import load_policy_model
     from rlft.train.grpo import run_grpo
-    from rlft.train.run import load_policy_model
 
     class Watch(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -235,7 +235,7 @@ def test_lora_sft_merge_and_resume(cli, session_env, lake, tiny_model):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlft.train.run import load_policy_model
+    from rlft.models.run import load_policy_model
 
     run = session_env / "runs" / "lora"
     args = ("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", run, "--lora", "--learning-rate", "1e-2",
@@ -329,8 +329,8 @@ def test_constrained_grpo_gives_a_format_naive_model_valid_answers_only(tmp_path
     --constrained, so the task rewards separate the completions from the first step."""
     import torch
 
+    from rlft.models.run import load_policy_model
     from rlft.train.grpo import run_grpo
-    from rlft.train.run import load_policy_model
 
     out = tmp_path / "grpo"
     config = GRPOStageConfig(dataset=str(lake), model=str(tiny_model), out=out, rewards=["format", "q-advantage"],

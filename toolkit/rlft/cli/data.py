@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from rlft.cli import data_minari, data_serialize
 from rlft.cli.common import command, finite
 
 app = typer.Typer(no_args_is_help=True)
@@ -42,7 +43,7 @@ def export_q(
         raise InvalidInputError(f"export-q supports {', '.join(EXPORT_Q_ENVS)}, not {env!r}")
     if episodes < 1:
         raise InvalidInputError(f"--episodes must be at least 1, got {episodes}")
-    from rlft.builders.frozenlake_q import ExportQConfig, export_frozenlake_q
+    from rlft.datasets.frozenlake_q.export import ExportQConfig, export_frozenlake_q
 
     config = ExportQConfig(
         map=map,
@@ -62,8 +63,9 @@ def export_q(
     export_frozenlake_q(config)
 
 
-# Commands defined in their own modules register themselves on ``app`` (imported last: they import ``app``).
-from rlft.cli import data_minari, data_serialize  # noqa: E402,F401
+# Commands defined in their own modules (each its own Typer group) join this one, in the order of --help.
+for _group in (data_minari.app, data_serialize.app):
+    app.registered_commands += _group.registered_commands
 
 
 @command(app, "import")
@@ -82,7 +84,7 @@ def import_(
 
     if source_format not in IMPORT_FORMATS:
         raise InvalidInputError(f"data import reads {', '.join(IMPORT_FORMATS)}, not {source_format!r}")
-    from rlft.builders.import_rlft4rl import ImportConfig, import_rlft4rl
+    from rlft.datasets.import_rlft4rl import ImportConfig, import_rlft4rl
 
     import_rlft4rl(ImportConfig(path=path, env_id=env, out=out, validation=validation, seed=seed,
                                 overwrite=overwrite))

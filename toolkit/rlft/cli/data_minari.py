@@ -9,7 +9,9 @@ from pathlib import Path
 import typer
 
 from rlft.cli.common import command, finite
-from rlft.cli.data import app
+
+# Its own group, whose commands ``rlft data`` takes in (rlft.cli.data): imports run one way.
+app = typer.Typer()
 
 
 @command(app, "collect")

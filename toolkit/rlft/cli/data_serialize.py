@@ -7,7 +7,9 @@ from pathlib import Path
 import typer
 
 from rlft.cli.common import command
-from rlft.cli.data import app
+
+# Its own group, whose commands ``rlft data`` takes in (rlft.cli.data): imports run one way.
+app = typer.Typer()
 
 
 def _fractions(text: str) -> tuple[float, float, float]:
@@ -59,8 +61,8 @@ def serialize(
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
     """Serialize a Minari dataset into prompt/completion records with a reversible codec."""
-    from rlft.builders.serialize import SerializeConfig
-    from rlft.builders.serialize import serialize as run
+    from rlft.datasets.serialize import SerializeConfig
+    from rlft.datasets.serialize import serialize as run
 
     run(
         SerializeConfig(
@@ -84,7 +86,7 @@ def push(
 ) -> None:
     """Upload a dataset folder (Parquet, card, codec, plots) to the Hugging Face Hub."""
     from rlft.core.console import console
-    from rlft.hub.push import push_dataset
+    from rlft.datasets.push import push_dataset
 
     url = push_dataset(folder, repo_id, private=private, revision=revision, token=token)
     console.print(f"[green]Pushed[/] {folder} -> {url}")

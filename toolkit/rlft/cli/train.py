@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import typer
 
+from rlft.cli import train_bc, train_online
 from rlft.cli.options import config_command
 from rlft.train.grpo_config import GRPOStageConfig
 from rlft.train.sft_config import SFTStageConfig
@@ -53,5 +54,6 @@ def check_trl_flags(command: str, args: list[str]) -> None:
     parse_trl_flags(stages[command], args)
 
 
-# Commands defined in their own modules register themselves on ``app`` (imported last: they import ``app``).
-from rlft.cli import train_bc, train_online  # noqa: E402,F401
+# Commands defined in their own modules (each its own Typer group) join this one.
+for _group in (train_bc.app, train_online.app):
+    app.registered_commands += _group.registered_commands

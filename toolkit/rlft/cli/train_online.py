@@ -9,8 +9,10 @@ import dataclasses
 import typer
 
 from rlft.cli.options import config_command
-from rlft.cli.train import app
 from rlft.train.online_config import OnlineConfig
+
+# Its own group, whose commands ``rlft train`` takes in (rlft.cli.train): imports run one way.
+app = typer.Typer()
 
 
 def _run_online(config: OnlineConfig, ctx: typer.Context) -> None:

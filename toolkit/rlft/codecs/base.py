@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rlft.codecs.spaces import space_from_dict, space_to_dict
 from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError, RlftError
+from rlft.envs.spaces import space_from_dict, space_to_dict
 
 CODEC_FILENAME = "rlft_codec.json"
 CODEC_SCHEMA_VERSION = 1
@@ -189,9 +189,10 @@ CODEC_KEYS = ("kind", "observation_space", "action_space", "template")
 
 def codec_from_dict(data: dict[str, Any], source: str = "the codec") -> Codec:
     """Rebuild any registered codec kind from its saved dict; :class:`InvalidInputError` naming ``source`` when
-    the dict is not a codec rlft can read (missing keys, unknown kind or schema version, bad values)."""
-    import rlft.codecs  # noqa: F401  (registers the built-in kinds)
+    the dict is not a codec rlft can read (missing keys, unknown kind or schema version, bad values).
 
+    The built-in kinds are registered by the time this runs: importing this module runs ``rlft/codecs/__init__``
+    first, and that imports every kind."""
     if not isinstance(data, dict):
         raise InvalidInputError(f"{source} must hold a JSON object, not a {type(data).__name__}")
     missing = [k for k in CODEC_KEYS if k not in data]

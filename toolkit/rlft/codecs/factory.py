@@ -9,11 +9,11 @@ from rlft.codecs.binned import BinnedCodec
 from rlft.codecs.discretized import DiscretizedCodec
 from rlft.codecs.numeric import NumericCodec, check_rows, numeric_template, observation_rows
 from rlft.codecs.raw import RawCodec
-from rlft.codecs.spaces import space_to_dict
 from rlft.codecs.structured import flat_box, is_structured
 from rlft.codecs.template import PromptTemplate
 from rlft.codecs.tokenized import TokenizedCodec
 from rlft.core.errors import InvalidInputError
+from rlft.envs.spaces import space_to_dict
 
 NUMERIC_FORMATS: dict[str, type[NumericCodec]] = {
     "raw": RawCodec,

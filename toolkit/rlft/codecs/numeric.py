@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 
 from rlft.codecs.base import ActionParseError, Codec
-from rlft.codecs.spaces import describe_space
 from rlft.codecs.structured import (
     check_integer_leaves,
     flat_box,
@@ -29,6 +28,7 @@ from rlft.codecs.structured import (
 from rlft.codecs.template import PROMPT_STYLES, PromptTemplate
 from rlft.core.errors import InvalidInputError
 from rlft.core.textfmt import format_scaled as format_rows  # noqa: F401  (re-exported for the codecs)
+from rlft.envs.spaces import describe_space
 
 ROLES = ("observation", "action")
 SEPARATORS = (" ", ",")

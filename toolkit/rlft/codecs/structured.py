@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from rlft.codecs.spaces import STRUCTURED_TYPES
 from rlft.core.errors import InvalidInputError
+from rlft.envs.spaces import STRUCTURED_TYPES
 
 
 def is_structured(space: dict[str, Any]) -> bool:

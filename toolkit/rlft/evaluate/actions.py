@@ -26,8 +26,8 @@ BATCH = 256
 def held_out_rows(dataset: str, seed: int, max_rows: int = MAX_ROWS) -> tuple[np.ndarray, np.ndarray, str]:
     """(observations, recorded actions, split) of up to ``max_rows`` rows of the dataset's held-out split, a
     seeded sample when it has more."""
-    from rlft.hub.datasets import column_array, dataset_dir, load_dataset_codec, read_split
-    from rlft.hub.layout import DATA_DIR
+    from rlft.datasets.layout import DATA_DIR
+    from rlft.datasets.loading import column_array, dataset_dir, load_dataset_codec, read_split
 
     root = dataset_dir(dataset)
     codec = load_dataset_codec(root)

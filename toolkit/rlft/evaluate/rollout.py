@@ -18,8 +18,8 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 from rlft.envs.observations import take
+from rlft.envs.vector_envs import VideoSlots
 from rlft.policy.policies import Policy
-from rlft.policy.vector_envs import VideoSlots
 
 
 @dataclass

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError, RlftError
+from rlft.envs.vector_envs import VideoSlots, check_video, make_env_fns
 from rlft.evaluate.config import EvalConfig, parse_policy_spec
 from rlft.evaluate.rollout import Agreement, RolloutResult, rollout
 from rlft.evaluate.setup import build_setup, check_sb3_spaces
-from rlft.policy.vector_envs import VideoSlots, check_video, make_env_fns
 
 
 def _keep_finished(config: EvalConfig, setup, result: RolloutResult, num_envs: int, exc: RlftError) -> RlftError:
@@ -68,7 +68,7 @@ def _held_out_rows(config: EvalConfig):
 
 
 def _action_error(setup, held_out) -> dict[str, Any]:
-    from rlft.codecs.spaces import space_to_dict
+    from rlft.envs.spaces import space_to_dict
     from rlft.evaluate.actions import policy_action_error
 
     observations, actions, split = held_out

@@ -9,9 +9,9 @@ from typing import Any
 
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
+from rlft.envs.vector_envs import check_spaces
 from rlft.evaluate.config import BACKENDS, EvalConfig, parse_policy_spec
 from rlft.policy.policies import Policy
-from rlft.policy.vector_envs import check_spaces
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Setup:
 
 
 def _load_codec_from(path: str) -> Codec:
-    from rlft.hub.datasets import load_dataset_codec
+    from rlft.datasets.loading import load_dataset_codec
 
     return load_dataset_codec(path)
 
@@ -122,7 +122,7 @@ class _LoadedBaseline:
 def _load_baseline(kind: str, arg: str | None) -> _LoadedBaseline:
     """Load the file of a ``bc:``, ``expert:`` or ``online:`` policy (nothing to load for the others)."""
     if kind == "bc":
-        from rlft.evaluate.bc import BCPolicy
+        from rlft.policy.bc import BCPolicy
 
         bc_policy = BCPolicy(arg)
         return _LoadedBaseline(bc_policy.info.get("env_id"), bc_policy.info.get("env_kwargs"), bc_policy=bc_policy)
@@ -174,7 +174,7 @@ def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _Lo
 
 
 def check_sb3_spaces(model, env_id, obs_space, act_space, what) -> None:
-    from rlft.codecs.spaces import space_to_dict
+    from rlft.envs.spaces import space_to_dict
 
     try:
         check_spaces(f"the expert {what}", space_to_dict(model.observation_space), space_to_dict(model.action_space),
@@ -193,8 +193,8 @@ def _qtable(dataset: str | None, codec: Codec | None, obs_space):
 
     if codec is None or not dataset or not isinstance(obs_space, spaces.Discrete):
         return None
-    from rlft.evaluate.data import QTable
-    from rlft.hub.datasets import dataset_dir, has_q_values
+    from rlft.datasets.frozenlake_q.table import QTable
+    from rlft.datasets.loading import dataset_dir, has_q_values
 
     root = dataset_dir(dataset)
     return QTable(root, int(obs_space.n)) if has_q_values(root) else None
@@ -202,7 +202,7 @@ def _qtable(dataset: str | None, codec: Codec | None, obs_space):
 
 def _run_dataset(run: str) -> str | None:
     """The local dataset folder recorded in a RUN folder's rlft_run.json, when it still exists."""
-    from rlft.train.run import read_run_info
+    from rlft.models.run import read_run_info
 
     try:
         info = read_run_info(run) if Path(run).is_dir() else None
@@ -216,7 +216,7 @@ def _default_target_return(config: EvalConfig, dataset: str | None) -> float | N
     if config.target_return is not None:
         return float(config.target_return)
     if dataset:
-        from rlft.hub.datasets import dataset_dir, dataset_info
+        from rlft.datasets.loading import dataset_dir, dataset_info
 
         try:
             info = dataset_info(dataset_dir(dataset))
@@ -269,7 +269,7 @@ def _load_transformers_model(model_arg: str):
     """(model, tokenizer, codec of a RUN folder or None) of MODEL, loaded without the weight-loading bar."""
     from transformers.utils import logging as hf_logging
 
-    from rlft.train.run import load_policy_model
+    from rlft.models.run import load_policy_model
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a "Loading weights" bar per evaluation is noise

@@ -59,11 +59,11 @@ class FewShot:
 
 def load_few_shot(codec: Codec, dataset: str, n: int, seed: int) -> FewShot:
     """``n`` rows of the dataset's train split, drawn with ``seed`` (expert/dataset actions)."""
-    from rlft.hub.datasets import column_array, dataset_dir, read_split
+    from rlft.datasets.loading import column_array, dataset_dir, read_split
 
     root = dataset_dir(dataset)
-    from rlft.hub.folder import read_parquet_schema
-    from rlft.hub.layout import DATA_DIR
+    from rlft.datasets.folder import read_parquet_schema
+    from rlft.datasets.layout import DATA_DIR
 
     shards = sorted((root / DATA_DIR).glob("train-*.parquet"))
     if not shards:

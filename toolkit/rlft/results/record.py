@@ -112,7 +112,7 @@ def episode_curve(run: Path) -> tuple[list[list[float]], str] | None:
     checkpoint): (optimizer step, success rate of the training episodes, or their mean return), with its name."""
     from transformers.trainer_utils import get_last_checkpoint
 
-    from rlft.train.run import CHECKPOINTS_DIR
+    from rlft.models.run import CHECKPOINTS_DIR
 
     folder = run / CHECKPOINTS_DIR
     last = get_last_checkpoint(str(folder)) if folder.is_dir() else None  # the one --resume continues from
@@ -186,8 +186,8 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
                       command: str, datasets: dict[str, Path] | None = None) -> Path:
     """Read the reports (REPORT.json), runs (RUN folders) and datasets (dataset folders), write
     ``results_dir/NAME/seed-SEED.json``."""
+    from rlft.datasets.layout import INFO_FILENAME
     from rlft.evaluate.report import load_report
-    from rlft.hub.layout import INFO_FILENAME
     from rlft.results.environment import environment
 
     if not name or "/" in name or name.startswith("."):

@@ -4,121 +4,25 @@
 ``state``) and ``action`` columns: cross-entropy for a Discrete action space, mean squared error on actions
 scaled to [-1, 1] for a Box. Discrete observations are one-hot, Box observations standardised with the
 training data's mean and std. ``FILE`` (a torch file of tensors and plain values, loadable with
-``weights_only=True``) holds the weights, the spaces, the normalisation and the env id of the dataset.
+``weights_only=True``) holds the weights, the spaces, the normalisation and the env id of the dataset; the
+network and its loading are :mod:`rlft.models.bc`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
+from rlft.models.bc import BC_FORMAT, MAX_HIDDEN, BCActions, BCFeatures, build_mlp
 from rlft.train.bc_config import BCConfig
 
 __all__ = ["BCConfig", "train_bc"]  # BCConfig lives in bc_config (the CLI is generated from it)
-
-BC_FORMAT = "rlft-bc-v1"
-
-
-MAX_HIDDEN = 65_536  # a behaviour-cloning MLP wider than this is a typo (10,000,000 would need 400 TB)
-
-
-class _Features:
-    """Observation -> network input (one-hot or standardised), from the spaces and training data."""
-
-    def __init__(self, obs_space: dict, mean=None, std=None):
-        from rlft.codecs.structured import flat_box, is_structured, leaves
-
-        if obs_space["type"] == "text":
-            from rlft.core.errors import InvalidInputError
-
-            raise InvalidInputError("behaviour cloning needs numeric observations; this dataset's are text",
-                                    hint="compare the LLM with random or an expert instead")
-        self.space = obs_space
-        # a structured observation (Dict, Tuple...) is its flat row of values, laid out as the codec writes it
-        self.structure = obs_space if is_structured(obs_space) else None
-        self.parts = leaves(obs_space) if self.structure else None
-        flat = flat_box(obs_space) if self.structure else obs_space
-        self.discrete = flat["type"] == "discrete"
-        self.start = int(flat.get("start", 0)) if self.discrete else 0
-        self.n = int(flat["n"]) if self.discrete else int(np.prod(flat["shape"]))
-        self.mean = None if mean is None else np.asarray(mean, np.float32)
-        self.std = None if std is None else np.asarray(std, np.float32)
-
-    def fit(self, obs: np.ndarray) -> None:
-        if not self.discrete:
-            x = obs.reshape(len(obs), -1).astype(np.float64)
-            self.mean = x.mean(axis=0).astype(np.float32)
-            self.std = np.maximum(x.std(axis=0), 1e-6).astype(np.float32)
-
-    def __call__(self, obs) -> np.ndarray:
-        if self.structure:
-            from rlft.codecs.structured import flatten
-
-            obs = flatten(self.structure, obs, single=False, parts=self.parts)
-        obs = np.asarray(obs)
-        if self.discrete:
-            idx = obs.reshape(-1).astype(np.int64) - self.start
-            out = np.zeros((len(idx), self.n), np.float32)
-            out[np.arange(len(idx)), np.clip(idx, 0, self.n - 1)] = 1.0
-            return out
-        x = obs.reshape(len(obs), -1).astype(np.float32)
-        return (x - self.mean) / self.std
-
-
-class _Actions:
-    """Action <-> network target: class index for Discrete; [-1, 1] scaling for a Box."""
-
-    def __init__(self, act_space: dict, center=None, scale=None):
-        self.space = act_space
-        self.discrete = act_space["type"] == "discrete"
-        self.start = int(act_space.get("start", 0)) if self.discrete else 0
-        self.n = int(act_space["n"]) if self.discrete else int(np.prod(act_space["shape"]))
-        self.center = None if center is None else np.asarray(center, np.float32)
-        self.scale = None if scale is None else np.asarray(scale, np.float32)
-
-    def fit(self, actions: np.ndarray) -> None:
-        if self.discrete:
-            return
-        low, high = np.asarray(self.space["low"], np.float64), np.asarray(self.space["high"], np.float64)
-        a = actions.reshape(len(actions), -1).astype(np.float64)
-        finite = np.isfinite(low) & np.isfinite(high)
-        center = np.where(finite, (low + high) / 2, a.mean(axis=0))
-        scale = np.where(finite, (high - low) / 2, np.maximum(np.abs(a - center).max(axis=0), 1e-6))
-        self.center, self.scale = center.astype(np.float32), np.maximum(scale, 1e-6).astype(np.float32)
-
-    def target(self, actions: np.ndarray) -> np.ndarray:
-        if self.discrete:
-            return actions.reshape(-1).astype(np.int64) - self.start
-        return (actions.reshape(len(actions), -1).astype(np.float32) - self.center) / self.scale
-
-    def decode(self, out: np.ndarray) -> np.ndarray:
-        if self.discrete:
-            return out.argmax(axis=1).astype(np.int64) + self.start
-        a = np.clip(out, -1.0, 1.0) * self.scale + self.center
-        low, high = np.asarray(self.space["low"]), np.asarray(self.space["high"])
-        a = np.clip(a, low, high).reshape((len(out), *self.space["shape"]))
-        return a.astype(np.dtype(self.space.get("dtype", "float32")))
-
-
-def _mlp(n_in: int, hidden: list[int], n_out: int, box: bool):
-    from torch import nn
-
-    layers: list[nn.Module] = []
-    last = n_in
-    for h in hidden:
-        layers += [nn.Linear(last, h), nn.ReLU()]
-        last = h
-    layers.append(nn.Linear(last, n_out))
-    if box:
-        layers.append(nn.Tanh())
-    return nn.Sequential(*layers)
 
 
 def _check(config: BCConfig) -> None:
@@ -150,7 +54,7 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
     rng = seed_everything(config.seed)
     val_idx, train_idx = _split_rows(rng, len(x), config.val_fraction)
     # built after seeding (and in this order), so the initial weights and batch order follow the seed
-    model = _mlp(features.n, list(config.hidden), targets.n, not targets.discrete)
+    model = build_mlp(features.n, list(config.hidden), targets.n, not targets.discrete)
     opt = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     loss_fn = torch.nn.CrossEntropyLoss() if targets.discrete else torch.nn.MSELoss()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
@@ -179,7 +83,7 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
 
 def _load_rows(config: BCConfig):
     """(codec, observations, actions) of the dataset's split; an empty split is refused."""
-    from rlft.hub.datasets import dataset_dir, load_dataset_codec, observations_actions
+    from rlft.datasets.loading import dataset_dir, load_dataset_codec, observations_actions
 
     root = dataset_dir(config.dataset)
     codec = load_dataset_codec(root)
@@ -202,7 +106,7 @@ def _load_rows(config: BCConfig):
 def _encode_rows(config: BCConfig, codec, obs: np.ndarray, actions: np.ndarray):
     """(features, targets, x, y): the encoders fitted on the rows, and the rows encoded, checked against the
     codec's spaces."""
-    features, targets = _Features(codec.observation_space), _Actions(codec.action_space)
+    features, targets = BCFeatures(codec.observation_space), BCActions(codec.action_space)
     try:
         features.fit(obs)
         targets.fit(actions)
@@ -250,7 +154,7 @@ def _train_epochs(config: BCConfig, model, opt, loss_fn, xt, yt, train_idx: np.n
     return history
 
 
-def _save(config: BCConfig, model, codec, features: _Features, targets: _Actions, info: dict[str, Any]) -> Path:
+def _save(config: BCConfig, model, codec, features: BCFeatures, targets: BCActions, info: dict[str, Any]) -> Path:
     """Write the weights, spaces, normalisation and ``info`` to ``config.out`` atomically; returns the path."""
     import torch
 
@@ -271,7 +175,7 @@ def _save(config: BCConfig, model, codec, features: _Features, targets: _Actions
     return atomic_write_file(config.out, lambda tmp: torch.save(payload, tmp))
 
 
-def _metrics(model, xt, yt, train_idx, val_idx, targets: _Actions, loss_fn) -> dict[str, float]:
+def _metrics(model, xt, yt, train_idx, val_idx, targets: BCActions, loss_fn) -> dict[str, float]:
     import torch
 
     model.eval()
@@ -288,51 +192,3 @@ def _metrics(model, xt, yt, train_idx, val_idx, targets: _Actions, loss_fn) -> d
                 out[f"{name}_mean_abs_error"] = float(((pred - yt[idx]).abs() * torch.from_numpy(targets.scale))
                                                       .mean())
     return out
-
-
-@dataclass
-class BCModel:
-    """A saved behaviour-cloning MLP, ready for batched forward passes (:func:`load_bc`)."""
-
-    model: Any  # torch.nn.Sequential, in eval mode
-    features: _Features
-    actions: _Actions
-    observation_space: dict
-    action_space: dict
-    info: dict
-
-    def act(self, obs) -> np.ndarray:
-        import torch
-
-        with torch.no_grad():
-            out = self.model(torch.from_numpy(self.features(obs))).numpy()
-        return self.actions.decode(out)
-
-
-def load_bc(path: str | os.PathLike) -> BCModel:
-    """Load a file written by :func:`train_bc`, with a clear error for anything else."""
-    import torch
-
-    path = Path(path)
-    if not path.is_file():
-        raise InvalidInputError(f"behaviour-cloning policy {path} does not exist",
-                                hint="train one with: rlft train bc --dataset DIR --out FILE")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - not a torch file, or not ours
-        raise InvalidInputError(f"{path} is not a behaviour-cloning policy file: {exc}") from exc
-    if not isinstance(payload, dict) or payload.get("format") != BC_FORMAT:
-        raise InvalidInputError(f"{path} is not a behaviour-cloning policy file (made by rlft train bc)")
-    observation_space = json.loads(payload["observation_space"])
-    action_space = json.loads(payload["action_space"])
-
-    def arr(key):
-        value = payload.get(key)
-        return None if value is None else value.numpy()
-
-    features = _Features(observation_space, arr("obs_mean"), arr("obs_std"))
-    actions = _Actions(action_space, arr("act_center"), arr("act_scale"))
-    model = _mlp(features.n, list(payload["hidden"]), actions.n, not actions.discrete)
-    model.load_state_dict(payload["state_dict"])
-    model.eval()
-    return BCModel(model, features, actions, observation_space, action_space, json.loads(payload["info"]))

@@ -107,7 +107,7 @@ def episode_starts(codec: Codec, count: int, seed: int):
 
 def check_episode_env(codec: Codec) -> None:
     """The codec must name an environment rlft can make, with the spaces the codec was built for."""
-    from rlft.policy.vector_envs import check_spaces
+    from rlft.envs.vector_envs import check_spaces
 
     if not codec.env_id:
         raise InvalidInputError("--rollout episode needs a codec that records its env id (codec.env_id)",

@@ -55,8 +55,8 @@ def check_config(config: OnlineConfig) -> None:
 def build_codec(config: OnlineConfig, env):
     """The codec that writes observations: the dataset's, or a raw codec of the env's spaces."""
     from rlft.codecs import load_codec, make_codec
-    from rlft.codecs.spaces import space_to_dict
-    from rlft.policy.vector_envs import check_spaces
+    from rlft.envs.spaces import space_to_dict
+    from rlft.envs.vector_envs import check_spaces
 
     if config.codec is not None:
         codec = load_codec(config.codec)

@@ -126,7 +126,7 @@ def check_sft_settings(config: SFTStageConfig) -> None:
 
 def sft_splits(config: SFTStageConfig, inputs: StageInputs):
     """(train, evaluation or None, evaluation split name), cut to the prompt/completion columns."""
-    from rlft.hub.datasets import load_dataset_dict
+    from rlft.datasets.loading import load_dataset_dict
 
     splits = load_dataset_dict(inputs.dataset_dir)
     train, evaluation, eval_name = pick_eval_split(

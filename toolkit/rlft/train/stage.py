@@ -18,10 +18,9 @@ from rlft.codecs.base import Codec, load_codec
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OutputExistsError
 from rlft.core.io import atomic_write_text, check_output_parent, refuse_overlap, release_aside
-from rlft.hub.datasets import load_dataset_dict, resolve_dataset
-from rlft.train.configs import StageConfig, config_to_dict
-from rlft.train.models import count_parameters, resolve_model
-from rlft.train.run import (
+from rlft.datasets.loading import load_dataset_dict, resolve_dataset
+from rlft.models.resolve import count_parameters, resolve_model
+from rlft.models.run import (
     CHECKPOINTS_DIR,
     LOGS_DIR,
     RUN_FILENAME,
@@ -32,6 +31,7 @@ from rlft.train.run import (
     run_identity,
     write_run_info,
 )
+from rlft.train.configs import StageConfig, config_to_dict
 
 GRADIENT_CHECKPOINTING_MIN_PARAMS = 50_000_000  # below this, recomputing activations costs more than it saves
 
@@ -316,7 +316,7 @@ def check_rows(inputs: StageInputs) -> tuple[Any, str]:
     one with the same columns, so the logged action error is measured on states the model never trained on."""
     if inputs.codec.action_space["type"] == "discrete":
         return inputs.train, "train"
-    from rlft.hub.datasets import load_dataset_dict
+    from rlft.datasets.loading import load_dataset_dict
 
     splits = load_dataset_dict(inputs.dataset_dir)
     for name in HELD_OUT_SPLITS:

@@ -7,7 +7,7 @@ from pathlib import Path
 from rlft.codecs.base import CODEC_FILENAME
 from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
 from rlft.core.net import check_reachable, host_port, hub_endpoint, hub_offline
-from rlft.hub.layout import CARD_FILENAME, DATA_DIR
+from rlft.datasets.layout import CARD_FILENAME, DATA_DIR
 
 # Hidden files and folders at any depth stay local (temporary files, caches): fnmatch's "*" crosses "/",
 # so "*/.*" catches "data/.tmp-x", which ".*" alone lets through.

@@ -26,7 +26,7 @@ from rlft import __version__
 from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.errors import InvalidInputError, OutputExistsError
 from rlft.core.io import atomic_write_text
-from rlft.train.models import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
+from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
 
 RUN_FILENAME = "rlft_run.json"
 SUMMARY_FILENAME = "summary.json"

@@ -1,5 +1,5 @@
 """``rlft model init``: a tiny from-scratch causal LM (Llama architecture) sized for CPU tests and demos, with a
-tokenizer trained on the dataset's own text (:mod:`rlft.train.tokenizer`), saved as a model folder."""
+tokenizer trained on the dataset's own text (:mod:`rlft.models.tokenizer`), saved as a model folder."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from rlft.codecs.base import load_codec
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir
-from rlft.hub.datasets import load_dataset_dict, resolve_dataset
-from rlft.train.models import MODEL_INFO_FILENAME
-from rlft.train.tokenizer import dataset_texts, longest_tokens, train_tokenizer
+from rlft.datasets.loading import load_dataset_dict, resolve_dataset
+from rlft.models.resolve import MODEL_INFO_FILENAME
+from rlft.models.tokenizer import dataset_texts, longest_tokens, train_tokenizer
 
 
 @dataclass
@@ -52,7 +52,7 @@ def smooth_bin_embeddings(model, tokenizer, codec, seed: int) -> int:
     start smooth too. Returns the number of tokens set."""
     import torch
 
-    from rlft.train.tokenizer import BIN_SEPARATORS, value_token_count
+    from rlft.models.tokenizer import BIN_SEPARATORS, value_token_count
 
     count = value_token_count(codec)
     _check_bin_embeddings("smooth", codec)
@@ -74,7 +74,7 @@ def smooth_bin_embeddings(model, tokenizer, codec, seed: int) -> int:
 
 
 def _check_bin_embeddings(mode: str, codec) -> None:
-    from rlft.train.tokenizer import value_token_count
+    from rlft.models.tokenizer import value_token_count
 
     if mode not in BIN_EMBEDDINGS:
         raise InvalidInputError(f"--bin-embeddings must be one of {', '.join(BIN_EMBEDDINGS)}, got {mode!r}")

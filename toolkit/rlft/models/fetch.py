@@ -31,7 +31,7 @@ from typing import Any
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OfflineError, require
 from rlft.core.io import atomic_output_dir, check_output_dir
-from rlft.train.models import MODEL_INFO_FILENAME
+from rlft.models.resolve import MODEL_INFO_FILENAME
 
 GEMMA_CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from rlft.codecs.grid import FrozenLakeGridCodec
+from rlft.datasets.frozenlake_q.solve import QSolution
 from rlft.envs.frozenlake import ACTION_NAMES, LakeMap, render_grid
-from rlft.sources.frozenlake_q import QSolution
 
 Q_COLUMNS = [f"q_value_{name.lower()}" for name in ACTION_NAMES]  # names match the Gemma experiment's CSV
 

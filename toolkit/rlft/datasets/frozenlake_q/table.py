@@ -1,5 +1,5 @@
 """The exact Q-values of a FrozenLake Q dataset as evaluation uses them (agreement, q-greedy, the exact rate).
-Reading dataset folders in general lives in :mod:`rlft.hub.datasets`."""
+Reading dataset folders in general lives in :mod:`rlft.datasets.loading`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
-from rlft.hub.datasets import column_array, dataset_info, read_split
+from rlft.datasets.loading import column_array, dataset_info, read_split
 
 
 class QTable:

@@ -1,9 +1,10 @@
-"""The behaviour-cloning MLP as an evaluation policy (trained by ``rlft train bc``: :mod:`rlft.train.bc`)."""
+"""The behaviour-cloning MLP as a policy (the network: :mod:`rlft.models.bc`; trained by ``rlft train bc``)."""
 
 from __future__ import annotations
 
 import os
 
+from rlft.models.bc import load_bc
 from rlft.policy.policies import Policy
 
 
@@ -14,8 +15,6 @@ class BCPolicy(Policy):
 
     def __init__(self, path: str | os.PathLike):
         super().__init__()
-        from rlft.train.bc import load_bc
-
         self.bc = load_bc(path)
         self.path = str(path)
         self.observation_space = self.bc.observation_space

@@ -12,11 +12,10 @@ from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir, check_output_file, staged_text
-from rlft.envs.frozenlake import ENV_ID, LakeMap, load_map
-from rlft.hub.card import CardSpec, message_text, read_extra_markdown
-from rlft.hub.folder import write_dataset_folder
-from rlft.records.frozenlake_q import COMPLETIONS, GLOSSARY, build_q_records, to_gemma_csv
-from rlft.sources.frozenlake_q import (
+from rlft.datasets.card import CardSpec, message_text, read_extra_markdown
+from rlft.datasets.folder import write_dataset_folder
+from rlft.datasets.frozenlake_q.records import COMPLETIONS, GLOSSARY, build_q_records, to_gemma_csv
+from rlft.datasets.frozenlake_q.solve import (
     QSolution,
     TabularModel,
     check_gamma,
@@ -24,6 +23,7 @@ from rlft.sources.frozenlake_q import (
     solve_q,
     success_probability,
 )
+from rlft.envs.frozenlake import ENV_ID, LakeMap, load_map
 
 
 @dataclass

@@ -7,9 +7,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rlft.hub.layout import data_files_config
+from rlft.datasets.layout import data_files_config
 
-TEMPLATES = resources.files("rlft.hub") / "templates"
+TEMPLATES = resources.files("rlft.datasets") / "templates"
 
 
 def size_category(n: int) -> str:
@@ -22,7 +22,7 @@ def size_category(n: int) -> str:
 
 @dataclass
 class CardSpec:
-    """What a card says. ``template`` names a file in ``rlft/hub/templates``; ``context`` fills it."""
+    """What a card says. ``template`` names a file in ``rlft/datasets/templates``; ``context`` fills it."""
 
     pretty_name: str
     template: str

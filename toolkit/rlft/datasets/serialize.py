@@ -23,10 +23,10 @@ from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.console import console, kv_table, progress, records_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
-from rlft.hub.card import CardSpec, message_text, read_extra_markdown
-from rlft.hub.folder import write_dataset_folder
-from rlft.hub.layout import SPLITS
-from rlft.records.offline import GLOSSARY, EpisodeChunk, build_records
+from rlft.datasets.card import CardSpec, message_text, read_extra_markdown
+from rlft.datasets.folder import write_dataset_folder
+from rlft.datasets.layout import SPLITS
+from rlft.datasets.offline import GLOSSARY, EpisodeChunk, build_records
 
 FORMATS = ("raw", "discretized", "tokenized", "binned")
 _SAMPLE_ROWS = 200_000  # rows kept to fit quantile bin edges; min/max rows are always added
@@ -170,8 +170,8 @@ def _episode(raw, structure: dict | None = None) -> Episode:
 def check_spaces(dataset) -> dict | None:
     """Both spaces checked before any episode is read (one line naming an unsupported space and its key path);
     returns the observation space's dict when it is structured (Dict, Tuple, MultiDiscrete, MultiBinary)."""
-    from rlft.codecs.spaces import describe_space, space_to_dict
     from rlft.codecs.structured import is_structured
+    from rlft.envs.spaces import describe_space, space_to_dict
 
     obs = space_to_dict(dataset.observation_space, "observation")
     act = space_to_dict(dataset.action_space, "action")
@@ -485,7 +485,7 @@ def _plot_returns(path: Path, scan: _Scan, splits, summary: dict) -> None:
 
 
 def _card(config: SerializeConfig, summary: dict, codec: Codec, splits, scan: _Scan, dataset) -> CardSpec:
-    from rlft.codecs.spaces import describe_space
+    from rlft.envs.spaces import describe_space
 
     first = next(iter(_iter_source(dataset, splits["train"][:1], check_spaces(dataset)))) if not scan.keep else \
         scan.episodes[int(splits["train"][0])]

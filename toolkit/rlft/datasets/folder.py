@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 
 from rlft.codecs.base import Codec
 from rlft.core.io import atomic_output_dir
-from rlft.hub.card import CardSpec, render_card
-from rlft.hub.layout import CARD_FILENAME, DATA_DIR, INFO_FILENAME, PLOTS_DIR, shard_path
+from rlft.datasets.card import CardSpec, render_card
+from rlft.datasets.layout import CARD_FILENAME, DATA_DIR, INFO_FILENAME, PLOTS_DIR, shard_path
 
 
 class DatasetFolderWriter:
@@ -227,7 +227,7 @@ def load_dataset_folder(root: str | os.PathLike):
     """
     import datasets
 
-    from rlft.hub.layout import SPLITS
+    from rlft.datasets.layout import SPLITS
 
     data = Path(root) / DATA_DIR
     found = sorted({p.name.split("-")[0] for p in data.glob("*.parquet")}, key=lambda s: (s not in SPLITS, s))

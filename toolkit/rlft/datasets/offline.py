@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from rlft.codecs.base import Codec
 from rlft.core.textfmt import format_fixed
-from rlft.records.textops import (
+from rlft.datasets.textops import (
     concat_text,
     fill_template,
     from_numpy,

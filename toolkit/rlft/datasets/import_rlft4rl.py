@@ -115,9 +115,9 @@ def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray):
 def import_rlft4rl(config: ImportConfig) -> dict:
     """Write the dataset folder for an RLFT4RL file; returns its summary."""
     from rlft.codecs.factory import make_codec
-    from rlft.hub.card import CardSpec
-    from rlft.hub.folder import write_dataset_folder
-    from rlft.records.offline import GLOSSARY, EpisodeChunk, build_records
+    from rlft.datasets.card import CardSpec
+    from rlft.datasets.folder import write_dataset_folder
+    from rlft.datasets.offline import GLOSSARY, EpisodeChunk, build_records
 
     if not 0.0 <= config.validation < 1.0:
         raise InvalidInputError(f"--validation must be in [0, 1), got {config.validation}")

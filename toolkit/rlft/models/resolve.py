@@ -1,6 +1,6 @@
 """Resolving and loading models: a local model folder (``rlft model init`` / ``fetch``, a training RUN) first,
 then a Hub id (which fails fast and clearly when offline; datasets are resolved the same way by
-:mod:`rlft.hub.datasets`)."""
+:mod:`rlft.datasets.loading`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
-from rlft.hub.datasets import hub_snapshot, looks_like_hub_id
+from rlft.datasets.loading import hub_snapshot, looks_like_hub_id
 
 MODEL_INFO_FILENAME = "rlft_model.json"  # what rlft model init / fetch write about the model in its folder
 

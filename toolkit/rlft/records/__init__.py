@@ -1,1 +1,0 @@
-"""Rows of prompt/completion records built from sources with a codec."""
