@@ -47,8 +47,8 @@ def build_model(work: Path, sft_steps: int) -> tuple[str, str]:
 def measure(setup, ks: list[int], episodes: int, seed: int) -> list[dict]:
     """One row per K: throughput of the same episodes with K vector envs, against the first K."""
     from rlft.envs.vector_envs import make_env_fns
-    from rlft.evaluate.rollout import rollout
     from rlft.policy.policies import default_action
+    from rlft.policy.rollout import rollout
 
     policy = setup.policy
     rows, base, reference = [], None, None

@@ -8,8 +8,8 @@ from typing import Any
 from rlft.core.errors import InvalidInputError, RlftError
 from rlft.envs.vector_envs import VideoSlots, check_video, make_env_fns
 from rlft.evaluate.config import EvalConfig, parse_policy_spec
-from rlft.evaluate.rollout import Agreement, RolloutResult, rollout
 from rlft.evaluate.setup import build_setup, check_sb3_spaces
+from rlft.policy.rollout import Agreement, RolloutResult, rollout
 
 
 def _keep_finished(config: EvalConfig, setup, result: RolloutResult, num_envs: int, exc: RlftError) -> RlftError:

@@ -91,6 +91,21 @@ class StageConfig:
                           "as a fraction of each dimension's range, on the held-out split when there is one) is at "
                           "most this; max_steps stays the cap. Checks every check_steps (10 if 0)."},
     )
+    check_episodes: int = field(
+        default=0,
+        metadata={"help": "Closed loop: every check_steps also play N episodes of the dataset's environment with the "
+                          "model being trained (decoded as rlft eval does; seeds apart from eval's) and log "
+                          "check_return (0: off).", "min": 0},
+    )
+    check_max_episode_steps: int | None = field(
+        default=None, metadata={"help": "Cut the check episodes at N steps (cheaper checks; default: the "
+                                        "environment's own limit).", "min": 1},
+    )
+    stop_at_return: float | None = field(
+        default=None,
+        metadata={"help": "Stop once the mean return of the check episodes reaches this (needs check_episodes); "
+                          "max_steps stays the cap."},
+    )
     check_states: int = field(default=256, metadata={"help": "Decision states checked (a seeded sample beyond)."})
     check_constrained: bool = field(
         default=True, metadata={"help": "Check with constrained decoding (rlft eval --constrained)."}

@@ -17,6 +17,7 @@ the dataset has one, and stop on ``stop_at_action_error`` rather than on accurac
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +131,21 @@ def decision_check(dataset, codec: Codec, max_states: int, seed: int, tolerance:
     return DecisionCheck(list(subset["prompt"]), correct, codec, tolerance, discrete, list(labels), split)
 
 
+@contextmanager
+def inference(model, tokenizer):
+    """The model in eval mode and the tokenizer's padding side as the trainer left them, for a check made in the
+    middle of training (generation pads left; the trainer's collator keeps its own side)."""
+    side = tokenizer.padding_side
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        tokenizer.padding_side = side
+        if was_training:
+            model.train()
+
+
 class DecisionDecoder:
     """Greedy decoding of a :class:`DecisionCheck`'s prompts with a (training) model, batched."""
 
@@ -151,26 +167,23 @@ class DecisionDecoder:
             return f"bins ({self.bins})"
         return "greedy, constrained" if self.table is not None else "greedy"
 
-    def texts(self, model) -> list[str]:
+    def backend(self, model):
+        """A fresh generation backend over ``model`` as it is now (answers are cached per backend, and the model
+        changes between checks)."""
+        if self.bins != "off":
+            from rlft.policy.bins import BinBackend
+
+            return BinBackend(model, self.tokenizer, self.check.codec, self.bins)
         from rlft.policy.generation import TransformersBackend
 
-        side = self.tokenizer.padding_side  # generation pads left; the trainer's collator keeps its own side
-        was_training = model.training
-        model.eval()
-        try:
-            if self.bins != "off":
-                from rlft.policy.bins import BinBackend
+        return TransformersBackend(model, self.tokenizer, self.max_new_tokens, token_table=self.table)
 
-                backend = BinBackend(model, self.tokenizer, self.check.codec, self.bins)
-            else:
-                backend = TransformersBackend(model, self.tokenizer, self.max_new_tokens, token_table=self.table)
+    def texts(self, model) -> list[str]:
+        with inference(model, self.tokenizer):
+            backend = self.backend(model)
             prompts = self.check.prompts
             return [t for i in range(0, len(prompts), self.batch_size)
                     for t in backend.generate(prompts[i : i + self.batch_size])]
-        finally:
-            self.tokenizer.padding_side = side
-            if was_training:
-                model.train()
 
     def measure(self, model) -> tuple[float, np.ndarray, dict[str, Any]]:
         """(accuracy, correct per state, the action-error figures of a continuous check, else {}) of one
@@ -191,7 +204,7 @@ class CriterionCallback(_callback_base()):
     (discrete actions) or once the action error is at most ``error_target`` (continuous actions)."""
 
     def __init__(self, check: DecisionCheck, every: int, target: float | None = None, constrained: bool = True,
-                 error_target: float | None = None):
+                 error_target: float | None = None, episodes: Any = None):
         if every < 1:
             raise InvalidInputError(f"--check-steps must be at least 1, got {every}")
         if target is not None and not 0.0 < target <= 1.0:
@@ -218,6 +231,8 @@ class CriterionCallback(_callback_base()):
         self._pending: dict[str, float] | None = None
         self.choices: Any = None  # discrete actions: every valid answer, scored for the policy's exact distribution
         self.signals: list[tuple[int, dict[str, float]]] = []
+        self.episodes = episodes  # a closed-loop ReturnCheck (rlft.train.closed_loop), or None
+        self.returns: list[tuple[int, dict[str, Any]]] = []
 
     def _measure(self, state, model, tokenizer, control, log: bool = True) -> None:
         if self.decoder is None:
@@ -231,11 +246,15 @@ class CriterionCallback(_callback_base()):
         signals = self._policy_signals(model, tokenizer)
         if signals:
             self.signals.append((step, signals))
+        played = self._play(model, tokenizer)
+        if played:
+            self.returns.append((step, played))
         if log:  # the trainer logs at the current step: a check made at step N is logged at step N
-            self._pending = {"decision_accuracy": accuracy, **signals,
+            self._pending = {"decision_accuracy": accuracy, **signals, **played,
                              **{k: v for k, v in errors.items() if not isinstance(v, list)}}
             control.should_log = True
-        if self._reached(accuracy, errors) and self.reached_at is None:
+        reached = self._reached(accuracy, errors) or (bool(played) and self.episodes.reached(played))
+        if reached and self.reached_at is None:
             self.reached_at = step
             control.should_training_stop = True
 
@@ -256,6 +275,13 @@ class CriterionCallback(_callback_base()):
         finally:
             tokenizer.padding_side = side
         return policy_signals(probs, self.check.correct, self.choices.actions)
+
+    def _play(self, model, tokenizer) -> dict[str, Any]:
+        """The closed-loop check's figures (:mod:`rlft.train.closed_loop`), {} when it is off."""
+        if self.episodes is None:
+            return {}
+        with inference(model, tokenizer):
+            return self.episodes.play(model, self.decoder.backend(model))
 
     def _reached(self, accuracy: float, errors: dict[str, Any]) -> bool:
         if self.target is not None:
@@ -299,6 +325,13 @@ class CriterionCallback(_callback_base()):
         if self.signals:  # [step, mean entropy, mean and worst-state probability of the correct actions]
             record["signal_history"] = [[step, round(v["policy_entropy"], 5), round(v["policy_correct_prob"], 5),
                                          round(v["policy_correct_prob_min"], 5)] for step, v in self.signals]
+        if self.episodes is not None:  # [step, mean return, min return, normalized score or None]
+            record["episodes"] = {**self.episodes.describe(), "history": [
+                [step, round(r["check_return"], 4), round(r["check_return_min"], 4),
+                 None if "check_normalized_score" not in r else round(r["check_normalized_score"], 3)]
+                for step, r in self.returns]}
+            if self.returns:
+                record["final_return"] = self.returns[-1][1]["check_return"]
         if not self.check.discrete:  # the action error, scaled to each dimension's range, beside the accuracy
             record.update(error_target=self.error_target, tolerance=self.check.tolerance,
                           **(self.errors[-1][1] if self.errors else {}),

@@ -296,6 +296,9 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
     if (config.stop_at_accuracy is not None or config.stop_at_action_error is not None) and every == 0:
         every = 10
     if every == 0:
+        if config.check_episodes or config.stop_at_return is not None:
+            raise InvalidInputError("--check-episodes and --stop-at-return play episodes every --check-steps N",
+                                    hint="e.g. --check-steps 500 --check-episodes 5")
         return None
     if not 0.0 <= config.check_tolerance < 1.0:
         raise InvalidInputError(f"--check-tolerance must be in [0, 1), got {config.check_tolerance}")
@@ -304,7 +307,19 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
     rows, split = check_rows(inputs)
     check = decision_check(rows, inputs.codec, config.check_states, config.seed, config.check_tolerance, split)
     return CriterionCallback(check, every, config.stop_at_accuracy, config.check_constrained,
-                             config.stop_at_action_error)
+                             config.stop_at_action_error, return_check(config, inputs))
+
+
+def return_check(config: StageConfig, inputs: StageInputs):
+    """The closed-loop check of ``config`` (:mod:`rlft.train.closed_loop`), or None without --check-episodes."""
+    if not config.check_episodes:
+        if config.stop_at_return is not None or config.check_max_episode_steps is not None:
+            raise InvalidInputError("--stop-at-return and --check-max-episode-steps need --check-episodes N")
+        return None
+    from rlft.train.closed_loop import ReturnCheck
+
+    return ReturnCheck(inputs.codec, config.check_episodes, config.seed, config.check_max_episode_steps,
+                       config.stop_at_return)
 
 
 HELD_OUT_SPLITS = ("validation", "test")
@@ -470,18 +485,32 @@ def final_accuracy_high(record: dict[str, Any]) -> bool:
 
 
 def criterion_line(record: dict[str, Any]) -> str:
-    """One line on whether training reached its criterion, and when."""
+    """One line on whether training reached its criterion, and when (the closed-loop check's return beside it)."""
+    line = _decision_line(record)
+    episodes = record.get("episodes")
+    if episodes and episodes["history"]:
+        step, mean, low, score = episodes["history"][-1]
+        line += (f"; closed loop at step {step}: return {mean:.4g} (min {low:.4g})"
+                 f"{'' if score is None else f', normalized {score:.1f}'} on {episodes['episodes']} episodes")
+        if episodes["target"] is not None:
+            line += (f" [green](return target {episodes['target']:g} reached at step {record['reached_at_step']})[/]"
+                     if record["reached"] and mean >= episodes["target"] else
+                     f" [red](return target {episodes['target']:g} not reached)[/]")
+    return line
+
+
+def _decision_line(record: dict[str, Any]) -> str:
     final = record["final_accuracy"]
     acc = "n/a" if final is None else f"{final:.3f}"
     if "action_error" in record or "error_target" in record:
         return action_error_line(record, acc)
     if record["target"] is None:
         return f"decision accuracy {acc} on {record['states']} states ({record['decoding']})"
-    if record["reached"]:
+    if record["reached"] and final is not None and final >= record["target"] - 1e-12:
         return (f"[green]criterion reached[/] at step {record['reached_at_step']}: decision accuracy {acc} >= "
                 f"{record['target']:g} on {record['states']} states ({record['decoding']})")
     return (f"[red]criterion NOT reached[/]: decision accuracy {acc} < {record['target']:g} on "
-            f"{record['states']} states at the step cap; wrong: {record['wrong_states'][:10]}")
+            f"{record['states']} states; wrong: {record['wrong_states'][:10]}")
 
 
 def prompt_token_metrics(train, tokenizer, conversational: bool, max_rows: int = 1000) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""The evaluation loop: a policy for N episodes over K vector environments.
+"""Running a policy for N episodes over K vector environments: the loop behind `rlft eval` and the closed-loop
+check while training.
 
 Episode ``i`` is always reset with seed ``seed + i``. Episodes go to free slots of a
 ``gymnasium.vector.SyncVectorEnv`` (autoreset disabled; finished slots are reset with ``reset_mask``) until
@@ -223,5 +224,3 @@ def _close_quietly(envs) -> None:
         warnings.simplefilter("ignore")
         envs.close()
 
-
-# -- assembling an evaluation -------------------------------------------------------------------------------
