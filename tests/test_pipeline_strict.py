@@ -88,3 +88,29 @@ def test_a_preset_sets_its_variables_unless_given(tmp_path):
     path.write_text(path.read_text().replace("quick: {steps_: 10,", "quick: {nope: 1, steps_: 10,"))
     with pytest.raises(InvalidInputError, match="sets unknown variables"):
         argv("quick=true")
+
+
+def test_variables_may_refer_to_variables_declared_in_any_order(tmp_path):
+    body = """
+        name: t
+        vars:
+          source: "{data_path}/{dataset_id}"
+          data_path: "{out}/minari"
+          dataset_id: "me/cartpole-seed{seed}-v0"
+          seed: 0
+        steps:
+          - command: data export-q frozenlake
+            args: {out: "{source}"}
+        seeds: [3]
+    """
+    runs = _runs(tmp_path, body)
+    argv = runs[0][1]
+    assert argv[argv.index("--out") + 1] == f"{tmp_path}/out/seed-3/minari/me/cartpole-seed3-v0"
+    with pytest.raises(InvalidInputError, match="refer to each other in a circle: a, b"):
+        _runs(tmp_path, """
+            name: t
+            vars: {a: "x{b}", b: "y{a}"}
+            steps:
+              - command: data export-q frozenlake
+                args: {out: "{out}/{a}"}
+        """)

@@ -90,8 +90,16 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def _resolve(variables: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]:
+    """The variables with every ``{name}`` of another variable filled in, however deep and in whatever order they
+    are declared (``source: "{data_path}/{dataset_id}"`` with ``data_path: "{out}/minari"``)."""
     merged = {**variables, **fixed}
-    return {k: _substitute(v, merged) for k, v in merged.items()}
+    for _ in range(len(merged) + 1):
+        resolved = {k: _substitute(v, merged) for k, v in merged.items()}
+        if resolved == merged:
+            return resolved
+        merged = resolved
+    circle = sorted(k for k, v in merged.items() if set(_undefined(v)) & set(merged))
+    raise InvalidInputError(f"pipeline variables refer to each other in a circle: {', '.join(circle)}")
 
 
 STEP_KEYS = ("command", "args", "enabled", "skip_if_exists", "force")
