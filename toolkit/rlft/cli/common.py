@@ -13,8 +13,9 @@ from typing import Any
 
 import typer
 
+from rlft.core.console import err_console
 from rlft.core.errors import FaultError, RlftError
-from rlft.core.io import release_outputs
+from rlft.core.io import release_outputs, restore_set_aside
 
 EXIT_USAGE = 2  # the input is wrong
 EXIT_FAULT = 1  # the disk, the network or a remote failed (FaultError)
@@ -57,8 +58,6 @@ def _redeliver_lost_interrupts(previous_hook, unraisable) -> None:
 
 def _put_back_set_aside() -> None:
     """A run that replaced an old one (--overwrite) did not complete: the old one returns, the unfinished goes."""
-    from rlft.core.console import err_console
-    from rlft.core.io import restore_set_aside
 
     restored = restore_set_aside()
     if restored:
@@ -73,8 +72,6 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from rlft.core.console import err_console
-
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, _terminate) if main else None
         previous_hook = sys.unraisablehook

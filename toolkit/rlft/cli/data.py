@@ -8,6 +8,7 @@ import typer
 
 from rlft.cli import data_minari, data_serialize
 from rlft.cli.common import command, finite
+from rlft.core.errors import InvalidInputError
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -37,7 +38,6 @@ def export_q(
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
     """Exact Q*(s,a) of FrozenLake by value iteration, as a Hub-layout dataset with prompts and a card."""
-    from rlft.core.errors import InvalidInputError
 
     if env.lower() not in EXPORT_Q_ENVS:
         raise InvalidInputError(f"export-q supports {', '.join(EXPORT_Q_ENVS)}, not {env!r}")
@@ -80,7 +80,6 @@ def import_(
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
     """Another tool's dataset file -> an rlft dataset folder (codec inferred and saved, card written)."""
-    from rlft.core.errors import InvalidInputError
 
     if source_format not in IMPORT_FORMATS:
         raise InvalidInputError(f"data import reads {', '.join(IMPORT_FORMATS)}, not {source_format!r}")

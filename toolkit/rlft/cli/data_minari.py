@@ -9,6 +9,8 @@ from pathlib import Path
 import typer
 
 from rlft.cli.common import command, finite
+from rlft.core.console import console, kv_table, progress
+from rlft.envs.registry import reference_scores
 
 # Its own group, whose commands ``rlft data`` takes in (rlft.cli.data): imports run one way.
 app = typer.Typer()
@@ -39,7 +41,6 @@ def collect(
                                           "with the dataset's folder, PATH/ID."),
 ) -> None:
     """Record policy rollouts as a Minari dataset (DataCollector), with seeds and reference scores."""
-    from rlft.core.console import console, kv_table, progress
     from rlft.core.seeding import limit_threads
     from rlft.sources.collect import CollectConfig, collect_to_minari, minari_root
 
@@ -56,7 +57,6 @@ def collect(
 
     import numpy as np
 
-    from rlft.envs.registry import reference_scores
 
     returns = np.array([s.episode_return for s in result.stats])
     ref = reference_scores(env)
@@ -81,7 +81,6 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Summarise a Minari dataset: episodes, steps, spaces, returns, normalized score, storage format."""
-    from rlft.core.console import console, kv_table
     from rlft.sources.minari_source import dataset_summary, load_minari
 
     summary = dataset_summary(load_minari(dataset, download=download))

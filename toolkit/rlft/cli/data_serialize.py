@@ -7,13 +7,14 @@ from pathlib import Path
 import typer
 
 from rlft.cli.common import command
+from rlft.core.console import console
+from rlft.core.errors import InvalidInputError
 
 # Its own group, whose commands ``rlft data`` takes in (rlft.cli.data): imports run one way.
 app = typer.Typer()
 
 
 def _fractions(text: str) -> tuple[float, float, float]:
-    from rlft.core.errors import InvalidInputError
 
     try:
         values = tuple(float(v) for v in text.split(","))
@@ -85,7 +86,6 @@ def push(
     token: str | None = typer.Option(None, help="Hub token (default: HF_TOKEN or the saved login)."),
 ) -> None:
     """Upload a dataset folder (Parquet, card, codec, plots) to the Hugging Face Hub."""
-    from rlft.core.console import console
     from rlft.datasets.push import push_dataset
 
     url = push_dataset(folder, repo_id, private=private, revision=revision, token=token)

@@ -15,7 +15,11 @@ import typer
 
 from rlft.cli.common import command, handle_errors
 from rlft.cli.options import with_field_options
+from rlft.core.console import console
+from rlft.core.errors import InvalidInputError
 from rlft.evaluate.config import EvalConfig
+from rlft.evaluate.verdict import verdicts
+from rlft.train.configs import merge_config
 
 app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
 
@@ -28,7 +32,6 @@ def _evaluate(ctx: typer.Context, **values: Any) -> None:
         typer.echo(ctx.get_help())
         raise typer.Exit(0 if len(ctx.args) == 0 else 2)
     from rlft.evaluate.runner import run_evaluation
-    from rlft.train.configs import merge_config
 
     config, _ = merge_config(EvalConfig, None, values, source="the command line")
     run_evaluation(config)
@@ -45,10 +48,7 @@ def compare(
 ) -> None:
     """Print evaluation reports side by side; for FrozenLake LLM reports, say whether the LLM matched the
     optimal policy (agreement 1.0 and success within noise of the exact optimal rate)."""
-    from rlft.core.console import console
-    from rlft.core.errors import InvalidInputError
     from rlft.evaluate.report import compare_table, load_report
-    from rlft.evaluate.verdict import verdicts
 
     loaded = [load_report(p) for p in reports]
     table, notes = compare_table(reports, loaded)

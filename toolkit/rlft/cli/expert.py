@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 
 from rlft.cli.common import command, finite
+from rlft.core.console import console, kv_table
+from rlft.envs.registry import normalized_score
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -32,7 +34,6 @@ def train(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing checkpoint."),
 ) -> None:
     """Train an SB3 expert, evaluate it, and save FILE.zip + FILE.json."""
-    from rlft.core.console import console, kv_table
     from rlft.sources.experts import ExpertConfig, train_expert
 
     config = ExpertConfig(
@@ -60,9 +61,7 @@ def evaluate(
     num_envs: int = typer.Option(8, "--num-envs", help="Envs stepped together with batched inference."),
 ) -> None:
     """Evaluate a saved expert: mean/std return and normalized score."""
-    from rlft.core.console import console, kv_table
     from rlft.core.seeding import limit_threads
-    from rlft.envs.registry import normalized_score
     from rlft.sources.experts import evaluate_expert
 
     limit_threads()

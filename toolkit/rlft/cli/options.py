@@ -22,6 +22,8 @@ import typer
 from rich.markup import escape
 
 from rlft.cli.common import command, finite
+from rlft.core.errors import InvalidInputError
+from rlft.train.configs import _strip_optional, build_config, merge_config
 
 CONFIG_OPTION = typer.Option(None, "--config", help="YAML config (e.g. pipelines/sft.yaml); flags win.")
 # Flags the stage does not declare are the fields of TRL's own config class (--weight-decay 0.01, --optim
@@ -31,7 +33,6 @@ TRL_FLAGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 def _base_type(tp) -> Any:
     """The option type of a field type: Optional stripped, lists as their comma-separated text."""
-    from rlft.train.configs import _strip_optional
 
     base, _ = _strip_optional(tp)
     if typing.get_origin(base) in (list, tuple):
@@ -89,19 +90,14 @@ def config_command(app: typer.Typer, name: str, cls, run: Callable[[Any, typer.C
     """Register ``name`` on ``app``: its options are ``cls``'s fields (and ``--config FILE`` when ``section``
     names the YAML section of a stage), ``run(config, ctx)`` gets the merged config. ``trl_flags``: flags the
     stage does not declare go to TRL's parser over the stage's TRL config class."""
-    from rlft.train.configs import merge_config
 
     def impl(ctx: typer.Context, **values: Any) -> None:
         if section is not None:
-            from rlft.train.configs import build_config
-
             config_file = values.pop("config", None)
             config, _ = build_config(cls, section, config_file, values, ctx.args if trl_flags else None)
         else:
             missing = [f.name for f in dataclasses.fields(cls) if _default_missing(f) and values.get(f.name) is None]
             if missing:
-                from rlft.core.errors import InvalidInputError
-
                 raise InvalidInputError(f"missing {', '.join('--' + n.replace('_', '-') for n in missing)}",
                                         hint=f"see {ctx.command_path} --help")
             config, _ = merge_config(cls, None, values, source="the command line")

@@ -28,6 +28,8 @@ from typing import Any
 import typer
 
 from rlft.cli.common import command
+from rlft.cli.train import check_trl_flags
+from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import read_yaml_mapping
 
@@ -252,8 +254,6 @@ def parse_step(argv: list[str], root) -> None:
                                    resilient_parsing=group)
     _refuse_repeated_scalars(command, words)
     if ctx.args:  # flags the command does not declare: train sft|grpo hands them to TRL's parser
-        from rlft.cli.train import check_trl_flags
-        from rlft.core.errors import InvalidInputError
 
         try:
             check_trl_flags(ctx.info_name, list(ctx.args))
@@ -356,7 +356,6 @@ def run(
 ) -> None:
     """Run every step of a pipeline file, in order, as the rlft commands it names (once per seed for an
     experiment recipe, then its final steps)."""
-    from rlft.core.console import console
 
     root = ctx.find_root().command  # the rlft group this command runs under: each step runs through it
 

@@ -7,6 +7,9 @@ from pathlib import Path
 import typer
 
 from rlft.cli.common import command
+from rlft.core.console import console
+from rlft.results.render import pages as default_pages
+from rlft.results.render import render_readme, table_markdown
 
 app = typer.Typer(no_args_is_help=True)
 _RESULTS_DIR = typer.Option(Path("results"), "--results-dir", help="Folder of committed results.")
@@ -24,7 +27,6 @@ def record(
     results_dir: Path = _RESULTS_DIR,
 ) -> None:
     """Write RESULTS_DIR/NAME/seed-SEED.json from the seed's reports, runs and datasets (no weights)."""
-    from rlft.core.console import console
     from rlft.results.record import parse_labelled, write_seed_record
 
     path = write_seed_record(name, seed, parse_labelled(report, "report"), parse_labelled(run, "run"), results_dir,
@@ -41,8 +43,6 @@ def summarize(
     results_dir: Path = _RESULTS_DIR,
 ) -> None:
     """Aggregate every recorded seed into RESULTS_DIR/NAME/summary.json and summary.png."""
-    from rlft.core.console import console
-    from rlft.results.render import table_markdown
     from rlft.results.summary import summarize as run_summary
 
     summary = run_summary(name, results_dir, title, description, reproduce)
@@ -62,9 +62,6 @@ def render(
     check: bool = typer.Option(False, "--check", help="Only report blocks that differ from results/ (exit 1)."),
 ) -> None:
     """Re-render every <!-- results:NAME --> block of the README and the docs pages from RESULTS_DIR."""
-    from rlft.core.console import console
-    from rlft.results.render import pages as default_pages
-    from rlft.results.render import render_readme
 
     targets = [*(pages or []), *([readme] if readme else [])] or default_pages(Path("."))
     stale = []

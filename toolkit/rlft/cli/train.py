@@ -13,6 +13,8 @@ import typer
 
 from rlft.cli import train_bc, train_online
 from rlft.cli.options import config_command
+from rlft.core.errors import InvalidInputError
+from rlft.train.configs import parse_trl_flags
 from rlft.train.grpo_config import GRPOStageConfig
 from rlft.train.sft_config import SFTStageConfig
 
@@ -45,8 +47,6 @@ config_command(app, "grpo", GRPOStageConfig, _run_grpo, section="grpo", trl_flag
 def check_trl_flags(command: str, args: list[str]) -> None:
     """What ``rlft pipeline run`` checks before any step runs: the flags of ``train sft|grpo`` that rlft does not
     declare are fields of TRL's config class (InvalidInputError naming the first that is not)."""
-    from rlft.core.errors import InvalidInputError
-    from rlft.train.configs import parse_trl_flags
 
     stages = {"sft": SFTStageConfig, "grpo": GRPOStageConfig}
     if command not in stages:

@@ -17,6 +17,8 @@ import numpy as np
 
 from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError, RlftError
+from rlft.core.io import read_json_mapping
+from rlft.envs.registry import ensure_registered
 from rlft.envs.spaces import space_from_dict, space_to_dict
 
 CODEC_FILENAME = "rlft_codec.json"
@@ -124,7 +126,6 @@ class Codec(ABC):
         """The gymnasium environment this codec's data came from (evaluation and env rewards use it)."""
         import gymnasium as gym
 
-        from rlft.envs.registry import ensure_registered
 
         if not self.env_id:
             raise InvalidInputError("this codec records no env id", hint="pass the environment explicitly")
@@ -223,6 +224,5 @@ def load_codec(path: str | os.PathLike) -> Codec:
         raise InvalidInputError(
             f"no codec file at {file}", hint="pass an rlft dataset folder (it holds rlft_codec.json)"
         )
-    from rlft.core.io import read_json_mapping
 
     return codec_from_dict(read_json_mapping(file, "codec file"), f"codec file {file}")

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError, WriteFaultError
 
 _REASONS = {
@@ -132,7 +133,6 @@ def warn_leftovers(out: Path) -> None:
     """Name them (another run writing the same folder right now would own one, so nothing is deleted)."""
     found = leftovers(out)
     if found:
-        from rlft.core.console import err_console
 
         err_console.print(f"[yellow]Warning:[/] {len(found)} temporary folder(s) of an interrupted run beside "
                           f"{out}: {', '.join(p.name for p in found)}; remove them if no other run is writing "
@@ -295,7 +295,6 @@ def staged_text(path: str | os.PathLike | None, text: str, option: str = "--out"
 
 def read_text_file(path: str | os.PathLike, what: str = "file") -> str:
     """A UTF-8 text file's content; one clear error when it is missing, a folder, unreadable or binary."""
-    from rlft.core.errors import InvalidInputError
 
     path = Path(path)
     if not path.exists():
@@ -314,7 +313,6 @@ def read_json_mapping(path: str | os.PathLike, what: str = "JSON file") -> dict:
     """A JSON file that must hold an object, with one clear error for anything else."""
     import json
 
-    from rlft.core.errors import InvalidInputError
 
     text = read_text_file(path, what)
     try:
@@ -330,7 +328,6 @@ def read_yaml_mapping(path: str | os.PathLike, expected: str = "a mapping") -> d
     """A YAML file that must hold a mapping, with one clear error for invalid YAML or another shape."""
     import yaml
 
-    from rlft.core.errors import InvalidInputError
 
     path = Path(path)
     try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rlft.core.io import atomic_write_file
+
 
 def figure(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (6.0, 4.0)):
     """(figure, axes) like ``pyplot.subplots``: ``axes`` is one Axes, or an array of them."""
@@ -20,6 +22,5 @@ def figure(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (6.0, 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
     """Write ``fig`` as PNG through a temporary file and a rename (a reader never sees half an image)."""
-    from rlft.core.io import atomic_write_file
 
     return atomic_write_file(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))

@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rlft.core.io import read_text_file
 from rlft.datasets.layout import data_files_config
 
 TEMPLATES = resources.files("rlft.datasets") / "templates"
@@ -84,7 +85,6 @@ def read_extra_markdown(path: str | Path | None) -> str:
     """Dataset-specific prose for a card (a file under ``datasets_cards/``); empty when not given."""
     if not path:
         return ""
-    from rlft.core.io import read_text_file
 
     return read_text_file(path, "--card-extra file")
 

@@ -15,9 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rlft.codecs.base import Codec
+from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir
 from rlft.datasets.card import CardSpec, render_card
-from rlft.datasets.layout import CARD_FILENAME, DATA_DIR, INFO_FILENAME, PLOTS_DIR, shard_path
+from rlft.datasets.layout import CARD_FILENAME, DATA_DIR, INFO_FILENAME, PLOTS_DIR, SPLITS, shard_path
 
 
 class DatasetFolderWriter:
@@ -199,7 +200,6 @@ class write_dataset_folder:  # noqa: N801 - used like ``open``
 
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None, memory_map: bool = False):
     """One Parquet shard as an Arrow table; a damaged or foreign file is one clear error naming it."""
-    from rlft.core.errors import InvalidInputError
 
     try:
         return pq.read_table(path, columns=columns, memory_map=memory_map)
@@ -210,7 +210,6 @@ def read_parquet(path: str | os.PathLike, columns: list[str] | None = None, memo
 
 def read_parquet_schema(path: str | os.PathLike):
     """The schema of one Parquet shard, with the same error as :func:`read_parquet`."""
-    from rlft.core.errors import InvalidInputError
 
     try:
         return pq.read_schema(path)
@@ -227,12 +226,10 @@ def load_dataset_folder(root: str | os.PathLike):
     """
     import datasets
 
-    from rlft.datasets.layout import SPLITS
 
     data = Path(root) / DATA_DIR
     found = sorted({p.name.split("-")[0] for p in data.glob("*.parquet")}, key=lambda s: (s not in SPLITS, s))
     if not found:
-        from rlft.core.errors import InvalidInputError
 
         raise InvalidInputError(f"no Parquet data under {data}", hint="pass an rlft dataset folder")
     splits = {}

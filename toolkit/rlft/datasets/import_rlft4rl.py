@@ -20,6 +20,7 @@ import numpy as np
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
+from rlft.envs.registry import make_env
 
 _OBS = re.compile(r"<observation>(.*?)</observation>", re.S)
 _ACT = re.compile(r"<action>(.*?)</action>", re.S)
@@ -92,7 +93,6 @@ def read_rlft4rl(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray):
-    from rlft.envs.registry import make_env
 
     env = make_env(env_id)
     obs_space, act_space = env.observation_space, env.action_space

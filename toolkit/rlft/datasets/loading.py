@@ -14,9 +14,11 @@ import numpy as np
 
 from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.core.io import read_json_mapping
 from rlft.core.net import hub_endpoint, hub_offline
-from rlft.datasets.folder import read_parquet, read_parquet_schema
+from rlft.datasets.folder import load_dataset_folder, read_parquet, read_parquet_schema
 from rlft.datasets.layout import DATA_DIR, INFO_FILENAME
+from rlft.datasets.push import check_hub_online
 
 # Resolving names: local folders first, then the Hub (its cache, or fail fast offline). Models use it too.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -56,7 +58,6 @@ def hub_snapshot(repo_id: str, repo_type: str) -> str:
             f"{what} {repo_id!r} is not a local folder, and HF_HUB_OFFLINE is set so the Hub is not asked",
             hint=f"pass a local {what} folder" + (" (rlft model init / rlft model fetch)" if what == "model" else ""),
         )
-    from rlft.datasets.push import check_hub_online
 
     try:
         check_hub_online()
@@ -73,7 +74,6 @@ def hub_snapshot(repo_id: str, repo_type: str) -> str:
 
 def load_dataset_dict(local: Path):
     """A local rlft dataset folder as a DatasetDict (read from its Parquet shards, no stale cache)."""
-    from rlft.datasets.folder import load_dataset_folder
 
     try:
         return load_dataset_folder(local)
@@ -138,7 +138,6 @@ def observations_actions(path: str | os.PathLike, split: str = "train") -> tuple
 
 def dataset_info(path: str | os.PathLike) -> dict:
     """The dataset's ``rlft_info.json`` ({} when the folder has none; a damaged one is an error)."""
-    from rlft.core.io import read_json_mapping
 
     file = Path(path) / INFO_FILENAME
     return read_json_mapping(file, "dataset info file") if file.exists() else {}

@@ -19,14 +19,20 @@ import numpy as np
 
 from rlft.codecs.base import Codec
 from rlft.codecs.discretized import EDGE_SOURCES
+from rlft.codecs.factory import codec_fits_on_data, make_codec
+from rlft.codecs.numeric import PROFILES, SEPARATORS
+from rlft.codecs.structured import flatten, is_structured
 from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.console import console, kv_table, progress, records_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
+from rlft.core.plotting import figure, save_figure
 from rlft.datasets.card import CardSpec, message_text, read_extra_markdown
 from rlft.datasets.folder import write_dataset_folder
 from rlft.datasets.layout import SPLITS
 from rlft.datasets.offline import GLOSSARY, EpisodeChunk, build_records
+from rlft.envs.spaces import describe_space, space_to_dict
+from rlft.sources.minari_source import datasets_root, iterate_episodes, load_minari
 
 FORMATS = ("raw", "discretized", "tokenized", "binned")
 _SAMPLE_ROWS = 200_000  # rows kept to fit quantile bin edges; min/max rows are always added
@@ -88,7 +94,6 @@ def validate_config(config: SerializeConfig) -> None:
 
 def serialize_inputs(config: SerializeConfig) -> list[tuple[str, str | Path | None]]:
     """The local files and folders serialize reads: ``--out`` must stay clear of them."""
-    from rlft.sources.minari_source import datasets_root
 
     source = Path(config.source).expanduser()
     if not source.exists() and "/" in config.source and not Path(config.source).is_absolute():
@@ -119,7 +124,6 @@ def _check_prompt_options(config: SerializeConfig) -> None:
 
 def _check_codec_options(config: SerializeConfig) -> None:
     """The codec's options, whatever the format (a --bins 0 beside --format raw is a mistake too)."""
-    from rlft.codecs.numeric import PROFILES, SEPARATORS
 
     if not 0 <= config.precision <= 6:
         raise InvalidInputError("--precision must be in 0..6")
@@ -160,7 +164,6 @@ def split_episodes(ids: np.ndarray, fractions, seed: int) -> dict[str, np.ndarra
 
 def _episode(raw, structure: dict | None = None) -> Episode:
     """An episode as arrays; a structured observation space's (Dict, Tuple...) observations as flat rows."""
-    from rlft.codecs.structured import flatten
 
     obs = np.asarray(raw.observations) if structure is None else flatten(structure, raw.observations, single=False)
     return Episode(int(raw.id), obs, np.asarray(raw.actions), np.asarray(raw.rewards),
@@ -170,8 +173,6 @@ def _episode(raw, structure: dict | None = None) -> Episode:
 def check_spaces(dataset) -> dict | None:
     """Both spaces checked before any episode is read (one line naming an unsupported space and its key path);
     returns the observation space's dict when it is structured (Dict, Tuple, MultiDiscrete, MultiBinary)."""
-    from rlft.codecs.structured import is_structured
-    from rlft.envs.spaces import describe_space, space_to_dict
 
     obs = space_to_dict(dataset.observation_space, "observation")
     act = space_to_dict(dataset.action_space, "action")
@@ -265,7 +266,6 @@ class _Scan:
 
 
 def _iter_source(dataset, ids, structure: dict | None = None) -> Iterator[Episode]:
-    from rlft.sources.minari_source import iterate_episodes
 
     source = dataset.storage.metadata.get("dataset_id", "")
     for raw in iterate_episodes(dataset, source, [int(i) for i in ids]):
@@ -287,7 +287,6 @@ def _batches(episodes: Iterable[Episode], chunk_steps: int) -> Iterator[list[Epi
 
 def make_dataset_codec(config: SerializeConfig, dataset, scan: _Scan | None) -> Codec:
     """The codec of ``config`` for ``dataset``, fitted on ``scan``'s sample (None: a codec that fits on nothing)."""
-    from rlft.codecs.factory import make_codec
 
     env_spec = dataset.spec.env_spec
     obs, act = scan.sample() if scan is not None else (None, None)
@@ -334,8 +333,6 @@ def check_observation_size(space, allow_large: bool) -> None:
 
 def serialize(config: SerializeConfig) -> dict:
     """Write the dataset folder for ``config`` and return its summary (also printed as tables)."""
-    from rlft.codecs.factory import codec_fits_on_data
-    from rlft.sources.minari_source import load_minari
 
     validate_config(config)
     dataset = load_minari(config.source, download=config.download)
@@ -468,7 +465,6 @@ def _normalized(dataset, returns: np.ndarray) -> float | None:
 
 
 def _plot_returns(path: Path, scan: _Scan, splits, summary: dict) -> None:
-    from rlft.core.plotting import figure, save_figure
 
     fig, (ax1, ax2) = figure(1, 2, figsize=(10, 3.6))
     for name, ids in splits.items():
@@ -485,7 +481,6 @@ def _plot_returns(path: Path, scan: _Scan, splits, summary: dict) -> None:
 
 
 def _card(config: SerializeConfig, summary: dict, codec: Codec, splits, scan: _Scan, dataset) -> CardSpec:
-    from rlft.envs.spaces import describe_space
 
     first = next(iter(_iter_source(dataset, splits["train"][:1], check_spaces(dataset)))) if not scan.keep else \
         scan.episodes[int(splits["train"][0])]

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.io import read_text_file
 
 ENV_ID = "FrozenLake-v1"
 CELLS = frozenset("SFHG")
@@ -82,7 +83,6 @@ def load_map(spec: str) -> LakeMap:
         return LakeMap(spec, tuple(MAPS[spec]))
     path = Path(spec)
     if path.is_file():
-        from rlft.core.io import read_text_file
 
         return LakeMap(path.name, validate_rows(read_text_file(path, "map file").splitlines(), str(path)))
     raise InvalidInputError(

@@ -6,7 +6,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from rlft.core.errors import InvalidInputError
+from rlft.core.errors import InvalidInputError, MissingDependencyError, require
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,6 @@ def ensure_registered(env_id: str) -> None:
         import importlib.util
 
         if importlib.util.find_spec("mujoco") is None:
-            from rlft.core.errors import MissingDependencyError
 
             raise MissingDependencyError(f"{env_id} needs MuJoCo, which is not installed",
                                          hint='install it with: pip install "rlft[mujoco]"')
@@ -96,7 +95,6 @@ def ensure_registered(env_id: str) -> None:
         return
     for prefixes, module, extra in ENV_PACKAGES:
         if env_id.startswith(prefixes):
-            from rlft.core.errors import require
 
             with contextlib.redirect_stderr(io.StringIO()):  # it prints a notice about old Adroit versions
                 require(module, extra=extra)

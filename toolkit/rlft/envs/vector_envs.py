@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from rlft.core.errors import InvalidInputError, MissingDependencyError
+from rlft.envs.spaces import describe_space, space_to_dict
 
 
 def spaces_mismatch(codec_space: dict, env_space) -> str | None:
     """How a codec's space dict differs from an environment's space, or None when they match."""
-    from rlft.envs.spaces import space_to_dict
 
     try:
         env = env_space if isinstance(env_space, dict) else space_to_dict(env_space)
@@ -36,7 +36,6 @@ def _where(path: str) -> str:
 
 def _described(codec_space: dict, env: dict, path: str) -> str:
     """Both spaces, described in full."""
-    from rlft.envs.spaces import describe_space
 
     return f"{_where(path)}{describe_space(codec_space)} vs {describe_space(env)}"
 
@@ -66,7 +65,6 @@ def _text_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
 
 def _discrete_mismatch(codec_space: dict, env: dict, path: str) -> str | None:
     """Discrete spaces: the same size and start (a codec space without ``start`` starts at 0)."""
-    from rlft.envs.spaces import describe_space
 
     if (codec_space["n"], codec_space.get("start", 0)) != (env["n"], env["start"]):
         return f"{_where(path)}{describe_space(codec_space)} (start {codec_space.get('start', 0)}) vs " \

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
+from rlft.datasets.layout import DATA_DIR
+from rlft.datasets.loading import column_array, dataset_dir, load_dataset_codec, read_split
 from rlft.policy.policies import Policy
 from rlft.train.criterion import action_errors, action_scale, error_summary
 from rlft.train.stage import HELD_OUT_SPLITS
@@ -26,8 +28,6 @@ BATCH = 256
 def held_out_rows(dataset: str, seed: int, max_rows: int = MAX_ROWS) -> tuple[np.ndarray, np.ndarray, str]:
     """(observations, recorded actions, split) of up to ``max_rows`` rows of the dataset's held-out split, a
     seeded sample when it has more."""
-    from rlft.datasets.layout import DATA_DIR
-    from rlft.datasets.loading import column_array, dataset_dir, load_dataset_codec, read_split
 
     root = dataset_dir(dataset)
     codec = load_dataset_codec(root)

@@ -11,7 +11,13 @@ from typing import Any
 
 import numpy as np
 
+import rlft
+from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
+from rlft.core.io import atomic_write_text, read_json_mapping
+from rlft.core.plotting import figure, save_figure
+from rlft.envs.frozenlake import map_rows
+from rlft.envs.registry import normalized_score, reference_scores
 
 REPORT_VERSION = 1
 # Fields that measure the machine, not the policy: they differ between two otherwise identical runs.
@@ -49,7 +55,6 @@ def _versions() -> dict[str, str]:
 
     import gymnasium
 
-    import rlft
 
     versions = {"rlft": rlft.__version__, "gymnasium": gymnasium.__version__}
     for name in ("torch", "transformers", "stable_baselines3"):
@@ -61,7 +66,6 @@ def _versions() -> dict[str, str]:
 
 def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
     """The report dict (JSON-able; the schema is tested)."""
-    from rlft.envs.registry import normalized_score, reference_scores
 
     eps = result.episodes
     returns = np.array([e.episode_return for e in eps], dtype=np.float64)
@@ -161,7 +165,6 @@ def _policy_map(setup, result) -> dict[str, Any] | None:
     optimal actions (from the dataset's exact Q-values)."""
     if setup.qtable is None:
         return None
-    from rlft.envs.frozenlake import map_rows
 
     rows = map_rows(setup.env_kwargs)
     return {
@@ -172,7 +175,6 @@ def _policy_map(setup, result) -> dict[str, Any] | None:
 
 
 def atomic_write_json(path: Path, data: Any) -> Path:
-    from rlft.core.io import atomic_write_text
 
     return atomic_write_text(path, json.dumps(data, indent=2, default=_default) + "\n")
 
@@ -208,7 +210,6 @@ def write_report(report: dict[str, Any], out: Path) -> dict[str, str]:
 
 
 def plot_returns(report: dict[str, Any], path: Path) -> None:
-    from rlft.core.plotting import figure, save_figure
 
     returns = np.asarray(report["returns"], dtype=float)
     fig, (ax1, ax2) = figure(1, 2, figsize=(10, 3.6))
@@ -236,7 +237,6 @@ def plot_policy_map(report: dict[str, Any], path: Path) -> None:
     where they differ; holes dark, the goal green; unvisited states marked with a dot."""
     from matplotlib.patches import Rectangle
 
-    from rlft.core.plotting import figure, save_figure
 
     pm = report["policy_map"]
     rows = pm["rows"]
@@ -315,7 +315,6 @@ def _fmt(value) -> str:
 
 
 def print_report(report: dict[str, Any]) -> None:
-    from rlft.core.console import console, kv_table
 
     rows = [(label, _fmt(report.get(key))) for key, label in SUMMARY_ROWS if report.get(key) is not None]
     if report.get("codec"):
@@ -343,7 +342,6 @@ def without_timings(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_report(path: str | os.PathLike) -> dict[str, Any]:
-    from rlft.core.io import read_json_mapping
 
     data = read_json_mapping(path, "report")
     if "rlft_report_version" not in data:
@@ -369,7 +367,6 @@ def headline(report: dict[str, Any]) -> tuple[str, float, float]:
 def plot_compare(names: list[str], reports: list[dict[str, Any]], path: Path) -> Path:
     """One PNG: each report's headline metric as a bar with its standard error (and the exact optimal rate of a
     FrozenLake evaluation as a line)."""
-    from rlft.core.plotting import figure, save_figure
 
     values = [headline(r) for r in reports]
     labels = {label for label, _, _ in values}

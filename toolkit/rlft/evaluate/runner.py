@@ -5,17 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlft.core.console import console, progress
 from rlft.core.errors import InvalidInputError, RlftError
+from rlft.core.io import check_output_file
+from rlft.core.seeding import limit_threads, seed_everything
+from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import VideoSlots, check_video, make_env_fns
+from rlft.evaluate.actions import held_out_rows, policy_action_error
 from rlft.evaluate.config import EvalConfig, parse_policy_spec
+from rlft.evaluate.report import build_report, print_report, write_report
 from rlft.evaluate.setup import build_setup, check_sb3_spaces
+from rlft.policy.policies import default_action
 from rlft.policy.rollout import Agreement, RolloutResult, rollout
+from rlft.sources.experts import load_expert
 
 
 def _keep_finished(config: EvalConfig, setup, result: RolloutResult, num_envs: int, exc: RlftError) -> RlftError:
     """Write the report of the episodes finished before ``exc`` (marked incomplete) and return the error to
     raise, which says where they are."""
-    from rlft.evaluate.report import build_report, write_report
 
     if config.out is None or not result.episodes:
         return exc
@@ -28,8 +35,6 @@ def _keep_finished(config: EvalConfig, setup, result: RolloutResult, num_envs: i
 
 def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     """Build everything, run the episodes, write and print the report; return the report dict."""
-    from rlft.core.seeding import limit_threads, seed_everything
-    from rlft.evaluate.report import build_report, print_report, write_report
 
     _check_config(config)
     limit_threads()
@@ -62,14 +67,11 @@ def _held_out_rows(config: EvalConfig):
     """--action-error's held-out rows (read before the episodes, so a bad dataset fails first), or None."""
     if config.action_error is None:
         return None
-    from rlft.evaluate.actions import held_out_rows
 
     return held_out_rows(config.action_error, config.seed)
 
 
 def _action_error(setup, held_out) -> dict[str, Any]:
-    from rlft.envs.spaces import space_to_dict
-    from rlft.evaluate.actions import policy_action_error
 
     observations, actions, split = held_out
     space = space_to_dict(setup.action_space, "action")
@@ -92,7 +94,6 @@ def _check_config(config: EvalConfig) -> None:
         out = Path(config.out)
         if out.suffix.lower() != ".json":
             raise InvalidInputError(f"--out must be a .json file, got {out}")
-        from rlft.core.io import check_output_file
 
         check_output_file(out, config.overwrite, inputs=[
             ("--policy", parse_policy_spec(config.policy)[1]), ("--codec", config.codec), ("--expert", config.expert),
@@ -103,7 +104,6 @@ def _load_expert_model(config: EvalConfig):
     """The SB3 model of --expert (to measure agreement against), or None."""
     if config.expert is None:
         return None
-    from rlft.sources.experts import load_expert
 
     expert_model, _ = load_expert(config.expert)
     return expert_model
@@ -128,7 +128,6 @@ def _video_slots(config: EvalConfig, setup, num_envs: int) -> VideoSlots | None:
 
 def _print_setup(setup) -> None:
     """Print the setup's notes and the constrained-decoding precompute summary."""
-    from rlft.core.console import console
 
     for note in setup.notes:
         console.print(f"[yellow]note:[/] {note}")
@@ -141,8 +140,6 @@ def _print_setup(setup) -> None:
 def _run_episodes(config: EvalConfig, setup, env_fns, agreement: Agreement | None, video: VideoSlots | None,
                   num_envs: int) -> RolloutResult:
     """Roll the policy out under a progress bar; the policy is closed whatever happens."""
-    from rlft.core.console import progress
-    from rlft.policy.policies import default_action
 
     result = RolloutResult([], 0.0, 0.0, 0.0, 0)
     try:

@@ -9,9 +9,30 @@ from typing import Any
 
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
+from rlft.datasets.frozenlake_q.table import QTable
+from rlft.datasets.loading import dataset_dir, dataset_info, has_q_values, load_dataset_codec
+from rlft.envs.registry import check_env_id, ensure_registered
+from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import check_spaces
 from rlft.evaluate.config import BACKENDS, EvalConfig, parse_policy_spec
-from rlft.policy.policies import Policy
+from rlft.models.run import load_policy_model, read_run_info
+from rlft.policy.backbone import load_online
+from rlft.policy.bc import BCPolicy
+from rlft.policy.bins import BinBackend, resolve_bin_decoding
+from rlft.policy.constrained import build_token_table
+from rlft.policy.generation import TransformersBackend, default_max_new_tokens
+from rlft.policy.llm_policy import LLMPolicy, load_few_shot
+from rlft.policy.openai_backend import OpenAIBackend
+from rlft.policy.policies import (
+    ConstantPolicy,
+    ExpertPolicy,
+    Policy,
+    RandomPolicy,
+    TablePolicy,
+    default_action,
+    parse_action_value,
+)
+from rlft.sources.experts import load_expert
 
 
 @dataclass
@@ -29,14 +50,12 @@ class Setup:
 
 
 def _load_codec_from(path: str) -> Codec:
-    from rlft.datasets.loading import load_dataset_codec
 
     return load_dataset_codec(path)
 
 
 def _resolve_env(config: EvalConfig, codec: Codec | None, fallback_env: str | None,
                  fallback_kwargs: dict | None) -> tuple[str, dict]:
-    from rlft.envs.registry import check_env_id
 
     env_id = config.env_id or (codec.env_id if codec is not None else None) or fallback_env
     if not env_id:
@@ -52,7 +71,6 @@ def _resolve_env(config: EvalConfig, codec: Codec | None, fallback_env: str | No
 def _env_spaces(env_id: str, env_kwargs: dict):
     import gymnasium as gym
 
-    from rlft.envs.registry import ensure_registered
 
     ensure_registered(env_id)  # first: a missing package is its own one-line error with the install command
     try:
@@ -122,17 +140,14 @@ class _LoadedBaseline:
 def _load_baseline(kind: str, arg: str | None) -> _LoadedBaseline:
     """Load the file of a ``bc:``, ``expert:`` or ``online:`` policy (nothing to load for the others)."""
     if kind == "bc":
-        from rlft.policy.bc import BCPolicy
 
         bc_policy = BCPolicy(arg)
         return _LoadedBaseline(bc_policy.info.get("env_id"), bc_policy.info.get("env_kwargs"), bc_policy=bc_policy)
     if kind == "expert":
-        from rlft.sources.experts import load_expert
 
         path = Path(arg)
         model, metadata = load_expert(path)
     elif kind == "online":
-        from rlft.policy.backbone import load_online
 
         path = Path(arg)
         model, metadata = load_online(path)
@@ -145,15 +160,12 @@ def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _Lo
                      codec_source: str | None, qtable, env_id: str, obs_space, act_space) -> Policy:
     """The policy of a non-LLM --policy, checked against the environment's spaces."""
     if kind == "random":
-        from rlft.policy.policies import RandomPolicy
 
         return RandomPolicy(act_space, config.seed)
     if kind == "constant":
-        from rlft.policy.policies import ConstantPolicy, parse_action_value
 
         return ConstantPolicy(act_space, parse_action_value(arg, act_space, codec) if arg else None)
     if kind in ("expert", "online"):
-        from rlft.policy.policies import ExpertPolicy
 
         path, model, metadata = loaded.sb3
         policy = ExpertPolicy(model, metadata, str(path))
@@ -168,13 +180,11 @@ def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _Lo
     if qtable is None:
         raise InvalidInputError(f"--policy q-greedy: {codec_source} holds no Q-values (state, q_values, "
                                 "optimal_actions columns)", hint="make one with rlft data export-q frozenlake")
-    from rlft.policy.policies import TablePolicy
 
     return TablePolicy(qtable.greedy, qtable.source)
 
 
 def check_sb3_spaces(model, env_id, obs_space, act_space, what) -> None:
-    from rlft.envs.spaces import space_to_dict
 
     try:
         check_spaces(f"the expert {what}", space_to_dict(model.observation_space), space_to_dict(model.action_space),
@@ -193,8 +203,6 @@ def _qtable(dataset: str | None, codec: Codec | None, obs_space):
 
     if codec is None or not dataset or not isinstance(obs_space, spaces.Discrete):
         return None
-    from rlft.datasets.frozenlake_q.table import QTable
-    from rlft.datasets.loading import dataset_dir, has_q_values
 
     root = dataset_dir(dataset)
     return QTable(root, int(obs_space.n)) if has_q_values(root) else None
@@ -202,7 +210,6 @@ def _qtable(dataset: str | None, codec: Codec | None, obs_space):
 
 def _run_dataset(run: str) -> str | None:
     """The local dataset folder recorded in a RUN folder's rlft_run.json, when it still exists."""
-    from rlft.models.run import read_run_info
 
     try:
         info = read_run_info(run) if Path(run).is_dir() else None
@@ -216,7 +223,6 @@ def _default_target_return(config: EvalConfig, dataset: str | None) -> float | N
     if config.target_return is not None:
         return float(config.target_return)
     if dataset:
-        from rlft.datasets.loading import dataset_dir, dataset_info
 
         try:
             info = dataset_info(dataset_dir(dataset))
@@ -231,8 +237,6 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
                notes: list[str]) -> Setup:
     """The setup of ``llm:MODEL``: the model (transformers) or the server (openai), its codec, the environment
     and the decoding options."""
-    from rlft.policy.constrained import build_token_table
-    from rlft.policy.llm_policy import LLMPolicy
 
     model = tokenizer = None
     run_dataset = None  # the dataset a RUN folder was trained on (its Q-values grade the actions)
@@ -269,7 +273,6 @@ def _load_transformers_model(model_arg: str):
     """(model, tokenizer, codec of a RUN folder or None) of MODEL, loaded without the weight-loading bar."""
     from transformers.utils import logging as hf_logging
 
-    from rlft.models.run import load_policy_model
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a "Loading weights" bar per evaluation is noise
@@ -314,7 +317,6 @@ def _codec_or_local_codec(model_arg: str, codec: Codec | None, codec_source: str
 
 def _fallback_action(config: EvalConfig, codec: Codec, act_space):
     """The action taken for an unparsable answer: --fallback-action, else the action space's default."""
-    from rlft.policy.policies import default_action, parse_action_value
 
     return (parse_action_value(config.fallback_action, act_space, codec) if config.fallback_action is not None
             else default_action(act_space))
@@ -322,7 +324,6 @@ def _fallback_action(config: EvalConfig, codec: Codec, act_space):
 
 def _few_shot(config: EvalConfig, codec: Codec):
     """The --n-examples example rows of the --codec dataset for the prompts, or None."""
-    from rlft.policy.llm_policy import load_few_shot
 
     if not config.n_examples:
         return None
@@ -333,7 +334,6 @@ def _few_shot(config: EvalConfig, codec: Codec):
 
 def _max_new_tokens(config: EvalConfig, codec: Codec, table, notes: list[str]) -> int:
     """--max-new-tokens (a note when it cuts constrained answers), else enough for the longest answer."""
-    from rlft.policy.generation import default_max_new_tokens
 
     if config.max_new_tokens is None:
         return default_max_new_tokens(codec, table)
@@ -349,7 +349,6 @@ def _max_new_tokens(config: EvalConfig, codec: Codec, table, notes: list[str]) -
 def _bin_decoding(config: EvalConfig, codec: Codec, tokenizer) -> str:
     """The per-dimension bin decoding of a binned codec (rlft.policy.bins), ``off`` for text generation: sampling
     (--temperature > 0) and servers generate text."""
-    from rlft.policy.bins import resolve_bin_decoding
 
     if config.backend != "transformers" or (config.temperature > 0 and config.bin_decoding == "auto"):
         return "off"
@@ -365,8 +364,6 @@ def _generation_backend(config: EvalConfig, model_arg: str, codec: Codec, model,
     """The backend that answers the prompts: the loaded model (transformers, reading bins when ``bins`` is not
     off) or an OpenAI-compatible server."""
     if config.backend == "transformers":
-        from rlft.policy.bins import BinBackend
-        from rlft.policy.generation import TransformersBackend
 
         if bins != "off":
             return BinBackend(model, tokenizer, codec, bins, cache=config.cache)
@@ -374,7 +371,6 @@ def _generation_backend(config: EvalConfig, model_arg: str, codec: Codec, model,
                                    cache=config.cache)
     import os
 
-    from rlft.policy.openai_backend import OpenAIBackend
 
     if not config.api_url:
         raise InvalidInputError("--backend openai needs --api-url URL (e.g. http://127.0.0.1:8000/v1)")

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from rlft.codecs.structured import flat_box, flatten, is_structured, leaves
 from rlft.core.errors import InvalidInputError
 
 BC_FORMAT = "rlft-bc-v1"
@@ -27,10 +28,8 @@ class BCFeatures:
     """Observation -> network input (one-hot or standardised), from the spaces and training data."""
 
     def __init__(self, obs_space: dict, mean=None, std=None):
-        from rlft.codecs.structured import flat_box, is_structured, leaves
 
         if obs_space["type"] == "text":
-            from rlft.core.errors import InvalidInputError
 
             raise InvalidInputError("behaviour cloning needs numeric observations; this dataset's are text",
                                     hint="compare the LLM with random or an expert instead")
@@ -53,7 +52,6 @@ class BCFeatures:
 
     def __call__(self, obs) -> np.ndarray:
         if self.structure:
-            from rlft.codecs.structured import flatten
 
             obs = flatten(self.structure, obs, single=False, parts=self.parts)
         obs = np.asarray(obs)

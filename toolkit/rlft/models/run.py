@@ -24,8 +24,17 @@ from typing import Any
 
 from rlft import __version__
 from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
+from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OutputExistsError
-from rlft.core.io import atomic_write_text
+from rlft.core.io import (
+    atomic_output_dir,
+    atomic_write_text,
+    check_output_dir,
+    check_output_parent,
+    claim_output,
+    read_json_mapping,
+    set_aside,
+)
 from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
 
 RUN_FILENAME = "rlft_run.json"
@@ -38,7 +47,6 @@ _MAX_DEPTH = 8
 
 def read_run_info(path: str | os.PathLike) -> dict[str, Any] | None:
     """The ``rlft_run.json`` of a RUN folder, or None when ``path`` is not one."""
-    from rlft.core.io import read_json_mapping
 
     file = Path(path) / RUN_FILENAME
     return read_json_mapping(file, "run file") if file.is_file() else None
@@ -61,7 +69,6 @@ def last_complete_checkpoint(folder: Path) -> str | None:
     a full disk) leaves a newer, partial folder that ``--resume`` would otherwise load and fail on."""
     import re
 
-    from rlft.core.console import console
 
     if not folder.is_dir():
         return None
@@ -92,7 +99,6 @@ def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: 
         raise InvalidInputError("--overwrite and --resume exclude each other")
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"--out {out} exists and is not a folder")
-    from rlft.core.io import check_output_parent
 
     check_output_parent(out)
     empty = not out.exists() or not any(out.iterdir())
@@ -126,7 +132,6 @@ def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: 
 def make_run_dir(out: Path, overwrite: bool, resume: bool) -> None:
     """Create ``out`` (main process only, after :func:`check_run_dir`). With ``overwrite`` the old run is set
     aside, not deleted: it comes back if the new run fails or is interrupted, and goes once it completes."""
-    from rlft.core.io import claim_output, set_aside
 
     out = Path(out)
     claim_output(out)  # a second writer started after the check above is refused here
@@ -194,8 +199,6 @@ def load_policy_model(path: str | os.PathLike, *, merge: bool = True, dtype=None
 
 def merge_run(run: str | os.PathLike, out: Path, overwrite: bool = False) -> dict[str, Any]:
     """``rlft model merge``: base + adapter of ``run`` merged into a plain model folder at ``out``."""
-    from rlft.core.console import console, kv_table
-    from rlft.core.io import atomic_output_dir, check_output_dir
 
     check_output_dir(out, overwrite, inputs=[("run", run)])
     local = resolve_model(run)

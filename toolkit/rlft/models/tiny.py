@@ -11,10 +11,10 @@ from typing import Any
 from rlft.codecs.base import load_codec
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import atomic_output_dir
+from rlft.core.io import atomic_output_dir, check_output_dir
 from rlft.datasets.loading import load_dataset_dict, resolve_dataset
 from rlft.models.resolve import MODEL_INFO_FILENAME
-from rlft.models.tokenizer import dataset_texts, longest_tokens, train_tokenizer
+from rlft.models.tokenizer import BIN_SEPARATORS, dataset_texts, longest_tokens, train_tokenizer, value_token_count
 
 
 @dataclass
@@ -52,7 +52,6 @@ def smooth_bin_embeddings(model, tokenizer, codec, seed: int) -> int:
     start smooth too. Returns the number of tokens set."""
     import torch
 
-    from rlft.models.tokenizer import BIN_SEPARATORS, value_token_count
 
     count = value_token_count(codec)
     _check_bin_embeddings("smooth", codec)
@@ -74,7 +73,6 @@ def smooth_bin_embeddings(model, tokenizer, codec, seed: int) -> int:
 
 
 def _check_bin_embeddings(mode: str, codec) -> None:
-    from rlft.models.tokenizer import value_token_count
 
     if mode not in BIN_EMBEDDINGS:
         raise InvalidInputError(f"--bin-embeddings must be one of {', '.join(BIN_EMBEDDINGS)}, got {mode!r}")
@@ -140,7 +138,6 @@ def build_tiny_model(tokenizer, layers: int, hidden: int, heads: int, kv_heads: 
 
 def init_model(config: ModelInitConfig) -> dict[str, Any]:
     """Train the tokenizer on the dataset's text, build the tiny model, save both at ``config.out``."""
-    from rlft.core.io import check_output_dir
 
     check_output_dir(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
     if config.max_rows < 1:

@@ -19,6 +19,7 @@ import numpy as np
 
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
+from rlft.policy.constrained import eos_ids
 
 MAX_CHOICES = 64  # beyond this an action set is not "small": enumerating answers costs more than sampling
 
@@ -38,7 +39,6 @@ class ActionChoices:
     """Token ids of every valid answer for one tokenizer, and the model's log-likelihood of each."""
 
     def __init__(self, codec: Codec, tokenizer, model=None):
-        from rlft.policy.constrained import eos_ids
 
         self.codec = codec
         self.tokenizer = tokenizer

@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from rlft.core.errors import InvalidInputError
+from rlft.core.errors import InvalidInputError, require
+from rlft.core.io import read_json_mapping
+from rlft.sources.hyperparams import policy_kwargs_to_names, resolve_policy_kwargs
 
 BACKBONE_MODES = ("frozen", "lora", "full")
 ONLINE_FILE = "online.zip"  # the SB3 checkpoint inside a RUN folder
@@ -168,7 +170,6 @@ class TransformerFeatures(_extractor_base()):
 
 def online_algo_class(algo: str):
     """The SB3 / sb3-contrib class of an online algorithm (ppo, trpo): for training and for loading a RUN."""
-    from rlft.core.errors import require
 
     if algo == "trpo":
         return require("sb3_contrib", package="sb3-contrib").TRPO
@@ -178,7 +179,6 @@ def online_algo_class(algo: str):
 
 
 def read_online_info(run: str | Path) -> dict[str, Any]:
-    from rlft.core.io import read_json_mapping
 
     path = Path(run) / ONLINE_INFO
     if not path.is_file():
@@ -197,7 +197,6 @@ def load_online(run: str | Path):
     cls = online_algo_class(algo)
     custom: dict[str, Any] = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
     if info.get("backbone") != "mlp":
-        from rlft.sources.hyperparams import resolve_policy_kwargs
 
         kwargs = resolve_policy_kwargs(info["policy_kwargs"])
         kwargs["features_extractor_class"] = TransformerFeatures
@@ -217,7 +216,6 @@ def load_online(run: str | Path):
 
 def policy_kwargs_for_info(policy_kwargs: dict) -> dict:
     """The JSON-safe part of the policy kwargs (the extractor class is implied by the backbone)."""
-    from rlft.sources.hyperparams import policy_kwargs_to_names
 
     # the classes are implied: the extractor by the backbone, the optimizer by optimizer_kwargs' backbone_lr_scale
     kwargs = policy_kwargs_to_names({k: v for k, v in policy_kwargs.items()

@@ -16,6 +16,9 @@ import numpy as np
 
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
+from rlft.datasets.folder import read_parquet_schema
+from rlft.datasets.layout import DATA_DIR
+from rlft.datasets.loading import column_array, dataset_dir, read_split
 from rlft.envs.observations import unbatch
 from rlft.policy.generation import GenerationBackend, Prompt
 from rlft.policy.policies import Policy, stack_actions
@@ -59,11 +62,8 @@ class FewShot:
 
 def load_few_shot(codec: Codec, dataset: str, n: int, seed: int) -> FewShot:
     """``n`` rows of the dataset's train split, drawn with ``seed`` (expert/dataset actions)."""
-    from rlft.datasets.loading import column_array, dataset_dir, read_split
 
     root = dataset_dir(dataset)
-    from rlft.datasets.folder import read_parquet_schema
-    from rlft.datasets.layout import DATA_DIR
 
     shards = sorted((root / DATA_DIR).glob("train-*.parquet"))
     if not shards:

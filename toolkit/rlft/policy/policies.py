@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
+from rlft.envs.frozenlake import ACTION_NAMES
+from rlft.sources.experts import load_expert
+from rlft.sources.rollouts import random_actions
 
 
 class Policy(ABC):
@@ -58,7 +61,6 @@ def parse_action_value(text: str, space, codec=None):
     if isinstance(space, spaces.Discrete):
         names = [n.upper() for n in getattr(codec, "action_names", [])] if codec is not None else []
         if not names:
-            from rlft.envs.frozenlake import ACTION_NAMES
 
             names = list(ACTION_NAMES) if space.n == 4 else []
         if text.upper() in names:
@@ -118,7 +120,6 @@ class RandomPolicy(Policy):
         self.rngs[slot] = np.random.default_rng([self.seed, episode])
 
     def act(self, obs, slots):
-        from rlft.sources.rollouts import random_actions
 
         self.decisions += len(slots)
         return random_actions(self.space, [self.rngs[s] for s in slots])
@@ -152,7 +153,6 @@ class ExpertPolicy(Policy):
 
     @classmethod
     def load(cls, path) -> ExpertPolicy:
-        from rlft.sources.experts import load_expert
 
         model, metadata = load_expert(path)
         return cls(model, metadata, str(path))

@@ -16,6 +16,9 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
+from rlft.evaluate.report import expert_scores, load_report
+from rlft.evaluate.verdict import verdicts
+from rlft.results.environment import environment
 
 RECORD_VERSION = 1
 REPORT_FIELDS = ("env_id", "policy", "policy_kind", "episodes", "seed", "num_envs", "success_rate",
@@ -49,8 +52,6 @@ def parse_labelled(items: list[str], what: str) -> dict[str, Path]:
 def report_records(reports: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The fields of each evaluation report that results keep, with its verdict when it has one (judged with
     every report of the seed, so an LLM is held against q-greedy on the same episodes)."""
-    from rlft.evaluate.report import expert_scores
-    from rlft.evaluate.verdict import verdicts
 
     found = {v.name: v.to_dict() for v in verdicts(list(reports.items()))}
     out = {}
@@ -187,8 +188,6 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
     """Read the reports (REPORT.json), runs (RUN folders) and datasets (dataset folders), write
     ``results_dir/NAME/seed-SEED.json``."""
     from rlft.datasets.layout import INFO_FILENAME
-    from rlft.evaluate.report import load_report
-    from rlft.results.environment import environment
 
     if not name or "/" in name or name.startswith("."):
         raise InvalidInputError(f"experiment name {name!r} must be a plain folder name")

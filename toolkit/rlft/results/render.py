@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.io import atomic_write_text, read_yaml_mapping
 from rlft.results.environment import machine_line
 
 BLOCK = re.compile(r"(<!-- results:(?P<name>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
@@ -141,7 +142,6 @@ def _headline(summary: dict[str, Any]) -> tuple[str, str] | None:
 def overview_markdown(results_dir: Path) -> str:
     """One line per planned row of ``results/rows.yaml``: the LLM's headline metric next to the baselines', the
     seeds and training cost from the row's summary, or why the row was not run."""
-    from rlft.core.io import read_yaml_mapping
 
     plan = read_yaml_mapping(results_dir / ROWS_FILENAME, "a mapping with a 'rows' list")
     lines = ["| row | task | method | LLM | baselines (same episodes) | seeds | training | recipe |",
@@ -225,7 +225,6 @@ def render_text(text: str, results_dir: Path, base: Path) -> tuple[str, list[str
 def render_readme(readme: Path, results_dir: Path, check: bool = False) -> list[str]:
     """Re-render ``readme``'s results blocks from ``results_dir`` (written atomically unless ``check``);
     return the names of the blocks that were (or, with ``check``, would be) changed."""
-    from rlft.core.io import atomic_write_text
 
     if not readme.is_file():
         raise InvalidInputError(f"no README at {readme}")

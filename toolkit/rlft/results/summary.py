@@ -15,6 +15,7 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
+from rlft.core.plotting import figure, save_figure
 
 SUMMARY_FILENAME = "summary.json"
 PLOT_FILENAME = "summary.png"
@@ -159,7 +160,6 @@ def summarize(name: str, results_dir: Path, title: str | None = None, descriptio
 def plot_summary(summary: dict[str, Any], records: list[dict[str, Any]], path: Path) -> bool:
     """Left: the main score of each policy per seed (with the exact optimal rate); right: decision accuracy
     against training step for each seed's runs. False when there is nothing to draw."""
-    from rlft.core.plotting import figure, save_figure
 
     histories = [(r["seed"], lab, run["criterion"]["history"]) for r in records
                  for lab, run in r.get("runs", {}).items() if (run.get("criterion") or {}).get("history")]

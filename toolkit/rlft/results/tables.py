@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.io import atomic_write_text
+from rlft.results.environment import environment
 
 
 def column(key: str, label: str, fmt: str = "") -> dict[str, str]:
@@ -26,7 +27,6 @@ def write_benchmark(path: str | Path, title: str, tables: list[dict[str, Any]], 
                     extra: dict[str, Any] | None = None) -> Path:
     """One benchmark's result (its :func:`table` s), recorded with the machine, package versions and commit it
     was measured on."""
-    from rlft.results.environment import environment
 
     data = {
         "kind": "benchmark",

@@ -22,7 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rlft.core.errors import InvalidInputError, OutputExistsError
+import rlft
+from rlft.core.console import err_console
+from rlft.core.errors import InvalidInputError, OutputExistsError, require
+from rlft.core.seeding import seed_everything
+from rlft.envs.registry import action_space, check_env_id, make_env, reference_scores
+from rlft.sources.experts import load_expert
 from rlft.sources.minari_source import check_dataset_id, datasets_root
 from rlft.sources.rollouts import EpisodeStats, episode_blocks, noisy_execution, policy_act, run_episodes
 
@@ -73,7 +78,6 @@ class CollectResult:
 
 
 def _check(config: CollectConfig) -> None:
-    from rlft.envs.registry import check_env_id
 
     check_env_id(config.env_id)
     check_dataset_id(config.dataset_id)
@@ -122,7 +126,6 @@ def minari_root(path: Path) -> Iterator[None]:
 def _load_policy(config: CollectConfig):
     if config.policy == "random":
         return None, {}
-    from rlft.sources.experts import load_expert
 
     model, meta = load_expert(config.policy)
     if meta.get("env_id") not in (None, config.env_id):
@@ -137,8 +140,6 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
     folders), and the finished dataset folder is moved into place with renames.
     """
     _check(config)
-    from rlft.core.errors import require
-    from rlft.core.seeding import seed_everything
 
     require("minari", package='"minari[create,hdf5]"')
     require("jax", extra="collect")  # Minari's DataCollector needs it; a one-line hint beats its ImportError
@@ -149,7 +150,6 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
     root.mkdir(parents=True, exist_ok=True)
     stale = sorted(p.name for p in root.glob(".rlft-collect-*"))
     if stale:  # named, not deleted: another collect may be running into the same root
-        from rlft.core.console import err_console
 
         err_console.print(f"[yellow]Warning:[/] temporary folder(s) of an interrupted collect in {root}: "
                           f"{', '.join(stale)}; remove them if no other collect is running.", highlight=False,
@@ -170,7 +170,6 @@ def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
     import minari
     from minari.data_collector.callbacks import EpisodeMetadataCallback
 
-    from rlft.envs.registry import make_env
 
     env_kwargs = {"max_episode_steps": config.max_episode_steps} if config.max_episode_steps else {}
     n_envs = min(config.num_envs, config.episodes)
@@ -210,7 +209,6 @@ def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
 def _dataset_kwargs(config: CollectConfig, policy_meta: dict) -> dict:
     import gymnasium
 
-    from rlft.envs.registry import reference_scores
 
     ref = reference_scores(config.env_id)
     policy = "uniformly random actions" if config.policy == "random" else (
@@ -244,7 +242,6 @@ def _dataset_kwargs(config: CollectConfig, policy_meta: dict) -> dict:
 def _is_box(env_id: str) -> bool:
     import gymnasium
 
-    from rlft.envs.registry import action_space
 
     return isinstance(action_space(env_id), gymnasium.spaces.Box)
 
@@ -264,7 +261,6 @@ def _noise_kind(config: CollectConfig) -> str:
 
 
 def _rlft_metadata(config: CollectConfig, policy_meta: dict, n_envs: int, stats, seconds: float) -> dict:
-    import rlft
 
     returns = np.array([s.episode_return for s in stats])
     keep = ("env_id", "algo", "timesteps", "seed", "eval", "normalized_score", "hyperparams_source")

@@ -14,9 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from rlft.core.errors import InvalidInputError
+import rlft
+from rlft.core.console import progress
+from rlft.core.errors import InvalidInputError, require
+from rlft.core.io import atomic_write_file, atomic_write_text, check_output_file
+from rlft.core.seeding import limit_threads, seed_everything
 from rlft.envs.registry import action_space, check_env_id, make_env, normalized_score, reference_scores
-from rlft.sources.hyperparams import load_hyperparams
+from rlft.sources.hyperparams import load_hyperparams, tuned_algos
 from rlft.sources.rollouts import policy_act, run_episodes
 
 ALGOS = ("ppo", "sac", "tqc", "dqn")
@@ -65,7 +69,6 @@ class ExpertResult:
 
 def algo_class(algo: str):
     """The SB3 / sb3-contrib class of ``algo`` (ppo, sac, tqc, dqn)."""
-    from rlft.core.errors import require
 
     algo = algo.lower()
     if algo not in ALGOS:
@@ -150,7 +153,6 @@ def _check(config: ExpertConfig) -> None:
     out = Path(config.out)
     if out.suffix != ".zip":
         raise InvalidInputError(f"--out must end in .zip (SB3 checkpoint), got {out}")
-    from rlft.core.io import check_output_file
 
     check_output_file(out, config.overwrite)
     check_output_file(metadata_path(out), config.overwrite)
@@ -190,7 +192,6 @@ def auto_algo(env_id: str) -> str:
     tuned settings for ``env_id``; without any, PPO for discrete actions and SAC for Box."""
     import gymnasium as gym
 
-    from rlft.sources.hyperparams import tuned_algos
 
     space = action_space(env_id)
     order = AUTO_PREFERENCE["box" if isinstance(space, gym.spaces.Box) else "discrete"]
@@ -224,17 +225,12 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     import stable_baselines3
     from stable_baselines3.common.env_util import make_vec_env
 
-    import rlft
-    from rlft.core.console import progress
-    from rlft.core.io import atomic_write_text
-    from rlft.core.seeding import limit_threads, seed_everything
 
     limit_threads()
     seed_everything(config.seed)
     hp = load_hyperparams(config.algo, config.env_id, config.hyperparams)
     timesteps = config.timesteps or hp.n_timesteps
     if not timesteps or timesteps < 1:
-        from rlft.sources.hyperparams import tuned_algos
 
         tuned = [a for a in tuned_algos(config.env_id) if a in ALGOS]  # trpo.yaml is for rlft train online
         hint = (f"tuned settings for {config.env_id} ship for --algo {', '.join(tuned)}" if tuned
@@ -261,7 +257,6 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     venv.close()
 
     ev = evaluate(model, config.env_id, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
-    from rlft.core.io import atomic_write_file
 
     # save then rename: an existing checkpoint is never half-written (SB3 insists on the .zip suffix)
     out = atomic_write_file(config.out, model.save, suffix=".zip")

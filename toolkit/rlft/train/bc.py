@@ -18,7 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
+from rlft.core.io import atomic_write_file, check_output_file
+from rlft.core.seeding import limit_threads, seed_everything
 from rlft.models.bc import BC_FORMAT, MAX_HIDDEN, BCActions, BCFeatures, build_mlp
 from rlft.train.bc_config import BCConfig
 
@@ -26,7 +29,6 @@ __all__ = ["BCConfig", "train_bc"]  # BCConfig lives in bc_config (the CLI is ge
 
 
 def _check(config: BCConfig) -> None:
-    from rlft.core.io import check_output_file
 
     check_output_file(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
     if config.epochs < 1 or config.batch_size < 1:
@@ -44,8 +46,6 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
     _check(config)
     import torch
 
-    from rlft.core.console import console, kv_table
-    from rlft.core.seeding import limit_threads, seed_everything
 
     limit_threads()
     codec, obs, actions = _load_rows(config)
@@ -133,7 +133,6 @@ def _train_epochs(config: BCConfig, model, opt, loss_fn, xt, yt, train_idx: np.n
     """Minibatch training for ``config.epochs`` epochs with a progress bar; returns each epoch's mean loss."""
     import torch
 
-    from rlft.core.console import progress
 
     history = []
     with progress(transient=True) as bar:
@@ -158,7 +157,6 @@ def _save(config: BCConfig, model, codec, features: BCFeatures, targets: BCActio
     """Write the weights, spaces, normalisation and ``info`` to ``config.out`` atomically; returns the path."""
     import torch
 
-    from rlft.core.io import atomic_write_file
 
     payload = {
         "format": BC_FORMAT,

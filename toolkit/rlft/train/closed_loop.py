@@ -19,6 +19,9 @@ import numpy as np
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
 from rlft.envs.registry import normalized_score
+from rlft.policy.llm_policy import LLMPolicy
+from rlft.policy.policies import default_action
+from rlft.policy.rollout import rollout
 
 CHECK_SEED_OFFSET = 1_000_000  # check episode i of seed s: CHECK_SEED_OFFSET + 1000 * s + i (eval: 1000 * s + i)
 MAX_CHECK_ENVS = 10  # check episodes played at once (one batched generate call per step)
@@ -53,9 +56,6 @@ class ReturnCheck:
     def play(self, model, backend) -> dict[str, Any]:
         """Play the check episodes with ``backend`` (a generation backend over ``model``, in eval mode) and
         return the logged figures: mean, min and normalized return, mean length, share of invalid answers."""
-        from rlft.policy.llm_policy import LLMPolicy
-        from rlft.policy.policies import default_action
-        from rlft.policy.rollout import rollout
 
         steps = {"max_episode_steps": self.max_episode_steps} if self.max_episode_steps else {}
         probe = self.codec.make_env(**steps)

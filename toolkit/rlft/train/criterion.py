@@ -25,6 +25,10 @@ import numpy as np
 
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
+from rlft.policy.action_scores import MAX_CHOICES, ActionChoices, action_distribution, policy_signals
+from rlft.policy.bins import BinBackend, resolve_bin_decoding
+from rlft.policy.constrained import build_token_table
+from rlft.policy.generation import TransformersBackend, default_max_new_tokens
 
 
 @dataclass
@@ -150,9 +154,6 @@ class DecisionDecoder:
     """Greedy decoding of a :class:`DecisionCheck`'s prompts with a (training) model, batched."""
 
     def __init__(self, check: DecisionCheck, tokenizer, model, constrained: bool = True, batch_size: int = 64):
-        from rlft.policy.bins import resolve_bin_decoding
-        from rlft.policy.constrained import build_token_table
-        from rlft.policy.generation import default_max_new_tokens
 
         self.check = check
         self.tokenizer = tokenizer
@@ -171,10 +172,8 @@ class DecisionDecoder:
         """A fresh generation backend over ``model`` as it is now (answers are cached per backend, and the model
         changes between checks)."""
         if self.bins != "off":
-            from rlft.policy.bins import BinBackend
 
             return BinBackend(model, self.tokenizer, self.check.codec, self.bins)
-        from rlft.policy.generation import TransformersBackend
 
         return TransformersBackend(model, self.tokenizer, self.max_new_tokens, token_table=self.table)
 
@@ -262,7 +261,6 @@ class CriterionCallback(_callback_base()):
         """Discrete actions: the policy's exact distribution over the valid answers of every checked state, reduced
         to its mean entropy and the probability of the correct actions (mean, worst state): a stalled run shows
         whether it is still exploring and which states it is sure of wrongly."""
-        from rlft.policy.action_scores import MAX_CHOICES, ActionChoices, action_distribution, policy_signals
 
         space = self.check.codec.action_space
         if not self.check.discrete or int(space.get("n", MAX_CHOICES + 1)) > MAX_CHOICES:

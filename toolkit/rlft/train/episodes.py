@@ -34,6 +34,10 @@ import numpy as np
 
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
+from rlft.envs.vector_envs import check_spaces
+from rlft.policy.policies import default_action
+from rlft.train.credit import check_credit, step_advantages, token_advantages
+from rlft.train.rewards import step_bounds
 from rlft.train.sampling import GrammarSampler
 
 ROLLOUTS = ("step", "episode")
@@ -107,7 +111,6 @@ def episode_starts(codec: Codec, count: int, seed: int):
 
 def check_episode_env(codec: Codec) -> None:
     """The codec must name an environment rlft can make, with the spaces the codec was built for."""
-    from rlft.envs.vector_envs import check_spaces
 
     if not codec.env_id:
         raise InvalidInputError("--rollout episode needs a codec that records its env id (codec.env_id)",
@@ -131,8 +134,6 @@ class EpisodeRollout:
     def __init__(self, codec: Codec, tokenizer, max_turns: int, temperature: float, top_p: float = 1.0,
                  constrained: bool = True, max_new_tokens: int | None = None, credit: str = "episode",
                  credit_gamma: float = 0.95, step_weight: float = 1.0):
-        from rlft.policy.policies import default_action
-        from rlft.train.credit import check_credit
 
         if max_turns < 1:
             raise InvalidInputError(f"--max-turns must be at least 1, got {max_turns}")
@@ -338,7 +339,6 @@ def parse_episode_reward_names(text: str | list[str]) -> list[str]:
 def episode_rewards(names: list[str], codec: Codec, max_turns: int) -> list[EpisodeReward]:
     """The rewards of episodic GRPO: ``return`` (the episode's return) and ``format`` (share of valid answers)."""
     names = parse_episode_reward_names(names)
-    from rlft.train.rewards import step_bounds
 
     lo, hi = step_bounds(codec.env_id)
     out = []
@@ -372,7 +372,6 @@ def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
     (:mod:`rlft.train.credit`); logs how many anchor-state groups carried a signal."""
     import torch
 
-    from rlft.train.credit import step_advantages, token_advantages
 
     episodes = rollout.last_episodes
     episode_adv = output["advantages"]

@@ -13,10 +13,22 @@ from typing import Any
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError, MissingDependencyError
 from rlft.core.seeding import limit_threads, seed_everything
-from rlft.policy.action_scores import MAX_CHOICES
+from rlft.policy.action_scores import MAX_CHOICES, ActionChoices
 from rlft.train.configs import trl_overrides
+from rlft.train.credit import check_credit as check_credit_values
+from rlft.train.episodes import (
+    ROLLOUTS,
+    EpisodeRollout,
+    check_context,
+    check_episode_env,
+    episode_rewards,
+    episode_starts,
+    episode_trainer_class,
+    parse_episode_reward_names,
+)
 from rlft.train.grpo_config import GRPOStageConfig
 from rlft.train.rewards import build_rewards, check_finite_q_values, parse_reward_names
+from rlft.train.sampling import ActionSetRollout, GrammarSampler, StepRollout
 from rlft.train.signals import stall_watch
 from rlft.train.stage import (
     StageInputs,
@@ -124,7 +136,6 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
 
 def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:
     """(episodic, constrained sampling) from ``config``, after refusing settings that cannot work."""
-    from rlft.train.episodes import ROLLOUTS
 
     if config.rollout not in ROLLOUTS:
         raise InvalidInputError(f"--rollout must be one of {', '.join(ROLLOUTS)}, got {config.rollout!r}")
@@ -147,7 +158,6 @@ def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:
 
 
 def check_credit(config: GRPOStageConfig, episodic: bool) -> None:
-    from rlft.train.credit import check_credit as check_credit_values
 
     check_credit_values(config.credit, config.credit_gamma, config.step_weight)
     if config.credit == "state" and not episodic:
@@ -204,7 +214,6 @@ def reward_names(config: GRPOStageConfig, episodic: bool, columns: list[str]) ->
         names = auto_rewards(columns, episodic)
         console.print(f"[dim]--reward auto: {','.join(names)}[/]")
     elif episodic:
-        from rlft.train.episodes import parse_episode_reward_names
 
         names = parse_episode_reward_names(config.rewards)
     else:
@@ -234,7 +243,6 @@ def make_rewards(config: GRPOStageConfig, names: list[str], inputs: StageInputs,
         return build_rewards(names, inputs.codec, inputs.train.column_names, reward_options(config, names)), inputs
     from dataclasses import replace
 
-    from rlft.train.episodes import check_episode_env, episode_rewards, episode_starts
 
     check_episode_env(inputs.codec)
     rewards = episode_rewards(names, inputs.codec, config.max_turns)
@@ -258,7 +266,6 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
     """The ``rollout_func`` TRL samples with: whole episodes, every valid answer per group, one constrained answer per
     row, or None (TRL's own sampling)."""
     if episodic:
-        from rlft.train.episodes import EpisodeRollout, check_context
 
         rollout = EpisodeRollout(inputs.codec, tokenizer, config.max_turns, config.temperature, config.top_p,
                                  constrained, credit=config.credit, credit_gamma=config.credit_gamma,
@@ -266,12 +273,9 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
         check_context(rollout, tokenizer, model)
         return rollout
     if group == "actions":
-        from rlft.policy.action_scores import ActionChoices
-        from rlft.train.sampling import ActionSetRollout
 
         return ActionSetRollout(ActionChoices(inputs.codec, tokenizer, model), config.num_generations)
     if constrained:
-        from rlft.train.sampling import GrammarSampler, StepRollout
 
         return StepRollout(GrammarSampler(inputs.codec, tokenizer, config.temperature, config.top_p))
     return None
@@ -323,7 +327,6 @@ def grpo_training_args(config: GRPOStageConfig, run_dir, model, episodic: bool):
 def grpo_trainer_class(episodic: bool):
     """TRL's ``GRPOTrainer``, or its episodic subclass that hands the rollout the batch's rows."""
     if episodic:
-        from rlft.train.episodes import episode_trainer_class
 
         return episode_trainer_class()
     from trl import GRPOTrainer

@@ -17,15 +17,31 @@ from typing import Any
 
 import numpy as np
 
+from rlft.core.console import console, progress
 from rlft.core.errors import InvalidInputError
+from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
+from rlft.core.plotting import figure, save_figure
+from rlft.core.seeding import limit_threads, seed_everything
+from rlft.envs.registry import check_env_id, make_env, normalized_score
+from rlft.envs.spaces import space_to_dict
+from rlft.envs.vector_envs import check_spaces
+from rlft.policy.backbone import (
+    BACKBONE_DIR,
+    BACKBONE_MODES,
+    ONLINE_FILE,
+    ONLINE_INFO,
+    TransformerFeatures,
+    online_algo_class,
+    policy_kwargs_for_info,
+    scaled_optimizer_kwargs,
+)
+from rlft.sources.experts import EVAL_SEED_OFFSET, evaluate, quiet_logger
+from rlft.sources.hyperparams import load_hyperparams
 from rlft.train.online_config import ONLINE_ALGOS, OnlineConfig
 
 
 def check_config(config: OnlineConfig) -> None:
     """Refuse bad settings before any model is built or anything is written."""
-    from rlft.core.io import check_output_dir
-    from rlft.envs.registry import check_env_id
-    from rlft.policy.backbone import BACKBONE_MODES
 
     if config.algo not in ONLINE_ALGOS:
         raise InvalidInputError(f"--algo must be one of {', '.join(ONLINE_ALGOS)}, got {config.algo!r}")
@@ -55,8 +71,6 @@ def check_config(config: OnlineConfig) -> None:
 def build_codec(config: OnlineConfig, env):
     """The codec that writes observations: the dataset's, or a raw codec of the env's spaces."""
     from rlft.codecs import load_codec, make_codec
-    from rlft.envs.spaces import space_to_dict
-    from rlft.envs.vector_envs import check_spaces
 
     if config.codec is not None:
         codec = load_codec(config.codec)
@@ -83,7 +97,6 @@ def policy_kwargs(config: OnlineConfig, codec, base: dict | None) -> dict[str, A
     kwargs = dict(base or {})
     if config.backbone == "mlp":
         return kwargs
-    from rlft.policy.backbone import TransformerFeatures
 
     kwargs.update(
         features_extractor_class=TransformerFeatures,
@@ -94,7 +107,6 @@ def policy_kwargs(config: OnlineConfig, codec, base: dict | None) -> dict[str, A
             "attn_implementation": "eager" if config.algo == "trpo" and config.backbone_mode != "frozen" else None},
     )
     kwargs.setdefault("share_features_extractor", True)  # one transformer pass feeds both heads, unless told not to
-    from rlft.policy.backbone import scaled_optimizer_kwargs
 
     kwargs.update(scaled_optimizer_kwargs(backbone_lr_scale(config)))
     return kwargs
@@ -138,7 +150,6 @@ def _curve_callback(bar, task, curve: list[tuple[int, float]], signals: list[dic
 
 
 def plot_curve(path: Path, curve: list[tuple[int, float]], title: str) -> None:
-    from rlft.core.plotting import figure, save_figure
 
     fig, ax = figure(figsize=(6.0, 3.6))
     if curve:
@@ -155,7 +166,6 @@ def plot_curve(path: Path, curve: list[tuple[int, float]], title: str) -> None:
 
 def learn(model, config: OnlineConfig, timesteps: int) -> tuple[list, list, float]:
     """``model.learn`` with a progress bar: (learning curve, per-update signals, seconds)."""
-    from rlft.core.console import progress
 
     curve: list[tuple[int, float]] = []
     signals: list[dict[str, float]] = []
@@ -171,13 +181,6 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
     """Train, evaluate and save one online run; returns its metadata (``rlft_online.json``)."""
     from stable_baselines3.common.env_util import make_vec_env
 
-    from rlft.core.console import console
-    from rlft.core.io import atomic_output_dir, atomic_write_text
-    from rlft.core.seeding import limit_threads, seed_everything
-    from rlft.envs.registry import make_env, normalized_score
-    from rlft.policy.backbone import BACKBONE_DIR, ONLINE_FILE, ONLINE_INFO, online_algo_class, policy_kwargs_for_info
-    from rlft.sources.experts import EVAL_SEED_OFFSET, evaluate, quiet_logger
-    from rlft.sources.hyperparams import load_hyperparams
 
     check_config(config)
     limit_threads()

@@ -50,7 +50,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlft.codecs.base import Codec
+from rlft.codecs.structured import unflatten
 from rlft.core.errors import InvalidInputError
+from rlft.envs.state import LOOKAHEAD_POLICIES, step_from_state
+from rlft.sources.experts import load_expert
 
 # kwargs TRL passes to reward functions that are not dataset columns
 _TRL_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
@@ -227,7 +230,6 @@ class EnvReward(Reward):
         bounds: tuple[float, float] | None = None,
     ):
         super().__init__(codec)
-        from rlft.envs.state import LOOKAHEAD_POLICIES
 
         if not codec.env_id:
             raise InvalidInputError("the env reward needs a codec that records its env id (codec.env_id)")
@@ -264,11 +266,9 @@ class EnvReward(Reward):
         return (self.seed + 1_000_003 * self._calls + 1_009 * zlib.crc32(state_key.encode()) + sample) % 2**31
 
     def score(self, action, row, index) -> float:
-        from rlft.envs.state import step_from_state
 
         state = row["observation"] if "observation" in row else row["state"]
         if getattr(self.codec, "structure", None):  # a Dict observation is stored as its flat row of values
-            from rlft.codecs.structured import unflatten
 
             state = unflatten(self.codec.observation_space, np.asarray(state, dtype=np.float64))
         key = (repr(state), repr(action))  # (state, action) pairs repeat in a group: one rollout each
@@ -305,8 +305,6 @@ def expert_lookahead(path: str, env_id: str) -> Callable[[Any], Any]:
     """``policy(observation) -> action`` of an SB3 checkpoint (deterministic), refused unless it acts in ``env_id``."""
     from pathlib import Path
 
-    from rlft.envs.state import LOOKAHEAD_POLICIES
-    from rlft.sources.experts import load_expert
 
     if not Path(path).is_file():
         raise InvalidInputError(f"env reward lookahead policy {path!r} is neither one of {LOOKAHEAD_POLICIES} nor "

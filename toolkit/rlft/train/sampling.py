@@ -20,6 +20,8 @@ from typing import Any
 
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
+from rlft.policy.constrained import build_token_table
+from rlft.policy.generation import TransformersBackend, default_max_new_tokens
 
 
 @dataclass
@@ -36,12 +38,10 @@ class GrammarSampler:
     _table: Any = field(default=None, init=False, repr=False)
 
     def backend(self, model):
-        from rlft.policy.generation import TransformersBackend, default_max_new_tokens
 
         table = None
         if self.constrained:
             if self._table is None:
-                from rlft.policy.constrained import build_token_table
 
                 self._table = build_token_table(self.codec, self.tokenizer, model)
             table = self._table

@@ -13,6 +13,8 @@ from typing import Any
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.core.seeding import limit_threads, seed_everything
+from rlft.datasets.loading import load_dataset_dict
+from rlft.train.bin_targets import BinTargets, bin_smoothing_trainer
 from rlft.train.configs import trl_overrides
 from rlft.train.sft_config import SFTStageConfig
 from rlft.train.stage import (
@@ -88,7 +90,6 @@ def sft_trainer_class(config: SFTStageConfig, inputs: StageInputs, tokenizer):
 
     if not config.bin_smoothing:
         return SFTTrainer
-    from rlft.train.bin_targets import BinTargets, bin_smoothing_trainer
 
     return bin_smoothing_trainer(SFTTrainer, BinTargets(inputs.codec, tokenizer, config.bin_smoothing))
 
@@ -126,7 +127,6 @@ def check_sft_settings(config: SFTStageConfig) -> None:
 
 def sft_splits(config: SFTStageConfig, inputs: StageInputs):
     """(train, evaluation or None, evaluation split name), cut to the prompt/completion columns."""
-    from rlft.datasets.loading import load_dataset_dict
 
     splits = load_dataset_dict(inputs.dataset_dir)
     train, evaluation, eval_name = pick_eval_split(

@@ -17,7 +17,14 @@ from rlft import __version__
 from rlft.codecs.base import Codec, load_codec
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OutputExistsError
-from rlft.core.io import atomic_write_text, check_output_parent, refuse_overlap, release_aside
+from rlft.core.io import (
+    atomic_write_text,
+    check_output_parent,
+    is_output_fault,
+    output_error,
+    refuse_overlap,
+    release_aside,
+)
 from rlft.datasets.loading import load_dataset_dict, resolve_dataset
 from rlft.models.resolve import count_parameters, resolve_model
 from rlft.models.run import (
@@ -31,7 +38,9 @@ from rlft.models.run import (
     run_identity,
     write_run_info,
 )
+from rlft.train.closed_loop import ReturnCheck
 from rlft.train.configs import StageConfig, config_to_dict
+from rlft.train.criterion import CriterionCallback, decision_check
 
 GRADIENT_CHECKPOINTING_MIN_PARAMS = 50_000_000  # below this, recomputing activations costs more than it saves
 
@@ -302,7 +311,6 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
         return None
     if not 0.0 <= config.check_tolerance < 1.0:
         raise InvalidInputError(f"--check-tolerance must be in [0, 1), got {config.check_tolerance}")
-    from rlft.train.criterion import CriterionCallback, decision_check
 
     rows, split = check_rows(inputs)
     check = decision_check(rows, inputs.codec, config.check_states, config.seed, config.check_tolerance, split)
@@ -316,7 +324,6 @@ def return_check(config: StageConfig, inputs: StageInputs):
         if config.stop_at_return is not None or config.check_max_episode_steps is not None:
             raise InvalidInputError("--stop-at-return and --check-max-episode-steps need --check-episodes N")
         return None
-    from rlft.train.closed_loop import ReturnCheck
 
     return ReturnCheck(inputs.codec, config.check_episodes, config.seed, config.check_max_episode_steps,
                        config.stop_at_return)
@@ -331,7 +338,6 @@ def check_rows(inputs: StageInputs) -> tuple[Any, str]:
     one with the same columns, so the logged action error is measured on states the model never trained on."""
     if inputs.codec.action_space["type"] == "discrete":
         return inputs.train, "train"
-    from rlft.datasets.loading import load_dataset_dict
 
     splits = load_dataset_dict(inputs.dataset_dir)
     for name in HELD_OUT_SPLITS:
@@ -399,7 +405,6 @@ def run_outcome(run_dir: Path, info: dict[str, Any]):
     """Training and saving a run: when they stop with an error, ``rlft_run.json`` says so (status ``failed`` with
     the reason, or ``interrupted``), where it said ``running``; checkpoints stay for ``--resume``. An OSError
     writing the run (a full disk) becomes one line (exit code 1)."""
-    from rlft.core.io import is_output_fault, output_error
 
     try:
         yield
