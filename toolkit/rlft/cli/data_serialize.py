@@ -15,7 +15,6 @@ app = typer.Typer()
 
 
 def _fractions(text: str) -> tuple[float, float, float]:
-
     try:
         values = tuple(float(v) for v in text.split(","))
     except ValueError as exc:

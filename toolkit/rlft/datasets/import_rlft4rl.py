@@ -93,7 +93,6 @@ def read_rlft4rl(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray):
-
     env = make_env(env_id)
     obs_space, act_space = env.observation_space, env.action_space
     env.close()

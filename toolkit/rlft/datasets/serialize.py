@@ -266,7 +266,6 @@ class _Scan:
 
 
 def _iter_source(dataset, ids, structure: dict | None = None) -> Iterator[Episode]:
-
     source = dataset.storage.metadata.get("dataset_id", "")
     for raw in iterate_episodes(dataset, source, [int(i) for i in ids]):
         yield _episode(raw, structure)
@@ -465,7 +464,6 @@ def _normalized(dataset, returns: np.ndarray) -> float | None:
 
 
 def _plot_returns(path: Path, scan: _Scan, splits, summary: dict) -> None:
-
     fig, (ax1, ax2) = figure(1, 2, figsize=(10, 3.6))
     for name, ids in splits.items():
         values = [scan.returns[int(i)] for i in ids]
@@ -481,7 +479,6 @@ def _plot_returns(path: Path, scan: _Scan, splits, summary: dict) -> None:
 
 
 def _card(config: SerializeConfig, summary: dict, codec: Codec, splits, scan: _Scan, dataset) -> CardSpec:
-
     first = next(iter(_iter_source(dataset, splits["train"][:1], check_spaces(dataset)))) if not scan.keep else \
         scan.episodes[int(splits["train"][0])]
     row = build_records(_chunk([first]), codec).slice(0, 1).to_pylist()[0]

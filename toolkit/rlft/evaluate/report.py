@@ -175,7 +175,6 @@ def _policy_map(setup, result) -> dict[str, Any] | None:
 
 
 def atomic_write_json(path: Path, data: Any) -> Path:
-
     return atomic_write_text(path, json.dumps(data, indent=2, default=_default) + "\n")
 
 
@@ -210,7 +209,6 @@ def write_report(report: dict[str, Any], out: Path) -> dict[str, str]:
 
 
 def plot_returns(report: dict[str, Any], path: Path) -> None:
-
     returns = np.asarray(report["returns"], dtype=float)
     fig, (ax1, ax2) = figure(1, 2, figsize=(10, 3.6))
     ax1.hist(returns, bins=min(30, max(5, len(returns) // 3)), color="tab:blue", alpha=0.8)
@@ -315,7 +313,6 @@ def _fmt(value) -> str:
 
 
 def print_report(report: dict[str, Any]) -> None:
-
     rows = [(label, _fmt(report.get(key))) for key, label in SUMMARY_ROWS if report.get(key) is not None]
     if report.get("codec"):
         rows.insert(2, ("codec", report["codec"]))
@@ -342,7 +339,6 @@ def without_timings(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_report(path: str | os.PathLike) -> dict[str, Any]:
-
     data = read_json_mapping(path, "report")
     if "rlft_report_version" not in data:
         raise InvalidInputError(f"{path} is not an rlft eval report (no rlft_report_version)")

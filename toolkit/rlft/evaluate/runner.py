@@ -72,7 +72,6 @@ def _held_out_rows(config: EvalConfig):
 
 
 def _action_error(setup, held_out) -> dict[str, Any]:
-
     observations, actions, split = held_out
     space = space_to_dict(setup.action_space, "action")
     return {**policy_action_error(setup.policy, observations, actions, space), "action_error_split": split}

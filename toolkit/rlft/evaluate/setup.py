@@ -50,7 +50,6 @@ class Setup:
 
 
 def _load_codec_from(path: str) -> Codec:
-
     return load_dataset_codec(path)
 
 
@@ -185,7 +184,6 @@ def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _Lo
 
 
 def check_sb3_spaces(model, env_id, obs_space, act_space, what) -> None:
-
     try:
         check_spaces(f"the expert {what}", space_to_dict(model.observation_space), space_to_dict(model.action_space),
                      env_id, obs_space, act_space)

@@ -28,7 +28,6 @@ class BCFeatures:
     """Observation -> network input (one-hot or standardised), from the spaces and training data."""
 
     def __init__(self, obs_space: dict, mean=None, std=None):
-
         if obs_space["type"] == "text":
 
             raise InvalidInputError("behaviour cloning needs numeric observations; this dataset's are text",

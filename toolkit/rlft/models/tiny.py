@@ -73,7 +73,6 @@ def smooth_bin_embeddings(model, tokenizer, codec, seed: int) -> int:
 
 
 def _check_bin_embeddings(mode: str, codec) -> None:
-
     if mode not in BIN_EMBEDDINGS:
         raise InvalidInputError(f"--bin-embeddings must be one of {', '.join(BIN_EMBEDDINGS)}, got {mode!r}")
     if mode == "smooth" and (codec.kind != "binned" or value_token_count(codec) < 2):

@@ -39,7 +39,6 @@ class ActionChoices:
     """Token ids of every valid answer for one tokenizer, and the model's log-likelihood of each."""
 
     def __init__(self, codec: Codec, tokenizer, model=None):
-
         self.codec = codec
         self.tokenizer = tokenizer
         self.actions = discrete_actions(codec)

@@ -179,7 +179,6 @@ def online_algo_class(algo: str):
 
 
 def read_online_info(run: str | Path) -> dict[str, Any]:
-
     path = Path(run) / ONLINE_INFO
     if not path.is_file():
         raise InvalidInputError(f"{run} is not an online RUN folder (no {ONLINE_INFO})",

@@ -120,7 +120,6 @@ class RandomPolicy(Policy):
         self.rngs[slot] = np.random.default_rng([self.seed, episode])
 
     def act(self, obs, slots):
-
         self.decisions += len(slots)
         return random_actions(self.space, [self.rngs[s] for s in slots])
 
@@ -153,7 +152,6 @@ class ExpertPolicy(Policy):
 
     @classmethod
     def load(cls, path) -> ExpertPolicy:
-
         model, metadata = load_expert(path)
         return cls(model, metadata, str(path))
 

@@ -78,7 +78,6 @@ class CollectResult:
 
 
 def _check(config: CollectConfig) -> None:
-
     check_env_id(config.env_id)
     check_dataset_id(config.dataset_id)
     if config.episodes < 1 or config.num_envs < 1:
@@ -261,7 +260,6 @@ def _noise_kind(config: CollectConfig) -> str:
 
 
 def _rlft_metadata(config: CollectConfig, policy_meta: dict, n_envs: int, stats, seconds: float) -> dict:
-
     returns = np.array([s.episode_return for s in stats])
     keep = ("env_id", "algo", "timesteps", "seed", "eval", "normalized_score", "hyperparams_source")
     return {

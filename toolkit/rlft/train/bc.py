@@ -29,7 +29,6 @@ __all__ = ["BCConfig", "train_bc"]  # BCConfig lives in bc_config (the CLI is ge
 
 
 def _check(config: BCConfig) -> None:
-
     check_output_file(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
     if config.epochs < 1 or config.batch_size < 1:
         raise InvalidInputError("--epochs and --batch-size must be at least 1")

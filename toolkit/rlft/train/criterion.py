@@ -154,7 +154,6 @@ class DecisionDecoder:
     """Greedy decoding of a :class:`DecisionCheck`'s prompts with a (training) model, batched."""
 
     def __init__(self, check: DecisionCheck, tokenizer, model, constrained: bool = True, batch_size: int = 64):
-
         self.check = check
         self.tokenizer = tokenizer
         # what `rlft eval` plays by default: a binned codec's bins read per dimension where the tokenizer allows

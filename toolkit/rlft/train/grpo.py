@@ -158,7 +158,6 @@ def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:
 
 
 def check_credit(config: GRPOStageConfig, episodic: bool) -> None:
-
     check_credit_values(config.credit, config.credit_gamma, config.step_weight)
     if config.credit == "state" and not episodic:
         raise InvalidInputError("--credit state is for episode rollouts (it compares turns of whole episodes)",

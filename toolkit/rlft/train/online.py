@@ -150,7 +150,6 @@ def _curve_callback(bar, task, curve: list[tuple[int, float]], signals: list[dic
 
 
 def plot_curve(path: Path, curve: list[tuple[int, float]], title: str) -> None:
-
     fig, ax = figure(figsize=(6.0, 3.6))
     if curve:
         steps, returns = np.array(curve).T

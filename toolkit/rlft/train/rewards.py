@@ -266,7 +266,6 @@ class EnvReward(Reward):
         return (self.seed + 1_000_003 * self._calls + 1_009 * zlib.crc32(state_key.encode()) + sample) % 2**31
 
     def score(self, action, row, index) -> float:
-
         state = row["observation"] if "observation" in row else row["state"]
         if getattr(self.codec, "structure", None):  # a Dict observation is stored as its flat row of values
 

@@ -38,7 +38,6 @@ class GrammarSampler:
     _table: Any = field(default=None, init=False, repr=False)
 
     def backend(self, model):
-
         table = None
         if self.constrained:
             if self._table is None:
