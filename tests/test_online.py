@@ -209,3 +209,26 @@ def test_backbone_lr_scale_is_trained_saved_and_loaded(pole, tmp_path):
     with pytest.raises(InvalidInputError, match="--backbone-lr-scale must be > 0"):
         train_online(OnlineConfig(env="CartPole-v1", out=tmp_path / "bad", backbone=str(model_dir),
                                   codec=str(data), backbone_lr_scale=0.0))
+
+
+def test_check_freq_keeps_the_best_checked_policy(tmp_path):
+    """--check-freq: seeded check episodes along the way; the run keeps the best policy checked, and rlft eval on
+    the check's seeds plays it to the recorded best return."""
+    from rlft.sources.experts import EVAL_SEED_OFFSET
+    from rlft.train.online import train_online
+
+    out = tmp_path / "run"
+    info = train_online(OnlineConfig(env="CartPole-v1", out=out, timesteps=3000, check_freq=1000, check_episodes=3,
+                                     eval_episodes=2, seed=2))
+    checks = info["checks"]
+    assert checks["seed"] == 2 + EVAL_SEED_OFFSET // 2 and checks["check_episodes"] == 3
+    # every 1,000 steps (8 envs step together) and at the end, after the last rollout of 8 x 32 steps
+    assert [s for s, _ in checks["history"]] == [1000, 2000, 3000, 3072] and info["timesteps"] == 3072
+    best = max(r for _, r in checks["history"])
+    assert checks["best_return"] == pytest.approx(best, abs=1e-3)
+    assert checks["best_step"] == max(s for s, r in checks["history"] if r == pytest.approx(best, abs=1e-3))
+    report = tmp_path / "check.json"
+    result = _invoke("eval", "--policy", f"online:{out}", "--episodes", "3", "--seed", checks["seed"],
+                     "--out", report)
+    assert result.exit_code == 0, result.output
+    assert json.loads(report.read_text())["return_mean"] == pytest.approx(checks["best_return"], abs=1e-6)

@@ -149,6 +149,55 @@ def _curve_callback(bar, task, curve: list[tuple[int, float]], signals: list[dic
     return Curve()
 
 
+class PolicyChecks:
+    """``--check-freq``: seeded check episodes every ``check_freq`` steps and at the end, and the weights of the best
+    policy seen (a later policy wins a tie: it trained longer), put back into the model before it is saved."""
+
+    def __init__(self, config: OnlineConfig):
+        self.config = config
+        self.seed = config.seed + EVAL_SEED_OFFSET // 2  # the final evaluation's are seed + EVAL_SEED_OFFSET
+        self.last_check = 0
+        self.history: list[tuple[int, float]] = []
+        self.best_step: int | None = None
+        self.best_return = -np.inf
+        self.weights: dict | None = None
+
+    def check(self, model) -> None:
+        import copy
+
+        ev = evaluate(model, self.config.env, self.config.check_episodes, self.seed)
+        self.history.append((int(model.num_timesteps), ev.mean))
+        if ev.mean >= self.best_return:
+            self.best_step, self.best_return = int(model.num_timesteps), ev.mean
+            self.weights = copy.deepcopy(model.policy.state_dict())
+
+    def restore(self, model) -> None:
+        if self.weights is not None:
+            model.policy.load_state_dict(self.weights)
+
+    def summary(self) -> dict[str, Any]:
+        return {"check_freq": self.config.check_freq, "check_episodes": self.config.check_episodes,
+                "seed": self.seed, "history": [[s, round(r, 4)] for s, r in self.history],
+                "best_step": self.best_step, "best_return": float(self.best_return)}
+
+
+def _checks_callback(checks: PolicyChecks):
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Checks(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps - checks.last_check >= checks.config.check_freq:
+                checks.last_check = self.num_timesteps
+                checks.check(self.model)
+            return True
+
+        def _on_training_end(self) -> None:
+            if not checks.history or checks.history[-1][0] != self.num_timesteps:
+                checks.check(self.model)
+
+    return Checks()
+
+
 def plot_curve(path: Path, curve: list[tuple[int, float]], title: str) -> None:
     fig, ax = figure(figsize=(6.0, 3.6))
     if curve:
@@ -163,23 +212,24 @@ def plot_curve(path: Path, curve: list[tuple[int, float]], title: str) -> None:
     save_figure(fig, path)
 
 
-def learn(model, config: OnlineConfig, timesteps: int) -> tuple[list, list, float]:
-    """``model.learn`` with a progress bar: (learning curve, per-update signals, seconds)."""
-
+def learn(model, config: OnlineConfig, timesteps: int, checks: PolicyChecks | None = None
+          ) -> tuple[list, list, float]:
+    """``model.learn`` with a progress bar: (learning curve, per-update signals, seconds), with ``checks`` of the
+    policy along the way."""
     curve: list[tuple[int, float]] = []
     signals: list[dict[str, float]] = []
     start = time.perf_counter()
     with progress() as bar:
         task = bar.add_task(f"{config.algo} {config.env} ({config.backbone})", total=timesteps)
         # log_interval=None: SB3 never dumps (and clears) its logger, so each update's values are read back
-        model.learn(total_timesteps=timesteps, callback=_curve_callback(bar, task, curve, signals), log_interval=None)
+        callbacks = [_curve_callback(bar, task, curve, signals)] + ([_checks_callback(checks)] if checks else [])
+        model.learn(total_timesteps=timesteps, callback=callbacks, log_interval=None)
     return curve, signals, time.perf_counter() - start
 
 
 def train_online(config: OnlineConfig) -> dict[str, Any]:
     """Train, evaluate and save one online run; returns its metadata (``rlft_online.json``)."""
     from stable_baselines3.common.env_util import make_vec_env
-
 
     check_config(config)
     limit_threads()
@@ -201,8 +251,11 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
                                     policy_kwargs=kwargs or None, **algo_kwargs)
     quiet_logger(model)  # no empty SB3-<date> folder left in the temporary directory
     trainable = sum(p.numel() for p in model.policy.parameters() if p.requires_grad)
-    curve, signals, train_s = learn(model, config, timesteps)
+    checks = PolicyChecks(config) if config.check_freq else None
+    curve, signals, train_s = learn(model, config, timesteps, checks)
     venv.close()
+    if checks is not None:
+        checks.restore(model)  # the run keeps the best checked policy, not the last one
     ev = evaluate(model, config.env, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
     info = {
         "env_id": config.env,
@@ -224,6 +277,7 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
         "normalized_score": normalized_score(config.env, ev.mean),
         "curve": [[s, r] for s, r in curve],
         "update_signals": signals,
+        "checks": checks.summary() if checks is not None else None,
     }
     import json
 
@@ -240,7 +294,9 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
         plot_curve(tmp / "curve.png", curve,
                    f"{config.algo.upper()} {config.env}, backbone {Path(config.backbone).name}")
         atomic_write_text(tmp / ONLINE_INFO, json.dumps(info, indent=1) + "\n")
+    kept = (f"; kept the policy of step {checks.best_step} (check return {checks.best_return:.1f})"
+            if checks is not None else "")
     console.print(f"{config.algo} {config.env} ({Path(config.backbone).name}): {model.num_timesteps} steps in "
-                  f"{train_s:.1f} s ({info['steps_per_second']:.0f} steps/s); eval return {ev.mean:.1f} +- "
+                  f"{train_s:.1f} s ({info['steps_per_second']:.0f} steps/s){kept}; eval return {ev.mean:.1f} +- "
                   f"{ev.std:.1f} -> {config.out}")
     return info

@@ -29,5 +29,10 @@ class OnlineConfig:
     num_envs: int | None = field(default=None, metadata={"help": "Parallel envs (default: the Zoo's)."})
     hyperparams: Path | None = field(default=None, metadata={"help": "RL-Zoo style YAML (default: shipped)."})
     eval_episodes: int = field(default=10, metadata={"help": "Deterministic episodes evaluated at the end."})
+    check_freq: int = field(default=0, metadata={
+        "help": "Every N environment steps (and at the end) play check_episodes deterministic episodes, the same "
+                "seeds each time and apart from the final evaluation's, and keep the best policy seen as the run's "
+                "(RL-Zoo's best model; 0: off, the last policy is kept).", "min": 0})
+    check_episodes: int = field(default=10, metadata={"help": "Episodes of each check (--check-freq).", "min": 1})
     seed: int = field(default=0, metadata={"help": "Seeds torch, numpy and the environments.", "min": 0})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing RUN folder."})
