@@ -56,6 +56,26 @@ def test_every_valid_answer_is_scored_as_the_codec_writes_it(choices):
     np.testing.assert_allclose(answers.log_likelihoods(model, prompts[1:2]), scores[1:2], rtol=1e-4, atol=1e-4)
 
 
+def test_the_decisive_tokens_are_the_action_between_the_shared_format(choices):
+    """Answers share <answer>, </answer> and end-of-turn; only the action's own tokens are a choice, and the
+    decisive likelihood is what constrained greedy decoding follows (the next-token distribution after <answer>)."""
+    import torch
+
+    answers, model, _, prompts = choices
+    spans = answers.decisive_spans(prompts[0])
+    full = answers.completion_ids(prompts[0])
+    for (start, end), ids in zip(spans, full, strict=True):
+        assert answers.tokenizer.decode(ids[:start]) == "<answer>" and 0 < start < end < len(ids)
+        assert answers.tokenizer.decode(ids[end:], skip_special_tokens=True) == "</answer>"
+    scores = answers.log_likelihoods(model, prompts[:1], decisive=True)
+    head = answers.prompt_ids(prompts[0]) + full[0][: spans[0][0]]
+    with torch.no_grad():
+        next_token = model(input_ids=torch.tensor([head])).logits[0, -1].log_softmax(-1)
+    if all(end - start == 1 for start, end in spans):  # one token per action: exactly the next-token choice
+        np.testing.assert_allclose(scores[0], [float(next_token[ids[s]]) for (s, _), ids in zip(spans, full)],
+                                   rtol=1e-4, atol=1e-4)
+
+
 def test_each_group_holds_every_answer_equally_often(choices):
     from rlft.train.sampling import ActionSetRollout
 

@@ -84,11 +84,30 @@ class ActionChoices:
         self._cache[text] = ids
         return ids
 
-    def log_likelihoods(self, model, prompts: list[Any], batch_size: int = 64) -> np.ndarray:
-        """(prompts, actions) log-probability of each valid answer under ``model`` (no gradient)."""
+    def decisive_spans(self, prompt) -> list[tuple[int, int]]:
+        """Per action, the ``[start, end)`` token positions of its answer that tell it from the others: after the
+        tokens every answer begins with and before those every answer ends with (``<answer>`` and ``</answer>``
+        around the action's name, then end-of-turn). Under constrained decoding only these are a choice; the rest
+        is forced by the grammar."""
+        answers = self.completion_ids(prompt)
+        shortest = min(len(a) for a in answers)
+        prefix = 0
+        while prefix < shortest and len({a[prefix] for a in answers}) == 1:
+            prefix += 1
+        suffix = 0
+        while suffix < shortest - prefix and len({a[-1 - suffix] for a in answers}) == 1:
+            suffix += 1
+        return [(prefix, len(a) - suffix) for a in answers]
+
+    def log_likelihoods(self, model, prompts: list[Any], batch_size: int = 64, decisive: bool = False) -> np.ndarray:
+        """(prompts, actions) log-probability of each valid answer under ``model`` (no gradient); with ``decisive``,
+        of its decisive tokens only (:meth:`decisive_spans`): the policy constrained greedy decoding follows, which
+        a loss on whole answers can leave behind (it lowers a wrong answer by making its closing tag unlikely)."""
         import torch
 
         pairs = [(self.prompt_ids(p), c) for p in prompts for c in self.completion_ids(p)]
+        spans = ([span for p in prompts for span in self.decisive_spans(p)] if decisive
+                 else [(0, len(c)) for _, c in pairs])
         device = next(model.parameters()).device
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos
         scores = np.empty(len(pairs))
@@ -107,8 +126,9 @@ class ActionChoices:
                     logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
                     logps = logits.log_softmax(-1)
                     for i, (p, c) in enumerate(chunk):
-                        positions = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=device)
-                        targets = torch.tensor(c, device=device)
+                        first, end = spans[start + i]
+                        positions = torch.arange(len(p) - 1 + first, len(p) - 1 + end, device=device)
+                        targets = torch.tensor(c[first:end], device=device)
                         scores[start + i] = float(logps[i, positions, targets].sum())
         finally:
             if was_training:

@@ -268,7 +268,7 @@ class CriterionCallback(_callback_base()):
             self.choices = ActionChoices(self.check.codec, tokenizer, model)
         side = tokenizer.padding_side
         try:
-            probs = action_distribution(self.choices.log_likelihoods(model, self.check.prompts))
+            probs = action_distribution(self.choices.log_likelihoods(model, self.check.prompts, decisive=True))
         finally:
             tokenizer.padding_side = side
         return policy_signals(probs, self.check.correct, self.choices.actions)

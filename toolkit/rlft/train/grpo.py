@@ -14,6 +14,7 @@ from rlft.core.console import console
 from rlft.core.errors import InvalidInputError, MissingDependencyError
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.policy.action_scores import MAX_CHOICES, ActionChoices
+from rlft.train.action_targets import action_set_trainer_class, check_advantage
 from rlft.train.configs import trl_overrides
 from rlft.train.credit import check_credit as check_credit_values
 from rlft.train.episodes import (
@@ -96,6 +97,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     if "q-advantage" in names and "q_values" in inputs.train.column_names:  # a missing column is named later
         check_finite_q_values(inputs.train, inputs.dataset)
     group = resolve_group(config, inputs.codec, episodic)
+    check_advantage(config.advantage, config.target_temperature, group)
     warn_forced_kl(config, group)
     check_inputs = inputs  # the criterion checks decisions on the dataset's rows
     rewards, inputs = make_rewards(config, names, inputs, episodic)
@@ -114,7 +116,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
         watch = stall_watch(config.stall_steps, names, group, constrained)
         if args[checkpointing_field()] and config.lora:
             model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
-        trainer = grpo_trainer_class(episodic)(
+        trainer = grpo_trainer_class(episodic, config, rollout)(
             model=model,
             reward_funcs=rewards,
             args=grpo_args,
@@ -286,6 +288,8 @@ def run_record(config: GRPOStageConfig, rewards: list, episodic: bool, constrain
     return {"rewards": [{"name": r.name, "low": r.low, "high": r.high} for r in rewards],
             "reward_weights": config.reward_weights, "rollout": config.rollout, "group": group,
             "constrained_sampling": constrained and group == "sampled",
+            **({"advantage": config.advantage, "target_temperature": config.target_temperature}
+               if group == "actions" else {}),
             **({"max_turns": config.max_turns, "episode_starts": config.episode_starts, "credit": config.credit,
                 **({"credit_gamma": config.credit_gamma, "step_weight": config.step_weight}
                    if config.credit == "state" else {})} if episodic else {})}
@@ -323,13 +327,16 @@ def grpo_training_args(config: GRPOStageConfig, run_dir, model, episodic: bool):
     return args, grpo_args
 
 
-def grpo_trainer_class(episodic: bool):
-    """TRL's ``GRPOTrainer``, or its episodic subclass that hands the rollout the batch's rows."""
+def grpo_trainer_class(episodic: bool, config: GRPOStageConfig | None = None, rollout=None):
+    """TRL's ``GRPOTrainer``; its episodic subclass that hands the rollout the batch's rows; for ``--group
+    actions`` the subclass that writes each answer's advantage on its decisive tokens (``--advantage target``: moving
+    each state's answers toward the target policy)."""
     if episodic:
-
         return episode_trainer_class()
     from trl import GRPOTrainer
 
+    if isinstance(rollout, ActionSetRollout):
+        return action_set_trainer_class(GRPOTrainer, rollout.choices, config.advantage, config.target_temperature)
     return GRPOTrainer
 
 

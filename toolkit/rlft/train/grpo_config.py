@@ -38,6 +38,17 @@ class GRPOStageConfig(StageConfig):
                           "at every step, no sampling noise; see rlft.train.sampling), auto (actions for step "
                           "rollouts over discrete actions when num_generations is a multiple of their number)."},
     )
+    advantage: str = field(
+        default="group",
+        metadata={"help": "With --group actions: group (TRL's: each answer's reward against the group's mean, over its "
+                          "spread: every answer of every state pushed at a steady rate) or target (each answer's "
+                          "probability moved toward the greedy policy of the group's rewards, ties shared: target(a) "
+                          "- pi(a), a step that is zero once a state is right; see rlft.train.action_targets)."},
+    )
+    target_temperature: float = field(
+        default=0.0, metadata={"help": "--advantage target: 0 is greedy (the best answers share the target); above 0, "
+                                       "a softmax of the group's standardized rewards at this temperature."},
+    )
     stall_steps: int = field(
         default=20,
         metadata={"help": "Warn, naming the fix, when this many steps in a row had no group with differing rewards "
