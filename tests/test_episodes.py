@@ -156,6 +156,13 @@ def test_episodes_are_the_conversations_evaluation_sees_and_replay_exactly(which
             total += reward
         assert total == pytest.approx(episode.ret)
         assert (terminated or truncated) == episode.done
+        # the loss sees the model's tokens that were a choice: the grammar forced the rest (the answer's tags)
+        loss = episode.loss_mask()
+        assert all(m <= e for m, e in zip(loss, episode.env_mask, strict=True))
+        chosen = [t for t, m in zip(episode.completion_ids, loss, strict=True) if m]
+        forced = [t for t, m, c in zip(episode.completion_ids, episode.env_mask, loss, strict=True) if m and not c]
+        assert chosen and forced and len(chosen) < len(forced) + len(chosen)
+        assert "answer" not in rollout.tokenizer.decode(chosen, skip_special_tokens=True)
 
 
 def test_unparsable_answers_play_the_fallback_and_score_lowest(lake, monkeypatch):

@@ -144,3 +144,19 @@ def test_bad_group_settings_are_refused_before_anything_is_written(cli, lake_mod
     result = cli("train", "grpo", "--dataset", lake, "--model", tiny, "--out", tmp_path / "r", "--stall-steps", "-1")
     assert result.exit_code == 2 and "--stall-steps" in result.output
     assert not (tmp_path / "r").exists()
+
+
+def test_only_the_tokens_that_write_the_action_are_chosen(choices):
+    """Constrained samples keep the loss on the action's tokens: the format around it, in whichever tokenization the
+    grammar allowed, and end-of-turn are forced (rlft.train.sampling.chosen_tokens)."""
+    from rlft.train.sampling import chosen_tokens
+
+    answers, _, codec, prompts = choices
+    tokenizer = answers.tokenizer
+    canonical = answers.completion_ids(prompts[0])[2]  # <answer>RIGHT</answer> then end-of-turn
+    marks = chosen_tokens(tokenizer, codec, canonical)
+    assert tokenizer.decode([t for t, m in zip(canonical, marks, strict=True) if m]) == "RIGHT"
+    pieces = [i for part in ("<", "answer", ">", "RIGHT", "</", "answer", ">")
+              for i in tokenizer(part, add_special_tokens=False)["input_ids"]] + [answers.eos]
+    marks = chosen_tokens(tokenizer, codec, pieces)
+    assert tokenizer.decode([t for t, m in zip(pieces, marks, strict=True) if m]) == "RIGHT"

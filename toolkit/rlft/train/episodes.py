@@ -18,7 +18,10 @@ episodes of a batch generate together: one ``generate`` call per turn.
 How the environment's turns stay out of the loss: the sample is ``prompt_ids`` (turn 0's prompt) and
 ``completion_ids`` (everything after it: each answer the model sampled, and between answers the tokens that the
 chat template and the next observation add) with ``env_mask`` = 1 on sampled tokens and 0 on the environment's.
-TRL multiplies its completion mask by ``env_mask``, so only the model's tokens get gradient, KL and entropy.
+TRL multiplies its completion mask by ``env_mask``, so only the model's tokens get gradient, KL and entropy. With
+constrained sampling the tokens of the format the grammar forces (``<answer>``, ``</answer>``, end-of-turn) are left
+out of the loss too (:func:`rlft.train.sampling.chosen_tokens`): they are no choice, and a loss on them lets
+GRPO lower a wrong answer by making its closing tag unlikely instead of the action itself.
 
 Unparsable answers never raise: the fallback action is played, the miss counted, and the ``format`` reward
 (the share of valid answers) pays for it; an episode of only unparsable answers gets the lowest format reward.
@@ -38,7 +41,7 @@ from rlft.envs.vector_envs import check_spaces
 from rlft.policy.policies import default_action
 from rlft.train.credit import check_credit, step_advantages, token_advantages
 from rlft.train.rewards import step_bounds
-from rlft.train.sampling import GrammarSampler
+from rlft.train.sampling import GrammarSampler, chosen_tokens
 
 ROLLOUTS = ("step", "episode")
 EPISODE_REWARDS = ("return", "format")
@@ -53,6 +56,7 @@ class Episode:
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    chosen: list[int] = field(default_factory=list)  # per completion token: 0 where the grammar forced it
     turn_ids: list[int] = field(default_factory=list)  # per completion token: the turn that wrote it, -1: the env's
     actions: list[Any] = field(default_factory=list)
     observations: list[str] = field(default_factory=list)  # each turn's observation text (through the codec)
@@ -74,17 +78,23 @@ class Episode:
     def turns(self) -> int:
         return len(self.actions)
 
-    def add_model_tokens(self, ids: list[int], logprobs: list[float]) -> None:
+    def add_model_tokens(self, ids: list[int], logprobs: list[float], chosen: list[int] | None = None) -> None:
         self.completion_ids += ids
         self.env_mask += [1] * len(ids)
         self.logprobs += logprobs
+        self.chosen += chosen if chosen is not None else [1] * len(ids)
         self.turn_ids += [len(self.answers)] * len(ids)  # called before the turn's answer is appended
 
     def add_env_tokens(self, ids: list[int]) -> None:
         self.completion_ids += ids
         self.env_mask += [0] * len(ids)
         self.logprobs += [0.0] * len(ids)
+        self.chosen += [0] * len(ids)
         self.turn_ids += [-1] * len(ids)
+
+    def loss_mask(self) -> list[int]:
+        """Per completion token, whether the loss sees it: the model's tokens that were a choice."""
+        return [m & c for m, c in zip(self.env_mask, self.chosen, strict=True)]
 
     def sequence(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
@@ -176,7 +186,7 @@ class EpisodeRollout:
             "prompt_ids": [e.prompt_ids for e in episodes],
             "completion_ids": [e.completion_ids for e in episodes],
             "logprobs": [e.logprobs for e in episodes],
-            "env_mask": [e.env_mask for e in episodes],
+            "env_mask": [e.loss_mask() for e in episodes],
             "episode_return": [e.ret for e in episodes],
             "episode_valid": [1.0 - e.invalid / max(1, e.turns) for e in episodes],
         }
@@ -226,7 +236,8 @@ class EpisodeRollout:
                 ids, texts, logprobs = backend.sample_ids(prompts)
                 for i, user, new, text, lps in zip(live, users, ids, texts, logprobs, strict=True):
                     episode = episodes[i]
-                    episode.add_model_tokens(new, lps)
+                    chosen = chosen_tokens(self.tokenizer, self.codec, new) if self.constrained else None
+                    episode.add_model_tokens(new, lps, chosen)
                     episode.users.append(user)
                     episode.answers.append(text)
                     past[i].append((user, text))
@@ -279,7 +290,7 @@ class EpisodeRollout:
             return
         eos = set(backend.eos)
         if episode.completion_ids and episode.completion_ids[-1] in eos and full[: len(held) - 1] == held[:-1]:
-            for seq in (episode.completion_ids, episode.env_mask, episode.logprobs, episode.turn_ids):
+            for seq in (episode.completion_ids, episode.env_mask, episode.logprobs, episode.turn_ids, episode.chosen):
                 seq.pop()
             episode.add_env_tokens(full[len(held) - 1:])
             return
@@ -291,17 +302,27 @@ class EpisodeRollout:
             raise InvalidInputError("the tokenizer splits an episode's first prompt differently once the "
                                     "conversation goes on", hint="use --prompt-style plain or another model")
         old_ids, old_lps = episode.completion_ids, episode.logprobs
-        ids, mask, logprobs, turns = full[n0:], [], [], []
+        ids, mask, logprobs, turns, chosen = full[n0:], [], [], [], []
         n = min(len(old_ids), len(ids))  # the sampled tokens that the canonical ones keep
         same = next((k for k in range(n) if old_ids[k] != ids[k]), n)
+        values = [self._value_span(text, lo, hi) for lo, hi in episode.spans]
         for k, (token, (a, b)) in enumerate(zip(ids, offsets[n0:], strict=True)):
             turn = next((t for t, (lo, hi) in enumerate(episode.spans)
                          if (lo <= a and b <= hi and b > a) or (token in eos and a == hi)), -1)
             mask.append(int(turn >= 0))
             turns.append(turn)
             logprobs.append(old_lps[k] if k < same and mask[-1] else 0.0)
+            chosen.append(int(turn >= 0 and (not self.constrained or (a < values[turn][1] and b > values[turn][0]))))
         episode.completion_ids, episode.env_mask, episode.logprobs = list(ids), mask, logprobs
-        episode.turn_ids = turns
+        episode.chosen, episode.turn_ids = chosen, turns
+
+    def _value_span(self, text: str, lo: int, hi: int) -> tuple[int, int]:
+        """The characters of the answer at ``text[lo:hi]`` that write the action's value (its format around)."""
+        template = self.codec.template
+        prefix, suffix = template.answer_prefix[len(template.prompt_suffix):], template.answer_suffix
+        answer = text[lo:hi]
+        start = lo + len(prefix) if answer.startswith(prefix) else lo
+        return start, (hi - len(suffix) if suffix and answer.endswith(suffix) else hi)
 
     def close(self) -> None:
         for env in self._envs:

@@ -24,6 +24,27 @@ from rlft.policy.constrained import build_token_table
 from rlft.policy.generation import TransformersBackend, default_max_new_tokens
 
 
+def chosen_tokens(tokenizer, codec: Codec, ids: list[int]) -> list[int]:
+    """Per token of one sampled answer, 1 where it writes the action's value and 0 where it writes the format around
+    it (the answer's literal prefix and suffix, end-of-turn): the format is no choice under constrained sampling
+    (the grammar forces it, in whichever tokenization), and a loss on it lets GRPO lower a wrong answer by making
+    its closing tag unlikely instead of the action."""
+    template = codec.template
+    prefix = template.answer_prefix[len(template.prompt_suffix):]  # a prefilled tag is in the prompt
+    suffix = template.answer_suffix
+    ends = [len(tokenizer.decode(ids[: k + 1], skip_special_tokens=True)) for k in range(len(ids))]
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    lead = len(text) - len(text.lstrip())
+    start = lead + len(prefix) if text[lead:].startswith(prefix) else 0
+    stripped = text.rstrip()
+    stop = len(stripped) - len(suffix) if suffix and stripped.endswith(suffix) else len(stripped)
+    out, begin = [], 0
+    for end in ends:
+        out.append(int(end > begin and begin < stop and end > start))
+        begin = end
+    return out
+
+
 @dataclass
 class GrammarSampler:
     """Builds the sampling backend for the trainer's current model; the grammar's token table, which depends on
@@ -71,7 +92,10 @@ class StepRollout:
             if was_training:
                 model.train()
         self.seconds += time.perf_counter() - start
-        return {"prompt_ids": prompt_ids, "completion_ids": ids, "logprobs": logprobs}
+        out = {"prompt_ids": prompt_ids, "completion_ids": ids, "logprobs": logprobs}
+        if self.sampler.constrained:  # the format the grammar forces carries no choice: out of the loss
+            out["env_mask"] = [chosen_tokens(tokenizer, self.sampler.codec, row) for row in ids]
+        return out
 
 
 class ActionSetRollout:
