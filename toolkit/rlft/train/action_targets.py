@@ -35,7 +35,7 @@ ADVANTAGES = ("group", "target")
 TIE_TOLERANCE = 1e-6  # rewards this close (relative to the group's spread, at least absolute) are tied
 
 
-def check_advantage(advantage: str, temperature: float, group: str) -> None:
+def check_advantage(advantage: str, temperature: float, group: str, processes: int = 1) -> None:
     """Refuse an advantage setting that cannot work."""
     if advantage not in ADVANTAGES:
         raise InvalidInputError(f"--advantage must be one of {', '.join(ADVANTAGES)}, got {advantage!r}")
@@ -44,6 +44,9 @@ def check_advantage(advantage: str, temperature: float, group: str) -> None:
     if advantage == "target" and group != "actions":
         raise InvalidInputError("--advantage target needs every valid answer in each group (--group actions): the "
                                 "target compares all answers of a state", hint="add --group actions")
+    if advantage == "target" and processes != 1:
+        raise InvalidInputError(f"--advantage target runs in one process, not {processes}",
+                                hint="drop --advantage target (the group advantage runs in many), or one process")
 
 
 def target_distribution(rewards: np.ndarray, temperature: float = 0.0) -> np.ndarray:
@@ -94,6 +97,14 @@ def decisive_token_advantages(advantages: np.ndarray, spans: list[tuple[int, int
     return out
 
 
+def answer_index(choices, prompt, completion: list[int]) -> int:
+    """Which of the state's answers a completion (right-padded token ids) holds."""
+    for k, answer in enumerate(choices.completion_ids(prompt)):
+        if completion[: len(answer)] == answer:
+            return k
+    raise ValueError("a completion of a --group actions batch is none of its state's answers")
+
+
 def action_set_trainer_class(base, choices, advantage: str = "group", temperature: float = 0.0):
     """``base`` (TRL's GRPOTrainer) for ``--group actions``: each completion's advantage (TRL's own, or with
     ``advantage="target"`` :func:`target_advantages` from TRL's rewards and the model's exact answer distribution)
@@ -108,20 +119,21 @@ def action_set_trainer_class(base, choices, advantage: str = "group", temperatur
 
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
-            if self.accelerator.num_processes != 1:
-                raise InvalidInputError("--group actions runs in one process")
             old = output["advantages"]
             prompts = [row["prompt"] for row in inputs]
             advantages = old.detach().cpu().numpy()
             if advantage == "target":
                 advantages = self._target_advantages(prompts)
-            n = len(choices)
-            spans = [choices.decisive_spans(p)[(i % self.num_generations) % n] for i, p in enumerate(prompts)]
+            ids = output["completion_ids"].tolist()
+            spans = [choices.decisive_spans(p)[answer_index(choices, p, row)]
+                     for p, row in zip(prompts, ids, strict=True)]
             table = decisive_token_advantages(advantages, spans, output["completion_ids"].shape[1])
             output["advantages"] = torch.as_tensor(table, device=old.device, dtype=old.dtype)
             return output
 
         def _target_advantages(self, prompts: list) -> np.ndarray:
+            if self.accelerator.num_processes != 1:  # refused before training (check_advantage); a guard
+                raise InvalidInputError("--advantage target runs in one process")
             weights = self.reward_weights.to(self.rlft_rewards_per_func.device)
             rewards = torch.nan_to_num(self.rlft_rewards_per_func * weights.unsqueeze(0), nan=0.0).sum(dim=1)
             model = self.accelerator.unwrap_model(self.model)

@@ -8,6 +8,7 @@ rates the rewards report (``parse_rate``, ``optimal_action_rate``) to the consol
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any
 
 from rlft.core.console import console
@@ -97,7 +98,8 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     if "q-advantage" in names and "q_values" in inputs.train.column_names:  # a missing column is named later
         check_finite_q_values(inputs.train, inputs.dataset)
     group = resolve_group(config, inputs.codec, episodic)
-    check_advantage(config.advantage, config.target_temperature, group)
+    # accelerate launch sets WORLD_SIZE for every process it starts
+    check_advantage(config.advantage, config.target_temperature, group, int(os.environ.get("WORLD_SIZE", "1")))
     warn_forced_kl(config, group)
     check_inputs = inputs  # the criterion checks decisions on the dataset's rows
     rewards, inputs = make_rewards(config, names, inputs, episodic)
