@@ -72,8 +72,8 @@ def test_the_decisive_tokens_are_the_action_between_the_shared_format(choices):
     with torch.no_grad():
         next_token = model(input_ids=torch.tensor([head])).logits[0, -1].log_softmax(-1)
     if all(end - start == 1 for start, end in spans):  # one token per action: exactly the next-token choice
-        np.testing.assert_allclose(scores[0], [float(next_token[ids[s]]) for (s, _), ids in zip(spans, full)],
-                                   rtol=1e-4, atol=1e-4)
+        expected = [float(next_token[ids[s]]) for (s, _), ids in zip(spans, full, strict=True)]
+        np.testing.assert_allclose(scores[0], expected, rtol=1e-4, atol=1e-4)
 
 
 def test_each_group_holds_every_answer_equally_often(choices):
