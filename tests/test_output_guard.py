@@ -82,3 +82,49 @@ def test_a_second_writer_is_refused_and_a_stale_lock_is_taken_over(cli, tmp_path
     result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out)
     assert result.exit_code == 0, result.output
     assert not lock.exists()  # released when the command ended
+
+
+def _fingerprint(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_inputs_reached_through_other_inputs_are_guarded_too(cli, tmp_path, tmp_path_factory):
+    """What a hostile user found (#28 audit): a LoRA run's base model, a --config file's folder, an expert's metadata
+    beside its .zip and a --map file were not counted as inputs, and --overwrite replaced them."""
+    import shutil
+
+    from eval_factories import frozenlake_dataset, sft_run, small_ppo, tiny_model
+
+    lake = frozenlake_dataset(tmp_path_factory)
+    base = tmp_path / "tiny"
+    shutil.copytree(tiny_model(tmp_path_factory, lake, "guard-lineage"), base)
+    lora = sft_run(tmp_path_factory, lake, base, "guard-lora", steps=2, lora=True)
+    expert = tmp_path / "expert.zip"
+    shutil.copy(small_ppo(tmp_path_factory), expert)
+    shutil.copy(small_ppo(tmp_path_factory).with_suffix(".json"), expert.with_suffix(".json"))
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "sft.yaml").write_text("max_steps: 2\n")
+    (tmp_path / "maps").mkdir()
+    (tmp_path / "maps" / "lake.txt").write_text("SFFF\nFHFH\nFFFH\nHFFG\n")
+    before = _fingerprint(tmp_path)
+    cases = [
+        (["model", "merge", lora, "--out", base, "--overwrite"], "the input run's base model"),
+        (["train", "sft", "--dataset", lake, "--model", lora, "--out", base, "--lora", "--overwrite"],
+         "the input --model's base model"),
+        (["train", "sft", "--config", tmp_path / "cfg" / "sft.yaml", "--dataset", lake, "--model", base, "--out",
+          tmp_path / "cfg", "--overwrite"], "contains the input --config"),
+        (["eval", "--policy", "random", "--env", "CartPole-v1", "--expert", expert, "--episodes", "1", "--out",
+          expert.with_suffix(".json"), "--overwrite"], "the input --expert's metadata"),
+        (["data", "export-q", "frozenlake", "--map", tmp_path / "maps" / "lake.txt", "--out", tmp_path / "maps",
+          "--overwrite", "--episodes", "2"], "contains the input --map"),
+        (["data", "export-q", "frozenlake", "--map", tmp_path / "maps" / "lake.txt", "--csv",
+          tmp_path / "maps" / "lake.txt", "--out", tmp_path / "fl", "--overwrite", "--episodes", "2"],
+         "is the input --map"),
+        (["data", "export-q", "frozenlake", "--out", tmp_path / "new", "--csv", tmp_path / "new" / "q.csv",
+          "--episodes", "2"], "lies inside --out"),
+    ]
+    for args, message in cases:
+        result = cli(*args)
+        assert result.exit_code == 2 and message in " ".join(result.output.split()), (args, result.output)
+    assert _fingerprint(tmp_path) == before
+    assert not (tmp_path / "new").exists() and not (tmp_path / "fl").exists()

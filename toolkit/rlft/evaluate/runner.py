@@ -94,9 +94,12 @@ def _check_config(config: EvalConfig) -> None:
         if out.suffix.lower() != ".json":
             raise InvalidInputError(f"--out must be a .json file, got {out}")
 
-        check_output_file(out, config.overwrite, inputs=[
-            ("--policy", parse_policy_spec(config.policy)[1]), ("--codec", config.codec), ("--expert", config.expert),
-            ("--action-error", config.action_error)])
+        inputs = [("--policy", parse_policy_spec(config.policy)[1]), ("--codec", config.codec),
+                  ("--expert", config.expert), ("--action-error", config.action_error)]
+        # an SB3 checkpoint (expert.zip) carries its metadata beside it (expert.json): an input too
+        inputs += [(f"{name}'s metadata", str(Path(p).with_suffix(".json"))) for name, p in inputs
+                   if p and str(p).endswith(".zip")]
+        check_output_file(out, config.overwrite, inputs=inputs)
 
 
 def _load_expert_model(config: EvalConfig):

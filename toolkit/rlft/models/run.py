@@ -156,6 +156,25 @@ def base_model_of(path: str | os.PathLike) -> str:
     return str(base)
 
 
+def model_lineage(option: str, path: str | os.PathLike | None) -> list[tuple[str, str]]:
+    """``(option, folder)`` of a model argument and of every local base model an adapter run stands on: the folders
+    an output must stay out of (writing over a LoRA run's base changes the run). Hub ids and missing paths are
+    left out; a chain too deep stops at ``_MAX_DEPTH``."""
+    found: list[tuple[str, str]] = []
+    current = str(path) if path is not None else None
+    for _ in range(_MAX_DEPTH):
+        if current is None or not Path(current).expanduser().is_dir():
+            break
+        found.append((option if not found else f"{option}'s base model", current))
+        if not is_adapter_folder(current):
+            break
+        try:
+            current = base_model_of(current)
+        except (InvalidInputError, OSError, ValueError):
+            break
+    return found
+
+
 def _load(path: str, merge: bool, dtype, depth: int):
     if depth > _MAX_DEPTH:
         raise InvalidInputError(f"{path}: chain of runs deeper than {_MAX_DEPTH} (a run based on itself?)")
@@ -200,7 +219,7 @@ def load_policy_model(path: str | os.PathLike, *, merge: bool = True, dtype=None
 def merge_run(run: str | os.PathLike, out: Path, overwrite: bool = False) -> dict[str, Any]:
     """``rlft model merge``: base + adapter of ``run`` merged into a plain model folder at ``out``."""
 
-    check_output_dir(out, overwrite, inputs=[("run", run)])
+    check_output_dir(out, overwrite, inputs=model_lineage("run", run))
     local = resolve_model(run)
     if not is_adapter_folder(local):
         raise InvalidInputError(f"{run} holds no LoRA adapter ({ADAPTER_CONFIG})",

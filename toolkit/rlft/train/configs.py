@@ -372,8 +372,10 @@ def build_config(cls, section: str, config_file: Path | None, cli_values: dict[s
     """The stage config from an optional YAML file, the command-line values and the flags rlft does not declare
     (parsed by TRL's parser, see :func:`parse_trl_flags`); see :func:`merge_config`."""
     yaml_values = read_yaml_config(config_file, section) if config_file is not None else {}
-    return merge_config(cls, yaml_values, cli_values, source=str(config_file),
-                        trl_flags=parse_trl_flags(cls, list(extra_args or [])))
+    config, sources = merge_config(cls, yaml_values, cli_values, source=str(config_file),
+                                   trl_flags=parse_trl_flags(cls, list(extra_args or [])))
+    config.config_file = config_file  # an input too: the output guard keeps --out away from it (not a field)
+    return config, sources
 
 
 def config_to_dict(config) -> dict[str, Any]:

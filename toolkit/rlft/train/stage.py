@@ -35,6 +35,7 @@ from rlft.models.run import (
     check_run_dir,
     load_policy_model,
     make_run_dir,
+    model_lineage,
     run_identity,
     write_run_info,
 )
@@ -93,7 +94,8 @@ def wait_for_everyone() -> None:
 def load_inputs(config: StageConfig, stage: str, needed_columns: tuple[str, ...]) -> StageInputs:
     """Resolve and check the dataset, its codec and splits, and the model, before anything is written."""
     config.require("dataset", "model", "out")
-    refuse_overlap(config.out, [("--dataset", config.dataset), ("--model", config.model)])
+    refuse_overlap(config.out, [("--dataset", config.dataset), *model_lineage("--model", config.model),
+                                ("--config", getattr(config, "config_file", None))])
     _check_out_folder(Path(config.out))
     _check_training_numbers(config)
     local = resolve_dataset(config.dataset)

@@ -60,9 +60,14 @@ def _validate(config: ExportQConfig) -> LakeMap:
         raise InvalidInputError(f"--wording must be one of {', '.join(WORDINGS)}, got {config.wording!r}")
     if config.completions not in COMPLETIONS:
         raise InvalidInputError(f"--completions must be one of {', '.join(COMPLETIONS)}, got {config.completions!r}")
-    check_output_dir(config.out, config.overwrite, inputs=[("--card-extra", config.card_extra)])
+    inputs = [("--card-extra", config.card_extra), ("--map", config.map)]  # a named map (4x4) is no path: skipped
+    check_output_dir(config.out, config.overwrite, inputs=inputs)
     if config.csv is not None:
-        check_output_file(config.csv, config.overwrite, "--csv")
+        out, csv = Path(config.out).absolute().resolve(), Path(config.csv).absolute().resolve()
+        if out == csv or out in csv.parents:
+            raise InvalidInputError(f"--csv {config.csv} lies inside --out {config.out}, which is written as a whole",
+                                    hint="write the CSV next to the dataset folder, not inside it")
+        check_output_file(config.csv, config.overwrite, "--csv", inputs=inputs)
     read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before any work
     return lake
 
