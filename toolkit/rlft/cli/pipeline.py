@@ -85,6 +85,8 @@ def parse_seeds(text: str) -> list[int]:
             values = range(int(low), int(high) + 1) if sep and low else [int(part)]
         except ValueError as exc:
             raise InvalidInputError(f"--seeds {text!r}: {part!r} is not a seed or a range A-B") from exc
+        if sep and low and not values:
+            raise InvalidInputError(f"--seeds {text!r}: the range {part} runs backwards", hint=f"write {high}-{low}")
         seeds += [v for v in values if v not in seeds]
     if not seeds or any(v < 0 for v in seeds):
         raise InvalidInputError(f"--seeds {text!r} must list seeds >= 0")

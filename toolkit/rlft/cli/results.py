@@ -8,6 +8,7 @@ import typer
 
 from rlft.cli.common import command
 from rlft.core.console import console
+from rlft.core.errors import InvalidInputError
 from rlft.results.render import pages as default_pages
 from rlft.results.render import render_readme, table_markdown
 
@@ -63,7 +64,13 @@ def render(
 ) -> None:
     """Re-render every <!-- results:NAME --> block of the README and the docs pages from RESULTS_DIR."""
 
+    if not results_dir.is_dir():
+        raise InvalidInputError(f"--results-dir {results_dir} is not a folder of results",
+                                hint="run from the repository root, or give the results/ folder")
     targets = [*(pages or []), *([readme] if readme else [])] or default_pages(Path("."))
+    if not targets:
+        raise InvalidInputError("no README.md or docs/*.md here to render", hint="run from the repository root, or "
+                                "name the pages: rlft results render PAGE.md")
     stale = []
     for page in targets:
         changed = render_readme(page, results_dir, check)

@@ -108,6 +108,13 @@ def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray):
         return obs_space, act_space, ints.astype(np.int64)
     if not isinstance(act_space, spaces.Box) or int(np.prod(act_space.shape)) != act.shape[1]:
         raise InvalidInputError(f"the file's actions have {act.shape[1]} values; {env_id} acts in {act_space}")
+    low, high = act_space.low.reshape(-1), act_space.high.reshape(-1)
+    outside = np.flatnonzero(np.any((act < low) | (act > high), axis=1))
+    if len(outside):
+        row = int(outside[0])
+        raise InvalidInputError(f"{len(outside)} of the file's actions lie outside {env_id}'s action space "
+                                f"[{low.tolist()}, {high.tolist()}] (first: row {row}, {act[row].tolist()})",
+                                hint="an env would clip them: fix the file, or clip the actions before importing")
     return obs_space, act_space, act.astype(np.float32)
 
 

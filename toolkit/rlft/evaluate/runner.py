@@ -14,10 +14,11 @@ from rlft.envs.vector_envs import VideoSlots, check_video, make_env_fns
 from rlft.evaluate.actions import held_out_rows, policy_action_error
 from rlft.evaluate.config import EvalConfig, parse_policy_spec
 from rlft.evaluate.report import build_report, print_report, write_report
-from rlft.evaluate.setup import build_setup, check_sb3_spaces
+from rlft.evaluate.setup import build_setup
+from rlft.policy.bins import BIN_DECODINGS
 from rlft.policy.policies import default_action
 from rlft.policy.rollout import Agreement, RolloutResult, rollout
-from rlft.sources.experts import load_expert
+from rlft.sources.experts import check_expert_spaces, load_expert
 
 
 def _keep_finished(config: EvalConfig, setup, result: RolloutResult, num_envs: int, exc: RlftError) -> RlftError:
@@ -42,7 +43,7 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     expert_model = _load_expert_model(config)
     setup = build_setup(config)
     if expert_model is not None:
-        check_sb3_spaces(expert_model, setup.env_id, setup.observation_space, setup.action_space,
+        check_expert_spaces(expert_model, setup.env_id, setup.observation_space, setup.action_space,
                           str(config.expert))
     num_envs = _num_envs(config, setup)
     video = _video_slots(config, setup, num_envs)
@@ -85,6 +86,9 @@ def _check_config(config: EvalConfig) -> None:
         raise InvalidInputError(f"--num-envs must be at least 1, got {config.num_envs}")
     if config.max_episode_steps is not None and config.max_episode_steps < 1:
         raise InvalidInputError("--max-episode-steps must be at least 1")
+    if config.bin_decoding not in BIN_DECODINGS:  # every policy, not only llm: (a typo never passes silently)
+        raise InvalidInputError(f"--bin-decoding must be one of {', '.join(BIN_DECODINGS)}, "
+                                f"got {config.bin_decoding!r}")
     if config.temperature < 0:
         raise InvalidInputError(f"--temperature must be >= 0 (0: greedy), got {config.temperature}")
     if not 0.0 < config.top_p <= 1.0:

@@ -12,7 +12,6 @@ from rlft.core.errors import InvalidInputError
 from rlft.datasets.frozenlake_q.table import QTable
 from rlft.datasets.loading import dataset_dir, dataset_info, has_q_values, load_dataset_codec
 from rlft.envs.registry import check_env_id, ensure_registered
-from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import check_spaces
 from rlft.evaluate.config import BACKENDS, EvalConfig, parse_policy_spec
 from rlft.models.run import load_policy_model, read_run_info
@@ -32,7 +31,7 @@ from rlft.policy.policies import (
     default_action,
     parse_action_value,
 )
-from rlft.sources.experts import load_expert
+from rlft.sources.experts import check_expert_spaces, load_expert
 
 
 @dataclass
@@ -169,7 +168,7 @@ def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _Lo
         path, model, metadata = loaded.sb3
         policy = ExpertPolicy(model, metadata, str(path))
         policy.kind = kind
-        check_sb3_spaces(model, env_id, obs_space, act_space, str(path))
+        check_expert_spaces(model, env_id, obs_space, act_space, str(path))
         return policy
     if kind == "bc":
         check_spaces(f"the behaviour-cloning policy {arg}", loaded.bc_policy.observation_space,
@@ -181,18 +180,6 @@ def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _Lo
                                 "optimal_actions columns)", hint="make one with rlft data export-q frozenlake")
 
     return TablePolicy(qtable.greedy, qtable.source)
-
-
-def check_sb3_spaces(model, env_id, obs_space, act_space, what) -> None:
-    try:
-        check_spaces(f"the expert {what}", space_to_dict(model.observation_space), space_to_dict(model.action_space),
-                     env_id, obs_space, act_space)
-    except InvalidInputError as exc:
-        if "does not match" in exc.message:
-            raise
-        # spaces rlft cannot describe: compare shapes only
-        if model.observation_space.shape != obs_space.shape or model.action_space.shape != act_space.shape:
-            raise InvalidInputError(f"the expert {what} does not match {env_id}") from exc
 
 
 def _qtable(dataset: str | None, codec: Codec | None, obs_space):
@@ -209,10 +196,7 @@ def _qtable(dataset: str | None, codec: Codec | None, obs_space):
 def _run_dataset(run: str) -> str | None:
     """The local dataset folder recorded in a RUN folder's rlft_run.json, when it still exists."""
 
-    try:
-        info = read_run_info(run) if Path(run).is_dir() else None
-    except InvalidInputError:
-        return None
+    info = read_run_info(run) if Path(run).is_dir() else None
     dataset = (info or {}).get("dataset")
     return str(dataset) if dataset and Path(str(dataset)).is_dir() else None
 

@@ -66,22 +66,36 @@ TRAINER_STATE = "trainer_state.json"  # transformers writes it last into a check
 def last_complete_checkpoint(folder: Path) -> str | None:
     """The newest ``checkpoint-N`` under ``folder`` whose save completed (it holds ``trainer_state.json``, which
     transformers writes after the weights, optimizer and RNG states), or None. A run killed while saving (SIGKILL,
-    a full disk) leaves a newer, partial folder that ``--resume`` would otherwise load and fail on."""
+    a full disk) leaves a newer, partial folder that ``--resume`` would otherwise load and fail on; a checkpoint whose
+    weights do not read back (a file damaged after the save) is passed over the same way."""
     import re
-
 
     if not folder.is_dir():
         return None
     found = sorted(((int(m.group(1)), p) for p in folder.iterdir()
                     if p.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", p.name))), reverse=True)
     for i, (_, path) in enumerate(found):
-        if (path / TRAINER_STATE).is_file():
+        if (path / TRAINER_STATE).is_file() and _weights_readable(path):
             if i:
                 skipped = ", ".join(p.name for _, p in found[:i])
-                console.print(f"[yellow]{skipped} under {folder} did not finish saving (no {TRAINER_STATE}); "
+                console.print(f"[yellow]{skipped} under {folder} did not finish saving or is damaged; "
                               f"resuming from {path.name}[/]")
             return str(path)
     return None
+
+
+def _weights_readable(checkpoint: Path) -> bool:
+    """Whether every safetensors file of ``checkpoint`` reads back (its header and its size agree)."""
+    from safetensors import safe_open
+
+    for file in checkpoint.glob("*.safetensors"):
+        try:
+            with safe_open(str(file), framework="pt") as weights:
+                for name in weights.keys():  # noqa: SIM118 - safe_open is no dict
+                    weights.get_slice(name)
+        except Exception:  # noqa: BLE001 - any failure to read means "damaged"
+            return False
+    return True
 
 
 def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: bool) -> str | None:
@@ -113,8 +127,9 @@ def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: 
                                     hint="pass the same stage, --model and --dataset, or --overwrite")
         checkpoint = last_complete_checkpoint(out / CHECKPOINTS_DIR)
         if checkpoint is None:
-            raise InvalidInputError(f"--resume: {out} has no checkpoint under {CHECKPOINTS_DIR}/",
-                                    hint="the run stopped before its first save; pass --overwrite to restart")
+            raise InvalidInputError(f"--resume: {out} has no complete, readable checkpoint under {CHECKPOINTS_DIR}/",
+                                    hint="the run stopped before its first save or its checkpoints are damaged; "
+                                         "pass --overwrite to restart")
         return checkpoint
     if not empty and not overwrite:
         info = read_run_info(out)
@@ -206,6 +221,7 @@ def load_policy_model(path: str | os.PathLike, *, merge: bool = True, dtype=None
     path = str(path)
     model = _load(path, merge, dtype, 0)
     local = resolve_model(path)
+    read_run_info(local)  # a RUN folder's rlft_run.json that does not read back is one clear error, not ignored
     tokenizer_dir = local
     if is_adapter_folder(local) and not (Path(local) / "tokenizer_config.json").is_file():
         tokenizer_dir = resolve_model(base_model_of(local))

@@ -150,6 +150,10 @@ def init_model(config: ModelInitConfig) -> dict[str, Any]:
         raise InvalidInputError(f"dataset {config.dataset} has no prompt/completion text to train a tokenizer on")
     tokenizer = train_tokenizer(texts, codec)
     longest = longest_tokens(tokenizer, texts[:2000]) + 8  # chat markers and EOS
+    if config.max_positions is not None and config.max_positions < longest:
+        raise InvalidInputError(f"--max-positions {config.max_positions} is shorter than the dataset's longest example "
+                                f"({longest} tokens with the chat markers): the model could not read it",
+                                hint=f"leave --max-positions out (fitted to the data) or give at least {longest}")
     max_positions = config.max_positions or max(256, 1 << (2 * longest - 1).bit_length())
     model = build_tiny_model(tokenizer, config.layers, config.hidden, config.heads, config.kv_heads,
                              config.intermediate, max_positions, config.seed, config.init_std)

@@ -196,7 +196,6 @@ def load_online(run: str | Path):
     cls = online_algo_class(algo)
     custom: dict[str, Any] = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
     if info.get("backbone") != "mlp":
-
         kwargs = resolve_policy_kwargs(info["policy_kwargs"])
         kwargs["features_extractor_class"] = TransformerFeatures
         if "backbone_lr_scale" in kwargs.get("optimizer_kwargs", {}):  # the checkpoint holds its two groups
@@ -209,7 +208,12 @@ def load_online(run: str | Path):
     checkpoint = run / ONLINE_FILE
     if not checkpoint.is_file():
         raise InvalidInputError(f"{run} has no {ONLINE_FILE}")
-    model = cls.load(checkpoint, device="cpu", custom_objects=custom)
+    try:
+        model = cls.load(checkpoint, device="cpu", custom_objects=custom)
+    except (ValueError, OSError, KeyError, RuntimeError) as exc:  # SB3's messages for a damaged or foreign zip
+        raise InvalidInputError(f"cannot read {checkpoint}: {str(exc).removeprefix('Error: ')}",
+                                hint="the file is damaged or not an rlft train online checkpoint; train it again"
+                                ) from exc
     return model, info
 
 

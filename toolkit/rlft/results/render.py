@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import atomic_write_text, read_yaml_mapping
+from rlft.core.io import atomic_write_text, read_json_mapping, read_yaml_mapping
 from rlft.results.environment import machine_line
 
 BLOCK = re.compile(r"(<!-- results:(?P<name>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
@@ -153,7 +153,7 @@ def overview_markdown(results_dir: Path) -> str:
         if path is None or not path.is_file():
             lines.append(f"{head} not run: {row.get('not_run', 'no results yet')} | | | | |")
             continue
-        summary = json.loads(path.read_text(encoding="utf-8"))
+        summary = read_json_mapping(path, "an experiment summary")
         headline = _headline(summary)
         reports = next((t for t in summary["tables"] if t.get("kind") == "reports"), {"rows": []})
         llm = [r["label"] for r in reports["rows"] if r["label"].startswith("llm")]

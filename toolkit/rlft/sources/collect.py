@@ -27,7 +27,7 @@ from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OutputExistsError, require
 from rlft.core.seeding import seed_everything
 from rlft.envs.registry import action_space, check_env_id, make_env, reference_scores
-from rlft.sources.experts import load_expert
+from rlft.sources.experts import check_expert_spaces, load_expert
 from rlft.sources.minari_source import check_dataset_id, datasets_root
 from rlft.sources.rollouts import EpisodeStats, episode_blocks, noisy_execution, policy_act, run_episodes
 
@@ -111,6 +111,9 @@ def _check(config: CollectConfig) -> None:
 def minari_root(path: Path) -> Iterator[None]:
     """Point Minari (which reads the variable on every call) at ``path`` for the duration (made absolute: Minari
     joins a relative root onto itself when it writes)."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise InvalidInputError(f"--data-path {path} is a file, not a folder of Minari datasets",
+                                hint="give a folder (it is made if missing)")
     old = os.environ.get("MINARI_DATASETS_PATH")
     os.environ["MINARI_DATASETS_PATH"] = str(Path(path).resolve())
     try:
@@ -181,6 +184,9 @@ def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
 
     collectors = [minari.DataCollector(env(), data_format=config.data_format) for _ in range(n_envs)]
     try:
+        if model is not None:
+            check_expert_spaces(model, config.env_id, collectors[0].observation_space, collectors[0].action_space,
+                                str(config.policy))
         act = policy_act(model, collectors[0].action_space, config.seed, 0.0 if clean else config.noise)
         start = time.perf_counter()
         stats = run_episodes(collectors, act, config.episodes, config.seed, on_episode)

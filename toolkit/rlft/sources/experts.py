@@ -17,9 +17,11 @@ import numpy as np
 import rlft
 from rlft.core.console import progress
 from rlft.core.errors import InvalidInputError, require
-from rlft.core.io import atomic_write_file, atomic_write_text, check_output_file
+from rlft.core.io import atomic_write_file, atomic_write_text, check_output_file, read_json_mapping
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.envs.registry import action_space, check_env_id, make_env, normalized_score, reference_scores
+from rlft.envs.spaces import space_to_dict
+from rlft.envs.vector_envs import check_spaces
 from rlft.sources.hyperparams import load_hyperparams, tuned_algos
 from rlft.sources.rollouts import policy_act, run_episodes
 
@@ -88,6 +90,7 @@ def evaluate(model, env_id: str, episodes: int, seed: int, num_envs: int = 8, en
     """Deterministic mean/std return over ``episodes`` (seeds ``seed + i``), batched over up to ``num_envs``."""
     envs = [make_env(env_id, **(env_kwargs or {})) for _ in range(max(1, min(num_envs, episodes)))]
     try:
+        check_expert_spaces(model, env_id, envs[0].observation_space, envs[0].action_space, "policy")
         act = policy_act(model, envs[0].action_space, seed)
         stats = run_episodes(envs, act, episodes, seed)
     finally:
@@ -239,8 +242,9 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
                                 "number of steps is unknown", hint=hint)
     n_envs = config.num_envs or hp.n_envs
     cls = algo_class(config.algo)
+    kwargs = hp.algo_kwargs(cls)
     venv = make_vec_env(config.env_id, n_envs=n_envs, seed=config.seed)
-    model = cls(hp.policy, venv, seed=config.seed, verbose=0, device="cpu", **hp.algo_kwargs())
+    model = cls(hp.policy, venv, seed=config.seed, verbose=0, device="cpu", **kwargs)
     quiet_logger(model)
 
     import tempfile
@@ -305,10 +309,25 @@ def _versions(rlft, stable_baselines3) -> dict:
     return versions
 
 
+def check_expert_spaces(model, env_id, obs_space, act_space, what) -> None:
+    """Refuse an SB3 model whose observation or action space is not ``env_id``'s (one line naming both), before it
+    is asked to act there (SB3 itself raises a shape error mid-run)."""
+    try:
+        check_spaces(f"the expert {what}", space_to_dict(model.observation_space), space_to_dict(model.action_space),
+                     env_id, obs_space, act_space)
+    except InvalidInputError as exc:
+        if "does not match" in exc.message:
+            raise
+        # spaces rlft cannot describe: compare shapes only
+        if model.observation_space.shape != obs_space.shape or model.action_space.shape != act_space.shape:
+            raise InvalidInputError(f"the expert {what} does not match {env_id}") from exc
+
+
 def read_metadata(path: str | Path) -> dict:
-    """The ``.json`` beside a checkpoint, or {} when there is none (a checkpoint made elsewhere)."""
+    """The ``.json`` beside a checkpoint, or {} when there is none (a checkpoint made elsewhere); a damaged one is
+    one clear error."""
     meta = metadata_path(path)
-    return json.loads(meta.read_text(encoding="utf-8")) if meta.is_file() else {}
+    return read_json_mapping(meta, "the checkpoint's metadata") if meta.is_file() else {}
 
 
 def load_expert(path: str | Path) -> tuple[Any, dict]:
@@ -318,6 +337,9 @@ def load_expert(path: str | Path) -> tuple[Any, dict]:
     replaced by constants on load (they are only needed to keep training, and may not unpickle elsewhere).
     """
     path = Path(path)
+    if path.is_dir():
+        raise InvalidInputError(f"expert checkpoint {path} is a folder, not an SB3 checkpoint (.zip)",
+                                hint="give the .zip that rlft expert train wrote")
     if not path.is_file():
         raise InvalidInputError(f"expert checkpoint {path} does not exist")
     metadata = read_metadata(path)

@@ -30,9 +30,18 @@ class Hyperparams:
     n_timesteps: int | None = None
     policy: str = "MlpPolicy"
 
-    def algo_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for the SB3 algorithm class, with schedules and activation names resolved."""
+    def algo_kwargs(self, cls=None) -> dict[str, Any]:
+        """Keyword arguments for the SB3 algorithm class, with schedules and activation names resolved; with ``cls``
+        (the algorithm class) a key it does not take is one clear error, not a TypeError from inside SB3."""
         kwargs = {k: _resolve(k, v) for k, v in self.raw.items() if k not in NON_ALGO_KEYS}
+        if cls is not None:
+            import inspect
+
+            accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "policy", "env"}
+            unknown = sorted(set(kwargs) - accepted)
+            if unknown:
+                raise InvalidInputError(f"{self.source}: {cls.__name__} takes no {', '.join(unknown)}",
+                                        hint=f"its settings: {', '.join(sorted(accepted))}")
         if "policy_kwargs" in kwargs:
             kwargs["policy_kwargs"] = resolve_policy_kwargs(kwargs["policy_kwargs"])
         return kwargs

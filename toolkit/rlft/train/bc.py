@@ -24,6 +24,7 @@ from rlft.core.io import atomic_write_file, check_output_file
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.models.bc import BC_FORMAT, MAX_HIDDEN, BCActions, BCFeatures, build_mlp
 from rlft.train.bc_config import BCConfig
+from rlft.train.stage import check_finite_weights
 
 __all__ = ["BCConfig", "train_bc"]  # BCConfig lives in bc_config (the CLI is generated from it)
 
@@ -45,7 +46,6 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
     _check(config)
     import torch
 
-
     limit_threads()
     codec, obs, actions = _load_rows(config)
     features, targets, x, y = _encode_rows(config, codec, obs, actions)
@@ -61,6 +61,7 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
     start = time.perf_counter()
     _train_epochs(config, model, opt, loss_fn, xt, yt, train_idx, gen)
     train_s = time.perf_counter() - start
+    check_finite_weights(model, "behaviour cloning")
     metrics = _metrics(model, xt, yt, train_idx, val_idx, targets, loss_fn)
     info = {
         "format": BC_FORMAT,

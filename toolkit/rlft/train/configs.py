@@ -271,10 +271,17 @@ def parse_trl_flags(cls, args: list[str]) -> dict[str, Any]:
     parser = trl.TrlParser((getattr(trl, cls.trl_config_class),), allow_abbrev=False)
     unset = object()
     namespace = argparse.Namespace(**{a.dest: unset for a in parser._actions if a.dest != "help"})
+    import contextlib
+    import io
+
+    said = io.StringIO()
     try:
-        parsed, remaining = parser.parse_known_args(args, namespace=namespace)
+        with contextlib.redirect_stderr(said):  # argparse prints its whole usage before the error
+            parsed, remaining = parser.parse_known_args(args, namespace=namespace)
     except SystemExit as exc:  # argparse reports a bad value by exiting; rlft says it in one line
-        raise InvalidInputError(f"bad TRL option in {' '.join(args)}",
+        reason = said.getvalue().strip().splitlines()[-1:] or [""]
+        reason = reason[0].split("error: ", 1)[-1]
+        raise InvalidInputError(f"bad TRL option in {' '.join(args)}: {reason}",
                                 hint=f"see the fields of trl.{cls.trl_config_class}") from exc
     if remaining:
         named = [a for a in remaining if a.startswith("-")] or remaining

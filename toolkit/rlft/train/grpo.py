@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from pathlib import Path
 from typing import Any
 
 from rlft.core.console import console
@@ -110,6 +111,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     model, tokenizer = load_model_for_training(inputs, config.allow_tokenizer_mismatch)
     config = model_defaults(config, model, GRPO_LEARNING_RATES)
     rollout = make_rollout(config, inputs, model, tokenizer, episodic, constrained, group)
+    grpo_training_args(config, Path(config.out), model, episodic)  # TRL refuses bad settings before anything is written
     run_dir, checkpoint, info = start_run(config, "grpo", inputs,
                                           run_record(config, rewards, episodic, constrained, group))
 

@@ -242,7 +242,7 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
     if not timesteps:
         raise InvalidInputError("--timesteps is required (the hyperparameter file gives no n_timesteps)")
     n_envs = config.num_envs or hp.n_envs
-    algo_kwargs = hp.algo_kwargs()
+    algo_kwargs = hp.algo_kwargs(online_algo_class(config.algo))
     kwargs = policy_kwargs(config, codec, algo_kwargs.pop("policy_kwargs", None))
     # checked before training: metadata that cannot be saved must not cost a run
     info_kwargs = policy_kwargs_for_info(kwargs) if config.backbone != "mlp" else {}

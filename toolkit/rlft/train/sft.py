@@ -8,6 +8,7 @@ fine-tuning for small from-scratch ones (``lora`` decides).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from rlft.core.console import console
@@ -54,7 +55,8 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
     seed_everything(config.seed)
     model, tokenizer = load_model_for_training(inputs, config.allow_tokenizer_mismatch)
     config = model_defaults(config, model)
-    run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
+    sft_training_args(config, Path(config.out), model, evaluation is not None)  # TRL refuses bad settings: before
+    run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})  # anything is written
 
     with run_outcome(run_dir, info):
         args, sft_args = sft_training_args(config, run_dir, model, evaluation is not None)

@@ -16,7 +16,7 @@ from typing import Any
 from rlft import __version__
 from rlft.codecs.base import Codec, load_codec
 from rlft.core.console import console, kv_table
-from rlft.core.errors import InvalidInputError, OutputExistsError
+from rlft.core.errors import FaultError, InvalidInputError, OutputExistsError
 from rlft.core.io import (
     atomic_write_text,
     check_output_parent,
@@ -186,6 +186,7 @@ def load_model_for_training(inputs: StageInputs, allow_tokenizer_mismatch: bool 
     EOS, and that the tokenizer reads the dataset's text and the model holds it (:func:`check_tokenizer_fits`)."""
     model, tokenizer, _ = load_policy_model(inputs.model_path, merge=True)
     model.train()
+    model.requires_grad_(True)  # a merged LoRA run comes back frozen; LoRA, when on, freezes the base itself
     if inputs.conversational and not tokenizer.chat_template:
         raise InvalidInputError(
             f"the dataset's prompts are chat messages but model {inputs.base_model} has no chat template",
@@ -256,7 +257,24 @@ def model_defaults(config: StageConfig, model, learning_rates: tuple[float, floa
         changes["lora"] = not small
     if learning_rates is not None and config.learning_rate is None:
         changes["learning_rate"] = learning_rates[0] if small else learning_rates[1]
-    return replace(config, **changes)
+    config = replace(config, **changes)
+    if config.lora:
+        check_lora_targets(config.lora_target_modules, model)
+    return config
+
+
+def check_lora_targets(targets: list[str], model) -> None:
+    """Refuse LoRA target modules the model does not have, before anything is written (PEFT raises mid-setup)."""
+    if targets in (["all-linear"], ["all_linear"]):
+        return
+    from torch import nn
+
+    linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                     if isinstance(module, nn.Linear)})
+    missing = [t for t in targets if t not in linear]
+    if missing:
+        raise InvalidInputError(f"--lora-target-modules {','.join(missing)}: the model has no such linear module",
+                                hint=f"its linear modules: {', '.join(linear)} (or all-linear)")
 
 
 def device_args(config: StageConfig, n_params: int) -> dict[str, Any]:
@@ -435,10 +453,21 @@ def _mark_run(run_dir: Path, info: dict[str, Any], status: str, reason: str) -> 
                                  "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
 
+def check_finite_weights(model, what: str = "training") -> None:
+    """Refuse to save a model whose weights went NaN or infinite (a learning rate far too high): the run fails with
+    one line, and an --overwrite'd earlier run comes back, instead of a model that answers garbage."""
+    bad = [name for name, p in model.named_parameters() if not bool(p.detach().isfinite().all())]
+    if bad:
+        total = sum(1 for _ in model.parameters())
+        raise FaultError(f"{what} diverged: {len(bad)} of {total} weight tensors hold NaN or infinite values "
+                         f"(first: {bad[0]})", hint="lower --learning-rate; nothing was saved as a result")
+
+
 def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, Any], title: str,
                criterion=None) -> dict:
     """Save the adapter (or full model) and tokenizer at RUN, complete ``rlft_run.json``, write the summary
     (with the criterion's record when there was one)."""
+    check_finite_weights(trainer.model)
     metrics = {**metrics, "processes": int(trainer.args.world_size)}  # > 1: accelerate launch --num_processes
     if criterion is not None:
         metrics = {**metrics, "criterion": criterion.summary()}

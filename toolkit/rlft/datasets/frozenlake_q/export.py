@@ -87,6 +87,10 @@ def export_frozenlake_q(config: ExportQConfig) -> ExportQResult:
     """Build the dataset folder at ``config.out`` (atomically) and print a summary table."""
     lake = _validate(config)
     model, solution, max_steps = solve_frozenlake(lake, config.slippery, config.gamma)
+    if not solution.v[lake.start_state] > 0:
+        raise InvalidInputError("the goal cannot be reached from the start on this map: every action is optimal "
+                                "everywhere, so the dataset would teach nothing",
+                                hint="give a map with a path of ice (F) from S to G")
     codec = FrozenLakeGridCodec.for_map(lake, config.slippery, config.prompt_style, config.wording)
     frame = build_q_records(lake, solution, codec, completions=config.completions, think=config.think)
 
