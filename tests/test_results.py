@@ -106,6 +106,7 @@ def test_seed_records_summarize_into_mean_and_spread_and_render(tmp_path):
 def test_render_check_exit_code_and_missing_results(cli, tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("<!-- results:nothing-here -->\n<!-- /results:nothing-here -->\n")
+    (tmp_path / "results").mkdir()
     result = cli("results", "render", "--readme", readme, "--results-dir", tmp_path / "results")
     assert result.exit_code == 2 and "has no file" in result.output
     readme.write_text("no blocks\n")
@@ -113,7 +114,6 @@ def test_render_check_exit_code_and_missing_results(cli, tmp_path):
         from rlft.results.render import render_readme
 
         render_readme(readme, tmp_path)
-    (tmp_path / "results").mkdir()
     (tmp_path / "results" / "b.json").write_text(json.dumps({"title": "B", "tables": [
         {"label_header": "k", "columns": [{"key": "v", "label": "v", "format": "x"}],
          "rows": [{"label": "one", "cells": {"v": 2.0}}]}]}))

@@ -394,7 +394,10 @@ def test_a_model_that_cannot_read_the_dataset_is_refused_before_training(cli, tm
     assert "--allow-tokenizer-mismatch" in text
     short = tmp_path / "short"
     result = cli("model", "init", "--dataset", lake, "--out", short, "--max-positions", "32")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 2 and "shorter than the dataset's longest example" in result.output
+    assert cli("model", "init", "--dataset", lake, "--out", short).exit_code == 0
+    config = json.loads((short / "config.json").read_text())  # a model made elsewhere, with a short context
+    (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 32}))
     result = cli("train", "grpo", "--dataset", lake, "--model", short, "--out", tmp_path / "r")
     text = " ".join(result.output.split())
     assert result.exit_code == 2 and "but" in text and "has 32 positions" in text and "--max-positions" in text
