@@ -130,3 +130,15 @@ def test_inputs_that_would_make_a_useless_dataset_or_model(cli, world, tmp_path)
     _one_line(cli("pipeline", "run", "pipelines/demo.yaml", "--out", tmp_path / "p", "--seeds", "3-1"), 2,
               "runs backwards")
     assert not any((tmp_path / name).exists() for name in ("imp", "fl", "t", "p"))
+
+
+def test_maze_envs_leave_no_model_file_in_the_temp_folder(cli, tmp_path):
+    import tempfile
+    from pathlib import Path
+
+    pytest.importorskip("gymnasium_robotics")
+    before = set(Path(tempfile.gettempdir()).glob("ant_maze*.xml"))
+    result = cli("data", "collect", "--env", "PointMaze_UMaze-v3", "--episodes", "1", "--max-episode-steps", "20",
+                 "--dataset-id", "me/pm-v0", "--data-path", tmp_path / "minari")
+    assert result.exit_code == 0, result.output
+    assert set(Path(tempfile.gettempdir()).glob("ant_maze*.xml")) == before

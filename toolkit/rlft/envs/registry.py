@@ -136,7 +136,21 @@ def make_env(env_id: str, **kwargs: Any):
     """``gymnasium.make`` after checking the id (kwargs such as ``max_episode_steps`` pass through)."""
     import gymnasium as gym
 
-    return gym.make(check_env_id(env_id), **kwargs)
+    return drop_temp_files(gym.make(check_env_id(env_id), **kwargs))
+
+
+def drop_temp_files(env):
+    """Delete the model file an env wrote to the temp folder and no longer reads (gymnasium-robotics' mazes write
+    ``/tmp/ant_maze<time>.xml`` for every env and never remove it; MuJoCo has loaded it by now). Returns ``env``."""
+    import contextlib
+    import os
+    import tempfile
+
+    path = getattr(env.unwrapped, "tmp_xml_file_path", None)
+    if isinstance(path, str) and os.path.dirname(os.path.abspath(path)) == os.path.abspath(tempfile.gettempdir()):
+        with contextlib.suppress(OSError):
+            os.remove(path)
+    return env
 
 
 def action_space(env_id: str):

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from rlft.core.errors import InvalidInputError, MissingDependencyError
+from rlft.envs.registry import drop_temp_files
 from rlft.envs.spaces import describe_space, space_to_dict
 
 
@@ -182,7 +183,7 @@ def make_env_fns(env_id: str, env_kwargs: dict, num_envs: int, max_episode_steps
         kwargs["render_mode"] = "rgb_array"
 
     def make(slot: int):
-        env = gym.make(env_id, **kwargs)
+        env = drop_temp_files(gym.make(env_id, **kwargs))
         return video.wrap(env, slot) if video is not None else env
 
     return [lambda k=k: make(k) for k in range(num_envs)]
