@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rlft.core.errors import InvalidInputError
-from rlft.train.credit import returns_to_go, step_advantages, token_advantages
+from rlft.train.credit import action_advantages, episode_turns, returns_to_go, step_advantages, token_advantages
 from rlft.train.grpo_config import GRPOStageConfig
 
 
@@ -36,6 +36,34 @@ def test_equal_returns_give_no_step_credit():
     steps, stats = step_advantages(["A", "A"], [["s0", "s1"], ["s0", "s2"]], [[0.0, 0.0], [0.0, 0.0]], 0.95)
     assert all(not s.any() for s in steps)
     assert stats["state_groups_informative"] == 0
+
+
+def test_action_credit_is_the_pooled_q_minus_v_of_each_turns_state_and_action():
+    # task A, state "s0": three turns, actions 1, 1, 2 with returns-to-go 1, 0, 0 -> V = 1/3, std = sqrt(2)/3,
+    # Q(s0, 1) = 1/2, Q(s0, 2) = 0. The failed episode's turn that took action 1 is pushed up too.
+    turns = episode_turns(["A", "A", "A"], [["s0", "s1"], ["s0"], ["s0"]], [[1, 3], [1], [2]],
+                          [[0.0, 1.0], [0.0], [0.0]], gamma=1.0)
+    assert turns[0] == [("A", "s0", "1", 1.0), ("A", "s1", "3", 1.0)]
+    pool = [t for episode in turns for t in episode]
+    steps, stats = action_advantages(turns, pool)
+    std = np.sqrt(2) / 3
+    assert steps[0][0] == pytest.approx((0.5 - 1 / 3) / std)
+    assert steps[1][0] == pytest.approx((0.5 - 1 / 3) / std)  # same state and action: same credit
+    assert steps[2][0] == pytest.approx((0.0 - 1 / 3) / std)
+    assert steps[0][1] == 0.0  # s1 was answered once: no comparison
+    assert stats["state_groups"] == 2 and stats["state_groups_informative"] == 1
+
+
+def test_action_credit_pools_earlier_steps_so_a_rare_success_keeps_teaching():
+    # this step nobody reached the goal: alone it carries no signal; pooled with a step where action 1 paid,
+    # this step's turns at s0 are told action 1 is the better one
+    now = episode_turns(["A", "A"], [["s0"], ["s0"]], [[1], [2]], [[0.0], [0.0]], gamma=0.9)
+    alone, _ = action_advantages(now, [t for e in now for t in e])
+    assert not any(a.any() for a in alone)
+    earlier = episode_turns(["A", "A"], [["s0"], ["s0"]], [[1], [2]], [[1.0], [0.0]], gamma=0.9)
+    pooled, stats = action_advantages(now, [t for e in earlier + now for t in e])
+    assert pooled[0][0] > 0 > pooled[1][0]
+    assert stats["turns_per_state_group"] == 4
 
 
 def test_token_table_adds_each_turns_step_credit_to_its_own_tokens():
@@ -136,6 +164,27 @@ def test_bad_credit_settings_fail_before_training(tmp_path):
         run_grpo(GRPOStageConfig(**base, credit="state"))
     with pytest.raises(InvalidInputError, match="--credit-gamma"):
         run_grpo(GRPOStageConfig(**base, rollout="episode", credit="state", credit_gamma=1.5))
+    with pytest.raises(InvalidInputError, match="--credit action is for episode rollouts"):
+        run_grpo(GRPOStageConfig(**base, credit="action"))
+    with pytest.raises(InvalidInputError, match="--credit-window"):
+        run_grpo(GRPOStageConfig(**base, rollout="episode", credit="action", credit_window=0))
     with pytest.raises(InvalidInputError, match="--step-weight"):
         run_grpo(GRPOStageConfig(**base, rollout="episode", credit="state", step_weight=float("nan")))
     assert not (tmp_path / "bad").exists()
+
+
+def test_action_credit_trains_through_trl_pooling_its_window(tmp_path):
+    import json
+
+    from rlft.train.grpo import run_grpo
+
+    data, model = _lake(tmp_path)
+    out = tmp_path / "run"
+    config = GRPOStageConfig(dataset=str(data), model=str(model), out=out, rollout="episode", rewards=["return"],
+                             credit="action", credit_window=2, max_turns=4, episode_starts=4, num_generations=4,
+                             per_device_train_batch_size=8, learning_rate=5e-3, max_steps=3, logging_steps=1,
+                             lora=False, seed=3)
+    info = run_grpo(config)
+    assert "credit/state_groups_last" in info["metrics"]
+    saved = json.loads((out / "rlft_run.json").read_text())
+    assert saved["credit"] == "action" and saved["credit_window"] == 2

@@ -8,6 +8,15 @@ repeat exactly), and a turn's discounted return-to-go is compared with the other
 answer's advantage is then ``A_episode + weight * A_step``, written per token (TRL's loss takes ``(B, T)``
 advantages), so the answer of turn ``t`` carries turn ``t``'s credit.
 
+``--credit action`` goes one step further, for sparse returns. GiGPO's step advantage only moves turns of episodes
+that earned something: a FrozenLake batch where one episode in sixty reaches the goal gives every other turn zero.
+Here a turn's step advantage is a Monte-Carlo estimate of ``Q(s, a) - V(s)``: the mean return-to-go of the turns
+that answered the same observation *with the same action*, minus that of all turns at the observation, scaled by
+their standard deviation. The turns pooled are those of the last ``--credit-window`` steps (1: this batch only),
+so a rare success keeps informing its states for a while, and a turn of a failed episode that took the good action
+where it counted is pushed up too (a tabular critic where states repeat exactly; older steps' turns come from
+older policies, which is why the window is short).
+
 Pure numpy over :class:`rlft.train.episodes.Episode` fields, so the arithmetic is tested without a trainer.
 """
 
@@ -21,18 +30,21 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 
-CREDITS = ("episode", "state")
+CREDITS = ("episode", "state", "action")
 STD_EPS = 1e-6
 
 
-def check_credit(credit: str, gamma: float, weight: float) -> None:
-    """Refuse a credit setting that cannot work: an unknown kind, a discount outside [0, 1], a bad weight."""
+def check_credit(credit: str, gamma: float, weight: float, window: int = 1) -> None:
+    """Refuse a credit setting that cannot work: an unknown kind, a discount outside [0, 1], a bad weight or
+    window."""
     if credit not in CREDITS:
         raise InvalidInputError(f"--credit must be one of {', '.join(CREDITS)}, got {credit!r}")
     if not 0.0 <= gamma <= 1.0:
         raise InvalidInputError(f"--credit-gamma must be within [0, 1], got {gamma}")
     if not math.isfinite(weight) or weight < 0:
         raise InvalidInputError(f"--step-weight must be a finite number >= 0, got {weight}")
+    if window < 1:
+        raise InvalidInputError(f"--credit-window must be at least 1 (steps pooled), got {window}")
 
 
 def returns_to_go(rewards: Sequence[float], gamma: float) -> np.ndarray:
@@ -69,6 +81,54 @@ def step_advantages(tasks: Sequence[str], observations: Sequence[Sequence[str]],
     stats = {"state_groups": float(len(groups)), "state_groups_informative": float(informative),
              "turns_per_state_group": turns / max(1, len(groups)),
              "turns_with_step_credit": float(sum(int(np.count_nonzero(a)) for a in out)) / max(1, turns)}
+    return out, stats
+
+
+Turn = tuple[str, str, str, float]  # (task, observation, action, return-to-go)
+
+
+def episode_turns(tasks: Sequence[str], observations: Sequence[Sequence[str]], actions: Sequence[Sequence],
+                  rewards: Sequence[Sequence[float]], gamma: float) -> list[list[Turn]]:
+    """Per episode, its turns as ``(task, observation, action, return-to-go)``: what ``--credit action`` pools."""
+    out = []
+    for task, obs, acts, rew in zip(tasks, observations, actions, rewards, strict=True):
+        rtg = returns_to_go(rew, gamma)
+        out.append([(task, o, action_key(a), float(g)) for o, a, g in zip(obs, acts, rtg, strict=False)])
+    return out
+
+
+def action_key(action) -> str:
+    """A hashable, stable name for an action (numpy scalars and arrays included)."""
+    return repr(np.asarray(action).tolist())
+
+
+def action_advantages(turns: Sequence[Sequence[Turn]], pool: Sequence[Turn]) -> tuple[list[np.ndarray],
+                                                                                       dict[str, float]]:
+    """Per episode of ``turns``, one advantage per turn: ``(Q(s, a) - V(s)) / std(s)`` where, over the turns of
+    ``pool`` (this batch's and earlier steps' turns) with the same task and observation, ``V`` is the mean
+    return-to-go, ``std`` its standard deviation and ``Q`` the mean of those that took the same action; 0 where the
+    observation's returns are all equal (no signal)."""
+    states: dict[tuple[str, str], list[float]] = defaultdict(list)
+    pairs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for task, obs, act, g in pool:
+        states[(task, obs)].append(g)
+        pairs[(task, obs, act)].append(g)
+    value = {k: (float(np.mean(v)), float(np.std(v))) for k, v in states.items()}
+    q = {k: float(np.mean(v)) for k, v in pairs.items()}
+    out, informative = [], set()
+    for episode in turns:
+        adv = np.zeros(len(episode))
+        for t, (task, obs, act, _g) in enumerate(episode):
+            mean, std = value[(task, obs)]
+            if std >= STD_EPS:
+                adv[t] = (q[(task, obs, act)] - mean) / std
+                informative.add((task, obs))
+        out.append(adv)
+    n = sum(len(e) for e in turns)
+    stats = {"state_groups": float(len({(t[0], t[1]) for e in turns for t in e})),
+             "state_groups_informative": float(len(informative)),
+             "turns_per_state_group": len(pool) / max(1, len(states)),
+             "turns_with_step_credit": float(sum(int(np.count_nonzero(a)) for a in out)) / max(1, n)}
     return out, stats
 
 

@@ -30,6 +30,7 @@ Unparsable answers never raise: the fallback action is played, the miss counted,
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,13 @@ from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
 from rlft.envs.vector_envs import check_spaces
 from rlft.policy.policies import default_action
-from rlft.train.credit import check_credit, step_advantages, token_advantages
+from rlft.train.credit import (
+    action_advantages,
+    check_credit,
+    episode_turns,
+    step_advantages,
+    token_advantages,
+)
 from rlft.train.rewards import step_bounds
 from rlft.train.sampling import GrammarSampler, chosen_tokens
 
@@ -143,12 +150,13 @@ class EpisodeRollout:
 
     def __init__(self, codec: Codec, tokenizer, max_turns: int, temperature: float, top_p: float = 1.0,
                  constrained: bool = True, max_new_tokens: int | None = None, credit: str = "episode",
-                 credit_gamma: float = 0.95, step_weight: float = 1.0):
+                 credit_gamma: float = 0.95, step_weight: float = 1.0, credit_window: int = 1):
 
         if max_turns < 1:
             raise InvalidInputError(f"--max-turns must be at least 1, got {max_turns}")
-        check_credit(credit, credit_gamma, step_weight)
+        check_credit(credit, credit_gamma, step_weight, credit_window)
         self.credit, self.credit_gamma, self.step_weight = credit, credit_gamma, step_weight
+        self.credit_pool: deque = deque(maxlen=credit_window)  # --credit action: the last steps' turns
         self.last_episodes: list[Episode] = []  # the latest batch, in the order TRL holds its samples
         self.codec = codec
         self.template = codec.template
@@ -381,7 +389,7 @@ def episode_trainer_class():
             self.rlft_rows = inputs
             output = super()._generate_and_score_completions(inputs)
             rollout = self.rollout_func
-            if getattr(rollout, "credit", "episode") == "state":
+            if getattr(rollout, "credit", "episode") in ("state", "action"):
                 output["advantages"] = state_credit_advantages(self, rollout, output)
             return output
 
@@ -389,8 +397,9 @@ def episode_trainer_class():
 
 
 def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
-    """TRL's episode advantages ``(B,)`` -> per-token ``(B, T)`` with each turn's GiGPO step advantage added
-    (:mod:`rlft.train.credit`); logs how many anchor-state groups carried a signal."""
+    """TRL's episode advantages ``(B,)`` -> per-token ``(B, T)`` with each turn's step advantage added (GiGPO's
+    for ``--credit state``, the pooled ``Q - V`` estimate for ``--credit action``; :mod:`rlft.train.credit`); logs
+    how many anchor-state groups carried a signal."""
     import torch
 
 
@@ -398,8 +407,14 @@ def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
     episode_adv = output["advantages"]
     if len(episodes) != episode_adv.shape[0]:
         raise RuntimeError(f"--credit state: {len(episodes)} episodes played for {episode_adv.shape[0]} samples")
-    steps, stats = step_advantages([e.first_prompt for e in episodes], [e.observations for e in episodes],
-                                   [e.rewards for e in episodes], rollout.credit_gamma)
+    tasks, observations = [e.first_prompt for e in episodes], [e.observations for e in episodes]
+    if rollout.credit == "action":
+        turns = episode_turns(tasks, observations, [e.actions for e in episodes], [e.rewards for e in episodes],
+                              rollout.credit_gamma)
+        rollout.credit_pool.append([t for episode in turns for t in episode])
+        steps, stats = action_advantages(turns, [t for batch in rollout.credit_pool for t in batch])
+    else:
+        steps, stats = step_advantages(tasks, observations, [e.rewards for e in episodes], rollout.credit_gamma)
     width = output["completion_ids"].shape[1]
     table = token_advantages(episode_adv.detach().cpu().numpy(), [e.turn_ids for e in episodes], steps,
                              rollout.step_weight, width)

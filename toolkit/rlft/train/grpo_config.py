@@ -85,12 +85,19 @@ class GRPOStageConfig(StageConfig):
     episode_starts: int = field(default=64, metadata={"help": "episode rollout: distinct reset seeds to train on."})
     credit: str = field(
         default="episode",
-        metadata={"help": "episode rollout: episode (every answer gets its episode's GRPO advantage) or state (GiGPO: "
+        metadata={"help": "episode rollout: episode (every answer gets its episode's GRPO advantage), state (GiGPO: "
                           "plus a step advantage, the turn's discounted return-to-go against the other turns that "
-                          "answered the same observation in episodes of the same start; see rlft.train.credit)."},
+                          "answered the same observation in episodes of the same start) or action (plus the "
+                          "Monte-Carlo Q(s, a) - V(s) of the turn's observation and action over the last "
+                          "--credit-window steps: a signal for every turn when returns are sparse; see "
+                          "rlft.train.credit)."},
     )
-    credit_gamma: float = field(default=0.95, metadata={"help": "--credit state: discount of the return-to-go."})
-    step_weight: float = field(default=1.0, metadata={"help": "--credit state: weight of the step advantage."})
+    credit_gamma: float = field(default=0.95, metadata={"help": "--credit state|action: discount of the "
+                                                                 "return-to-go."})
+    step_weight: float = field(default=1.0, metadata={"help": "--credit state|action: weight of the step "
+                                                               "advantage."})
+    credit_window: int = field(default=1, metadata={"help": "--credit action: steps whose turns are pooled into "
+                                                             "the estimates (1: this step's only)."})
     constrained: bool | None = field(
         default=None,
         metadata={"help": "Sample answers within the codec's grammar (default: on for episode rollouts; off for "
