@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from rlft.core.errors import InvalidInputError
-from rlft.train.credit import action_advantages, episode_turns, returns_to_go, step_advantages, token_advantages
+from rlft.train.credit import (
+    ExperienceModel,
+    action_advantages,
+    episode_turns,
+    model_advantages,
+    returns_to_go,
+    step_advantages,
+    token_advantages,
+)
 from rlft.train.grpo_config import GRPOStageConfig
 
 
@@ -64,6 +72,32 @@ def test_action_credit_pools_earlier_steps_so_a_rare_success_keeps_teaching():
     pooled, stats = action_advantages(now, [t for e in earlier + now for t in e])
     assert pooled[0][0] > 0 > pooled[1][0]
     assert stats["turns_per_state_group"] == 4
+
+
+def test_model_credit_propagates_one_success_back_to_the_start():
+    # s0 --a--> s1 --b--> goal (reward 1, terminal); s0 --c--> hole (terminal); s1 --d--> s0 (loops back)
+    model = ExperienceModel(gamma=0.9)
+    model.add("T", ["s0", "s1"], ["a", "b"], [0.0, 1.0], "goal", terminated=True)
+    model.add("T", ["s0"], ["c"], [0.0], "hole", terminated=True)
+    model.add("T", ["s0", "s1", "s0"], ["a", "d", "c"], [0.0, 0.0, 0.0], "hole", terminated=True)
+    q = model.values()
+    assert q[("T", "s1", "'b'")] == pytest.approx(1.0)
+    assert q[("T", "s0", "'a'")] == pytest.approx(0.9)  # both a-transitions lead to s1, worth 1
+    assert q[("T", "s1", "'d'")] == pytest.approx(0.81)  # back to s0, worth 0.9
+    assert q[("T", "s0", "'c'")] == 0.0
+    # the failed episode's turns: a at s0 is the best known answer (0), d at s1 and c at s0 are not
+    turns = episode_turns(["T"], [["s0", "s1", "s0"]], [["a", "d", "c"]], [[0.0, 0.0, 0.0]], gamma=0.9)
+    steps, stats = model_advantages(turns, q)
+    assert steps[0].tolist() == pytest.approx([0.0, (0.81 - 1.0) / (1.0 - 0.81), -1.0])
+    assert stats["start_value"] == pytest.approx(0.9)
+
+
+def test_model_credit_leaves_out_a_cut_episodes_last_turn_without_its_next_observation():
+    model = ExperienceModel(gamma=1.0)
+    model.add("T", ["s0", "s1"], ["a", "a"], [0.0, 0.0], None, terminated=False)
+    assert model.transitions == 1 and ("T", "s1", "'a'") not in model.values()
+    model.add("T", ["s1"], ["a"], [1.0], "s2", terminated=False)  # cut short after it, the next one known
+    assert model.values()[("T", "s0", "'a'")] == pytest.approx(1.0)
 
 
 def test_token_table_adds_each_turns_step_credit_to_its_own_tokens():
@@ -166,6 +200,8 @@ def test_bad_credit_settings_fail_before_training(tmp_path):
         run_grpo(GRPOStageConfig(**base, rollout="episode", credit="state", credit_gamma=1.5))
     with pytest.raises(InvalidInputError, match="--credit action is for episode rollouts"):
         run_grpo(GRPOStageConfig(**base, credit="action"))
+    with pytest.raises(InvalidInputError, match="--credit model is for episode rollouts"):
+        run_grpo(GRPOStageConfig(**base, credit="model"))
     with pytest.raises(InvalidInputError, match="--credit-window"):
         run_grpo(GRPOStageConfig(**base, rollout="episode", credit="action", credit_window=0))
     with pytest.raises(InvalidInputError, match="--step-weight"):
@@ -173,7 +209,8 @@ def test_bad_credit_settings_fail_before_training(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
-def test_action_credit_trains_through_trl_pooling_its_window(tmp_path):
+@pytest.mark.parametrize("credit", ["action", "model"])
+def test_pooled_credits_train_through_trl(tmp_path, credit):
     import json
 
     from rlft.train.grpo import run_grpo
@@ -181,10 +218,10 @@ def test_action_credit_trains_through_trl_pooling_its_window(tmp_path):
     data, model = _lake(tmp_path)
     out = tmp_path / "run"
     config = GRPOStageConfig(dataset=str(data), model=str(model), out=out, rollout="episode", rewards=["return"],
-                             credit="action", credit_window=2, max_turns=4, episode_starts=4, num_generations=4,
+                             credit=credit, credit_window=2, max_turns=4, episode_starts=4, num_generations=4,
                              per_device_train_batch_size=8, learning_rate=5e-3, max_steps=3, logging_steps=1,
                              lora=False, seed=3)
     info = run_grpo(config)
     assert "credit/state_groups_last" in info["metrics"]
     saved = json.loads((out / "rlft_run.json").read_text())
-    assert saved["credit"] == "action" and saved["credit_window"] == 2
+    assert saved["credit"] == credit and saved.get("credit_window") == (2 if credit == "action" else None)

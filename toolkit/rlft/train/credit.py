@@ -17,6 +17,17 @@ so a rare success keeps informing its states for a while, and a turn of a failed
 where it counted is pushed up too (a tabular critic where states repeat exactly; older steps' turns come from
 older policies, which is why the window is short).
 
+``--credit model`` bootstraps instead of averaging returns. Monte-Carlo estimates stay noisy while returns are
+rare (a FrozenLake batch from a near-uniform start reaches the goal in about 1 episode of 60), and pooling older steps
+mixes older policies. Transitions, though, are facts about the environment whoever played them: every
+``(observation, answer) -> (reward, next observation, end)`` seen so far goes into an empirical model of the
+environment (:class:`ExperienceModel`), and value iteration on it gives ``Q(s, a)`` for every answer tried at every
+observation, propagating one success back to every state that can reach it. A turn's step advantage is
+``(Q(s, a) - max_b Q(s, b)) / (max_b Q(s, b) - min_b Q(s, b))``: 0 for the best answer known at that observation,
+down to -1 for the worst. This is certainty-equivalence model-based credit: it needs observations that repeat
+exactly (FrozenLake's positions, grid worlds, text games); where they never repeat (CartPole's floats) every
+transition is its own state and the credit reduces to the immediate reward.
+
 Pure numpy over :class:`rlft.train.episodes.Episode` fields, so the arithmetic is tested without a trainer.
 """
 
@@ -30,7 +41,7 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 
-CREDITS = ("episode", "state", "action")
+CREDITS = ("episode", "state", "action", "model")
 STD_EPS = 1e-6
 
 
@@ -128,6 +139,89 @@ def action_advantages(turns: Sequence[Sequence[Turn]], pool: Sequence[Turn]) -> 
     stats = {"state_groups": float(len({(t[0], t[1]) for e in turns for t in e})),
              "state_groups_informative": float(len(informative)),
              "turns_per_state_group": len(pool) / max(1, len(states)),
+             "turns_with_step_credit": float(sum(int(np.count_nonzero(a)) for a in out)) / max(1, n)}
+    return out, stats
+
+
+class ExperienceModel:
+    """Every transition played so far, counted: ``(state, action) -> {(reward, next state, terminal): count}``;
+    states are ``(task, observation text)``. :meth:`values` runs value iteration on the empirical model."""
+
+    def __init__(self, gamma: float, tolerance: float = 1e-6, max_sweeps: int = 1000):
+        self.gamma, self.tolerance, self.max_sweeps = gamma, tolerance, max_sweeps
+        self.counts: dict[tuple, dict[tuple, int]] = defaultdict(lambda: defaultdict(int))
+        self.transitions = 0
+
+    def add(self, task: str, observations: Sequence[str], actions: Sequence, rewards: Sequence[float],
+            next_observation: str | None, terminated: bool) -> None:
+        """One episode: turn ``t`` leads to ``observations[t + 1]``; the last turn to ``next_observation`` (the
+        observation after the last action), which is terminal when the episode ``terminated`` and unknown (the
+        transition is left out) when it was cut short without one."""
+        n = min(len(observations), len(actions), len(rewards))
+        for t in range(n):
+            last = t == n - 1
+            if last and not terminated and next_observation is None:
+                continue
+            nxt = next_observation if last else observations[t + 1]
+            self.counts[(task, observations[t], action_key(actions[t]))][
+                (float(rewards[t]), (task, nxt), bool(last and terminated))] += 1
+            self.transitions += 1
+
+    def values(self) -> dict[tuple[str, str, str], float]:
+        """``Q(s, a)`` for every ``(task, observation, action)`` seen, by value iteration (``V(s) = max_a Q``)."""
+        keys = list(self.counts)
+        index = {}
+        for task, obs, _act in keys:
+            index.setdefault((task, obs), len(index))
+        rows, cols, probs, rewards, pair_of = [], [], [], np.zeros(len(keys)), []
+        for k, key in enumerate(keys):
+            outcomes = self.counts[key]
+            total = sum(outcomes.values())
+            for (reward, nxt, terminal), count in outcomes.items():
+                rewards[k] += reward * count / total
+                if not terminal and nxt in index:  # a state never left (yet) is worth 0
+                    rows.append(k)
+                    cols.append(index[nxt])
+                    probs.append(self.gamma * count / total)
+            pair_of.append(index[key[:2]])
+        rows_a, cols_a, probs_a, owner = np.array(rows, int), np.array(cols, int), np.array(probs), np.array(pair_of)
+        value = np.zeros(len(index))
+        q = rewards.copy()
+        for _ in range(self.max_sweeps):
+            q = rewards + np.bincount(rows_a, probs_a * value[cols_a], minlength=len(keys))
+            new = np.full(len(index), -np.inf)
+            np.maximum.at(new, owner, q)
+            if np.max(np.abs(new - value), initial=0.0) < self.tolerance:
+                value = new
+                break
+            value = new
+        return {key: float(v) for key, v in zip(keys, q, strict=True)}
+
+
+def model_advantages(turns: Sequence[Sequence[Turn]], q: dict[tuple[str, str, str], float]) -> tuple[
+        list[np.ndarray], dict[str, float]]:
+    """Per episode, one advantage per turn: ``(Q(s, a) - max_b Q(s, b)) / (max_b - min_b)`` over the answers
+    seen at the turn's observation; 0 where one answer was seen there or all are worth the same."""
+    answers: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for (task, obs, _act), value in q.items():
+        answers[(task, obs)].append(value)
+    spread = {k: (max(v), max(v) - min(v)) for k, v in answers.items()}
+    out, informative = [], set()
+    for episode in turns:
+        adv = np.zeros(len(episode))
+        for t, (task, obs, act, _g) in enumerate(episode):
+            best, width = spread.get((task, obs), (0.0, 0.0))
+            if width > STD_EPS and (task, obs, act) in q:
+                adv[t] = (q[(task, obs, act)] - best) / width
+                informative.add((task, obs))
+        out.append(adv)
+    n = sum(len(e) for e in turns)
+    starts = [q_best for (task, obs), (q_best, _w) in spread.items()
+              if any(e and e[0][:2] == (task, obs) for e in turns)]
+    stats = {"state_groups": float(len({(t[0], t[1]) for e in turns for t in e})),
+             "state_groups_informative": float(len(informative)),
+             "model_states": float(len(answers)),
+             "start_value": float(np.mean(starts)) if starts else 0.0,
              "turns_with_step_credit": float(sum(int(np.count_nonzero(a)) for a in out)) / max(1, n)}
     return out, stats
 

@@ -41,9 +41,11 @@ from rlft.core.errors import InvalidInputError
 from rlft.envs.vector_envs import check_spaces
 from rlft.policy.policies import default_action
 from rlft.train.credit import (
+    ExperienceModel,
     action_advantages,
     check_credit,
     episode_turns,
+    model_advantages,
     step_advantages,
     token_advantages,
 )
@@ -73,6 +75,7 @@ class Episode:
     invalid: int = 0
     done: bool = False
     truncated: bool = False
+    final_observation: str | None = None  # the observation after the last action (through the codec)
     first_prompt: str = ""  # turn 0's prompt text: what the episode was asked (its task)
     text: str = ""  # the latest prompt's text, and the answers' character spans in it
     spans: list[tuple[int, int]] = field(default_factory=list)
@@ -157,6 +160,7 @@ class EpisodeRollout:
         check_credit(credit, credit_gamma, step_weight, credit_window)
         self.credit, self.credit_gamma, self.step_weight = credit, credit_gamma, step_weight
         self.credit_pool: deque = deque(maxlen=credit_window)  # --credit action: the last steps' turns
+        self.experience = ExperienceModel(credit_gamma)  # --credit model: every transition played so far
         self.last_episodes: list[Episode] = []  # the latest batch, in the order TRL holds its samples
         self.codec = codec
         self.template = codec.template
@@ -259,9 +263,11 @@ class EpisodeRollout:
                     episode.rewards.append(float(reward))
                     episode.done = bool(terminated or truncated)
                     episode.truncated = bool(truncated)
-            for episode in episodes:
+            for i, episode in enumerate(episodes):
                 if not episode.done:
                     episode.truncated = True  # stopped by --max-turns
+                if episode.actions:
+                    episode.final_observation = self.codec.encode_observation(observations[i])
             return episodes
         finally:
             self.tokenizer.padding_side = side
@@ -389,7 +395,7 @@ def episode_trainer_class():
             self.rlft_rows = inputs
             output = super()._generate_and_score_completions(inputs)
             rollout = self.rollout_func
-            if getattr(rollout, "credit", "episode") in ("state", "action"):
+            if getattr(rollout, "credit", "episode") != "episode":
                 output["advantages"] = state_credit_advantages(self, rollout, output)
             return output
 
@@ -408,11 +414,17 @@ def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
     if len(episodes) != episode_adv.shape[0]:
         raise RuntimeError(f"--credit state: {len(episodes)} episodes played for {episode_adv.shape[0]} samples")
     tasks, observations = [e.first_prompt for e in episodes], [e.observations for e in episodes]
-    if rollout.credit == "action":
+    if rollout.credit in ("action", "model"):
         turns = episode_turns(tasks, observations, [e.actions for e in episodes], [e.rewards for e in episodes],
                               rollout.credit_gamma)
+    if rollout.credit == "action":
         rollout.credit_pool.append([t for episode in turns for t in episode])
         steps, stats = action_advantages(turns, [t for batch in rollout.credit_pool for t in batch])
+    elif rollout.credit == "model":
+        for e in episodes:
+            rollout.experience.add(e.first_prompt, e.observations, e.actions, e.rewards, e.final_observation,
+                                   e.done and not e.truncated)
+        steps, stats = model_advantages(turns, rollout.experience.values())
     else:
         steps, stats = step_advantages(tasks, observations, [e.rewards for e in episodes], rollout.credit_gamma)
     width = output["completion_ids"].shape[1]

@@ -55,7 +55,8 @@ from rlft.train.stage import (
 GRPO_COLUMNS = ("prompt",)
 EPISODE_METRICS = ("episode/return", "episode/success_rate", "episode/invalid_rate", "episode/turns",
                    "episode/truncated_rate", "episode/rollout_seconds", "episode/episodes_per_second",
-                   "credit/state_groups", "credit/state_groups_informative", "credit/turns_with_step_credit")
+                   "credit/state_groups", "credit/state_groups_informative", "credit/turns_with_step_credit",
+                   "credit/start_value", "credit/model_states")
 SCALE_REWARDS = ("group", "batch", "none")
 GROUPS = ("auto", "sampled", "actions")
 GRPO_LEARNING_RATES = (3e-4, 1e-5)  # default peak rate: (from-scratch models under 20M parameters, pretrained)

@@ -89,12 +89,13 @@ class GRPOStageConfig(StageConfig):
                           "plus a step advantage, the turn's discounted return-to-go against the other turns that "
                           "answered the same observation in episodes of the same start) or action (plus the "
                           "Monte-Carlo Q(s, a) - V(s) of the turn's observation and action over the last "
-                          "--credit-window steps: a signal for every turn when returns are sparse; see "
-                          "rlft.train.credit)."},
+                          "--credit-window steps: a signal for every turn when returns are sparse) or model "
+                          "(plus (Q(s, a) - max Q(s)) / spread, Q by value iteration on every transition played "
+                          "so far: for observations that repeat exactly; see rlft.train.credit)."},
     )
-    credit_gamma: float = field(default=0.95, metadata={"help": "--credit state|action: discount of the "
+    credit_gamma: float = field(default=0.95, metadata={"help": "--credit state|action|model: discount of the "
                                                                  "return-to-go."})
-    step_weight: float = field(default=1.0, metadata={"help": "--credit state|action: weight of the step "
+    step_weight: float = field(default=1.0, metadata={"help": "--credit state|action|model: weight of the step "
                                                                "advantage."})
     credit_window: int = field(default=1, metadata={"help": "--credit action: steps whose turns are pooled into "
                                                              "the estimates (1: this step's only)."})
