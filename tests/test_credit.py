@@ -225,3 +225,50 @@ def test_pooled_credits_train_through_trl(tmp_path, credit):
     assert "credit/state_groups_last" in info["metrics"]
     saved = json.loads((out / "rlft_run.json").read_text())
     assert saved["credit"] == credit and saved.get("credit_window") == (2 if credit == "action" else None)
+
+
+def test_model_credit_teaches_a_tabular_policy_the_slippery_lake():
+    """The credit alone, with a softmax table standing in for the LLM: 32 episodes a step from a uniform policy
+    (about 1 in 60 reaches the goal), each turn's logits moved by its model-credit advantage. The greedy policy
+    must reach at least 0.6 success (optimal about 0.74) within 40 steps; GiGPO's step credit in its place
+    reaches 0.31."""
+    import gymnasium as gym
+
+    rng = np.random.default_rng(0)
+    env = gym.make("FrozenLake-v1", map_name="4x4", is_slippery=True)
+    logits = np.zeros((16, 4))
+    model = ExperienceModel(gamma=0.99)
+    for _step in range(40):
+        policy = np.exp(logits - logits.max(1, keepdims=True))
+        policy /= policy.sum(1, keepdims=True)
+        observations, actions, rewards = [], [], []
+        for _ in range(32):
+            state, _ = env.reset(seed=int(rng.integers(1 << 30)))
+            obs, acts, rews, terminated = [], [], [], False
+            while not terminated and len(acts) < 100:
+                action = int(rng.choice(4, p=policy[state]))
+                obs.append(str(state))
+                acts.append(action)
+                state, reward, terminated, _, _ = env.step(action)
+                rews.append(float(reward))
+            model.add("lake", obs, acts, rews, str(state), terminated)
+            observations.append(obs), actions.append(acts), rewards.append(rews)
+        turns = episode_turns(["lake"] * 32, observations, actions, rewards, gamma=0.99)
+        steps, _ = model_advantages(turns, model.values())
+        grad = np.zeros_like(logits)
+        for obs, acts, adv in zip(observations, actions, steps, strict=True):
+            for o, a, value in zip(obs, acts, adv, strict=True):
+                push = -policy[int(o)] * value
+                push[a] += value
+                grad[int(o)] += push
+        logits += 20.0 * grad / sum(len(a) for a in actions)
+    greedy = logits.argmax(1)
+    wins = 0
+    for k in range(200):
+        state, _ = env.reset(seed=10**6 + k)
+        for _ in range(100):
+            state, reward, terminated, truncated, _ = env.step(int(greedy[state]))
+            if terminated or truncated:
+                break
+        wins += reward
+    assert wins / 200 >= 0.6
