@@ -23,8 +23,10 @@ mixes older policies. Transitions, though, are facts about the environment whoev
 ``(observation, answer) -> (reward, next observation, end)`` seen so far goes into an empirical model of the
 environment (:class:`ExperienceModel`), and value iteration on it gives ``Q(s, a)`` for every answer tried at every
 observation, propagating one success back to every state that can reach it. A turn's step advantage is
-``(Q(s, a) - max_b Q(s, b)) / (max_b Q(s, b) - min_b Q(s, b))``: 0 for the best answer known at that observation,
-down to -1 for the worst. This is certainty-equivalence model-based credit: it needs observations that repeat
+``(Q(s, a) - mean_b Q(s, b)) / (max_b Q(s, b) - min_b Q(s, b))`` over the answers tried at that observation:
+centred, so the best answer is pushed up and not only the others down. (Measured: with ``Q - max``, never positive,
+the LLM's token entropy at the answer fell from 1.1 to 0.03 in 80 steps while its choice among the four answers
+stayed near uniform: every push down on the answers went to the tokens the grammar never allows.) This is certainty-equivalence model-based credit: it needs observations that repeat
 exactly (FrozenLake's positions, grid worlds, text games); where they never repeat (CartPole's floats) every
 transition is its own state and the credit reduces to the immediate reward.
 
@@ -200,24 +202,25 @@ class ExperienceModel:
 
 def model_advantages(turns: Sequence[Sequence[Turn]], q: dict[tuple[str, str, str], float]) -> tuple[
         list[np.ndarray], dict[str, float]]:
-    """Per episode, one advantage per turn: ``(Q(s, a) - max_b Q(s, b)) / (max_b - min_b)`` over the answers
+    """Per episode, one advantage per turn: ``(Q(s, a) - mean_b Q(s, b)) / (max_b - min_b)`` over the answers
     seen at the turn's observation; 0 where one answer was seen there or all are worth the same."""
     answers: dict[tuple[str, str], list[float]] = defaultdict(list)
     for (task, obs, _act), value in q.items():
         answers[(task, obs)].append(value)
-    spread = {k: (max(v), max(v) - min(v)) for k, v in answers.items()}
+    spread = {k: (float(np.mean(v)), max(v) - min(v)) for k, v in answers.items()}
+    best = {k: max(v) for k, v in answers.items()}
     out, informative = [], set()
     for episode in turns:
         adv = np.zeros(len(episode))
         for t, (task, obs, act, _g) in enumerate(episode):
-            best, width = spread.get((task, obs), (0.0, 0.0))
+            mean, width = spread.get((task, obs), (0.0, 0.0))
             if width > STD_EPS and (task, obs, act) in q:
-                adv[t] = (q[(task, obs, act)] - best) / width
+                adv[t] = (q[(task, obs, act)] - mean) / width
                 informative.add((task, obs))
         out.append(adv)
     n = sum(len(e) for e in turns)
-    starts = [q_best for (task, obs), (q_best, _w) in spread.items()
-              if any(e and e[0][:2] == (task, obs) for e in turns)]
+    first = {e[0][:2] for e in turns if e}
+    starts = [value for key, value in best.items() if key in first]
     stats = {"state_groups": float(len({(t[0], t[1]) for e in turns for t in e})),
              "state_groups_informative": float(len(informative)),
              "model_states": float(len(answers)),
