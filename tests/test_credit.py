@@ -116,7 +116,7 @@ def test_the_trainer_hook_turns_episode_advantages_into_per_token_ones():
     from rlft.train.episodes import Episode, state_credit_advantages
 
     class Rollout:
-        credit, credit_gamma, step_weight = "state", 1.0, 1.0
+        credit, credit_gamma, step_weight, episode_weight = "state", 1.0, 1.0, 1.0
         last_episodes = [
             Episode(seed=0, completion_ids=[5, 6, 7], turn_ids=[0, -1, 1], observations=["a", "b"],
                     rewards=[0.0, 1.0], first_prompt="task"),
@@ -203,6 +203,8 @@ def test_bad_credit_settings_fail_before_training(tmp_path):
         run_grpo(GRPOStageConfig(**base, credit="action"))
     with pytest.raises(InvalidInputError, match="--credit model is for episode rollouts"):
         run_grpo(GRPOStageConfig(**base, credit="model"))
+    with pytest.raises(InvalidInputError, match="--episode-weight"):
+        run_grpo(GRPOStageConfig(**base, rollout="episode", credit="model", episode_weight=-1.0))
     with pytest.raises(InvalidInputError, match="--credit-window"):
         run_grpo(GRPOStageConfig(**base, rollout="episode", credit="action", credit_window=0))
     with pytest.raises(InvalidInputError, match="--step-weight"):

@@ -47,7 +47,7 @@ CREDITS = ("episode", "state", "action", "model")
 STD_EPS = 1e-6
 
 
-def check_credit(credit: str, gamma: float, weight: float, window: int = 1) -> None:
+def check_credit(credit: str, gamma: float, weight: float, window: int = 1, episode_weight: float = 1.0) -> None:
     """Refuse a credit setting that cannot work: an unknown kind, a discount outside [0, 1], a bad weight or
     window."""
     if credit not in CREDITS:
@@ -56,6 +56,8 @@ def check_credit(credit: str, gamma: float, weight: float, window: int = 1) -> N
         raise InvalidInputError(f"--credit-gamma must be within [0, 1], got {gamma}")
     if not math.isfinite(weight) or weight < 0:
         raise InvalidInputError(f"--step-weight must be a finite number >= 0, got {weight}")
+    if not math.isfinite(episode_weight) or episode_weight < 0:
+        raise InvalidInputError(f"--episode-weight must be a finite number >= 0, got {episode_weight}")
     if window < 1:
         raise InvalidInputError(f"--credit-window must be at least 1 (steps pooled), got {window}")
 

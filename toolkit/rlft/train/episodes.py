@@ -153,12 +153,14 @@ class EpisodeRollout:
 
     def __init__(self, codec: Codec, tokenizer, max_turns: int, temperature: float, top_p: float = 1.0,
                  constrained: bool = True, max_new_tokens: int | None = None, credit: str = "episode",
-                 credit_gamma: float = 0.95, step_weight: float = 1.0, credit_window: int = 1):
+                 credit_gamma: float = 0.95, step_weight: float = 1.0, credit_window: int = 1,
+                 episode_weight: float = 1.0):
 
         if max_turns < 1:
             raise InvalidInputError(f"--max-turns must be at least 1, got {max_turns}")
-        check_credit(credit, credit_gamma, step_weight, credit_window)
+        check_credit(credit, credit_gamma, step_weight, credit_window, episode_weight)
         self.credit, self.credit_gamma, self.step_weight = credit, credit_gamma, step_weight
+        self.episode_weight = episode_weight
         self.credit_pool: deque = deque(maxlen=credit_window)  # --credit action: the last steps' turns
         self.experience = ExperienceModel(credit_gamma)  # --credit model: every transition played so far
         self.last_episodes: list[Episode] = []  # the latest batch, in the order TRL holds its samples
@@ -428,7 +430,7 @@ def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
     else:
         steps, stats = step_advantages(tasks, observations, [e.rewards for e in episodes], rollout.credit_gamma)
     width = output["completion_ids"].shape[1]
-    table = token_advantages(episode_adv.detach().cpu().numpy(), [e.turn_ids for e in episodes], steps,
+    table = token_advantages(rollout.episode_weight * episode_adv.detach().cpu().numpy(), [e.turn_ids for e in episodes], steps,
                              rollout.step_weight, width)
     metrics = trainer._metrics["train" if trainer.model.training else "eval"]
     for key, value in stats.items():

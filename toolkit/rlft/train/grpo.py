@@ -165,7 +165,8 @@ def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:
 
 
 def check_credit(config: GRPOStageConfig, episodic: bool) -> None:
-    check_credit_values(config.credit, config.credit_gamma, config.step_weight, config.credit_window)
+    check_credit_values(config.credit, config.credit_gamma, config.step_weight, config.credit_window,
+                        config.episode_weight)
     if config.credit != "episode" and not episodic:
         raise InvalidInputError(f"--credit {config.credit} is for episode rollouts (it compares turns of whole "
                                 "episodes)",
@@ -277,7 +278,7 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
         rollout = EpisodeRollout(inputs.codec, tokenizer, config.max_turns, config.temperature, config.top_p,
                                  constrained, credit=config.credit, credit_gamma=config.credit_gamma,
                                  step_weight=config.step_weight,
-                                 credit_window=config.credit_window)  # sets the codec's template.turns, saved with the run
+                                 credit_window=config.credit_window, episode_weight=config.episode_weight)  # sets the codec's template.turns, saved with the run
         check_context(rollout, tokenizer, model)
         return rollout
     if group == "actions":
@@ -298,7 +299,8 @@ def run_record(config: GRPOStageConfig, rewards: list, episodic: bool, constrain
             **({"advantage": config.advantage, "target_temperature": config.target_temperature}
                if group == "actions" else {}),
             **({"max_turns": config.max_turns, "episode_starts": config.episode_starts, "credit": config.credit,
-                **({"credit_gamma": config.credit_gamma, "step_weight": config.step_weight}
+                **({"credit_gamma": config.credit_gamma, "step_weight": config.step_weight,
+                    "episode_weight": config.episode_weight}
                    if config.credit != "episode" else {}),
                 **({"credit_window": config.credit_window} if config.credit == "action" else {})}
                if episodic else {})}

@@ -97,6 +97,9 @@ class GRPOStageConfig(StageConfig):
                                                                  "return-to-go."})
     step_weight: float = field(default=1.0, metadata={"help": "--credit state|action|model: weight of the step "
                                                                "advantage."})
+    episode_weight: float = field(default=1.0, metadata={"help": "--credit state|action|model: weight of the "
+                                                                   "episode's own GRPO advantage (0: the step "
+                                                                   "credit alone)."})
     credit_window: int = field(default=1, metadata={"help": "--credit action: steps whose turns are pooled into "
                                                              "the estimates (1: this step's only)."})
     constrained: bool | None = field(
