@@ -23,10 +23,13 @@ mixes older policies. Transitions, though, are facts about the environment whoev
 ``(observation, answer) -> (reward, next observation, end)`` seen so far goes into an empirical model of the
 environment (:class:`ExperienceModel`), and value iteration on it gives ``Q(s, a)`` for every answer tried at every
 observation, propagating one success back to every state that can reach it. A turn's step advantage is
-``(Q(s, a) - mean_b Q(s, b)) / (max_b Q(s, b) - min_b Q(s, b))`` over the answers tried at that observation:
-centred, so the best answer is pushed up and not only the others down. (Measured: with ``Q - max``, never positive,
-the LLM's token entropy at the answer fell from 1.1 to 0.03 in 80 steps while its choice among the four answers
-stayed near uniform: every push down on the answers went to the tokens the grammar never allows.) This is certainty-equivalence model-based credit: it needs observations that repeat
+``(Q(s, a) - V(s)) / (max_b Q(s, b) - min_b Q(s, b))`` where ``V(s)`` is the mean ``Q`` of the answers this batch
+gave at that observation (the current policy's value there, as GiGPO's anchor groups baseline within the batch).
+Both choices were measured on the LLM: with ``Q - max`` (never positive) its token entropy at the answer fell from
+1.1 to 0.03 in 80 steps while its choice among the four answers stayed uniform (every push down went to tokens
+the grammar never allows); centred on the mean over the answers *tried* (not the policy's), the pushes no longer
+summed to zero over a state's turns once the policy leaned one way, and through the shared weights the LLM gave
+one answer everywhere within 30 steps. Centred on the batch's own turns, each observation's pushes sum to zero. This is certainty-equivalence model-based credit: it needs observations that repeat
 exactly (FrozenLake's positions, grid worlds, text games); where they never repeat (CartPole's floats) every
 transition is its own state and the credit reduces to the immediate reward.
 
@@ -204,12 +207,18 @@ class ExperienceModel:
 
 def model_advantages(turns: Sequence[Sequence[Turn]], q: dict[tuple[str, str, str], float]) -> tuple[
         list[np.ndarray], dict[str, float]]:
-    """Per episode, one advantage per turn: ``(Q(s, a) - mean_b Q(s, b)) / (max_b - min_b)`` over the answers
-    seen at the turn's observation; 0 where one answer was seen there or all are worth the same."""
+    """Per episode, one advantage per turn: ``(Q(s, a) - V(s)) / (max_b Q(s, b) - min_b Q(s, b))``, ``V(s)`` the
+    mean ``Q`` of the answers given at ``s`` in ``turns`` (this batch); 0 where all answers tried at ``s`` are worth
+    the same. Each observation's advantages sum to zero over the batch."""
     answers: dict[tuple[str, str], list[float]] = defaultdict(list)
     for (task, obs, _act), value in q.items():
         answers[(task, obs)].append(value)
-    spread = {k: (float(np.mean(v)), max(v) - min(v)) for k, v in answers.items()}
+    given: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for episode in turns:
+        for task, obs, act, _g in episode:
+            if (task, obs, act) in q:
+                given[(task, obs)].append(q[(task, obs, act)])
+    spread = {k: (float(np.mean(given[k])) if given[k] else 0.0, max(v) - min(v)) for k, v in answers.items()}
     best = {k: max(v) for k, v in answers.items()}
     out, informative = [], set()
     for episode in turns:

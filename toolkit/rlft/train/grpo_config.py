@@ -90,7 +90,7 @@ class GRPOStageConfig(StageConfig):
                           "answered the same observation in episodes of the same start) or action (plus the "
                           "Monte-Carlo Q(s, a) - V(s) of the turn's observation and action over the last "
                           "--credit-window steps: a signal for every turn when returns are sparse) or model "
-                          "(plus (Q(s, a) - mean Q(s)) / spread, Q by value iteration on every transition played "
+                          "(plus (Q(s, a) - V(s)) / spread, Q by value iteration on every transition played "
                           "so far: for observations that repeat exactly; see rlft.train.credit)."},
     )
     credit_gamma: float = field(default=0.95, metadata={"help": "--credit state|action|model: discount of the "
