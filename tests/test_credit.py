@@ -89,7 +89,8 @@ def test_model_credit_propagates_one_success_back_to_the_start():
     # (Q 0.9) and c (Q 0): a up, c down, summing to zero; at s1 it gave d only: nothing to compare with here
     turns = episode_turns(["T"], [["s0", "s1", "s0"]], [["a", "d", "c"]], [[0.0, 0.0, 0.0]], gamma=0.9)
     steps, stats = model_advantages(turns, q)
-    assert steps[0].tolist() == pytest.approx([0.5, 0.0, -0.5])
+    # (3 turns over 2 observations: s0's two turns weigh 3 / (2 x 2) each)
+    assert steps[0].tolist() == pytest.approx([0.5 * 0.75, 0.0, -0.5 * 0.75])
     assert stats["start_value"] == pytest.approx(0.9)
 
 

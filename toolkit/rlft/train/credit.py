@@ -29,7 +29,11 @@ Both choices were measured on the LLM: with ``Q - max`` (never positive) its tok
 1.1 to 0.03 in 80 steps while its choice among the four answers stayed uniform (every push down went to tokens
 the grammar never allows); centred on the mean over the answers *tried* (not the policy's), the pushes no longer
 summed to zero over a state's turns once the policy leaned one way, and through the shared weights the LLM gave
-one answer everywhere within 30 steps. Centred on the batch's own turns, each observation's pushes sum to zero. This is certainty-equivalence model-based credit: it needs observations that repeat
+one answer everywhere within 30 steps. Centred on the batch's own turns, each observation's pushes sum to zero;
+that too gave one answer everywhere, because every episode starts at the same square: the start's few positions
+hold most of a batch's turns, and their "LEFT up" spread through the shared weights to positions the model could
+not tell apart yet. So each observation also weighs the same in the loss (its turns' advantages are scaled by
+``turns / (observations x its turns)``), as step GRPO's groups weigh each state once. This is certainty-equivalence model-based credit: it needs observations that repeat
 exactly (FrozenLake's positions, grid worlds, text games); where they never repeat (CartPole's floats) every
 transition is its own state and the credit reduces to the immediate reward.
 
@@ -208,8 +212,9 @@ class ExperienceModel:
 def model_advantages(turns: Sequence[Sequence[Turn]], q: dict[tuple[str, str, str], float]) -> tuple[
         list[np.ndarray], dict[str, float]]:
     """Per episode, one advantage per turn: ``(Q(s, a) - V(s)) / (max_b Q(s, b) - min_b Q(s, b))``, ``V(s)`` the
-    mean ``Q`` of the answers given at ``s`` in ``turns`` (this batch); 0 where all answers tried at ``s`` are worth
-    the same. Each observation's advantages sum to zero over the batch."""
+    mean ``Q`` of the answers given at ``s`` in ``turns`` (this batch), scaled by ``turns / (observations x turns at
+    s)`` so that each observation weighs the same; 0 where all answers tried at ``s`` are worth the same. Each
+    observation's advantages sum to zero over the batch."""
     answers: dict[tuple[str, str], list[float]] = defaultdict(list)
     for (task, obs, _act), value in q.items():
         answers[(task, obs)].append(value)
@@ -220,16 +225,17 @@ def model_advantages(turns: Sequence[Sequence[Turn]], q: dict[tuple[str, str, st
                 given[(task, obs)].append(q[(task, obs, act)])
     spread = {k: (float(np.mean(given[k])) if given[k] else 0.0, max(v) - min(v)) for k, v in answers.items()}
     best = {k: max(v) for k, v in answers.items()}
+    n = sum(len(e) for e in turns)
+    share = n / max(1, len(given))  # each observation's turns together weigh as much as an average one's
     out, informative = [], set()
     for episode in turns:
         adv = np.zeros(len(episode))
         for t, (task, obs, act, _g) in enumerate(episode):
             mean, width = spread.get((task, obs), (0.0, 0.0))
             if width > STD_EPS and (task, obs, act) in q:
-                adv[t] = (q[(task, obs, act)] - mean) / width
+                adv[t] = (q[(task, obs, act)] - mean) / width * share / len(given[(task, obs)])
                 informative.add((task, obs))
         out.append(adv)
-    n = sum(len(e) for e in turns)
     first = {e[0][:2] for e in turns if e}
     starts = [value for key, value in best.items() if key in first]
     stats = {"state_groups": float(len({(t[0], t[1]) for e in turns for t in e})),
