@@ -232,3 +232,8 @@ def test_check_freq_keeps_the_best_checked_policy(tmp_path):
                      "--out", report)
     assert result.exit_code == 0, result.output
     assert json.loads(report.read_text())["return_mean"] == pytest.approx(checks["best_return"], abs=1e-6)
+    from rlft.results.record import read_run_record
+
+    kept = read_run_record(out)  # what results record keeps: the step kept and how far the last check was from it
+    assert kept["kept_step"] == checks["best_step"] and kept["kept_check_return"] == checks["best_return"]
+    assert kept["last_check_return"] == checks["history"][-1][1]

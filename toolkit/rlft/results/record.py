@@ -98,7 +98,17 @@ def online_run_record(info: dict[str, Any]) -> dict[str, Any]:
         "curve": info.get("curve"),
         "curve_axes": ["environment step", "training episode return (running mean)"],
         **update_signal_means(info.get("update_signals") or []),
+        **checks_record(info.get("checks")),
     }
+
+
+def checks_record(checks: dict[str, Any] | None) -> dict[str, Any]:
+    """``--check-freq``: which checked policy the run kept and what the last check saw (a run that kept an
+    earlier policy says how far its last one had fallen)."""
+    if not checks or not checks.get("history"):
+        return {}
+    return {"kept_step": checks.get("best_step"), "kept_check_return": checks.get("best_return"),
+            "last_check_return": checks["history"][-1][1], "check_history": checks["history"]}
 
 
 def update_signal_means(signals: list[dict[str, float]]) -> dict[str, float]:
