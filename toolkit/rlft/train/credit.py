@@ -26,8 +26,8 @@ observation, propagating one success back to every state that can reach it. A tu
 ``(Q(s, a) - V(s)) / (max_b Q(s, b) - min_b Q(s, b))`` where ``V(s)`` is the mean ``Q`` of the answers this batch
 gave at that observation (the current policy's value there, as GiGPO's anchor groups baseline within the batch).
 Both choices were measured on the LLM: with ``Q - max`` (never positive) its token entropy at the answer fell from
-1.1 to 0.03 in 80 steps while its choice among the four answers stayed uniform (every push down went to tokens
-the grammar never allows); centred on the mean over the answers *tried* (not the policy's), the pushes no longer
+1.1 to 0.03 in 80 steps while the decision check still found its choice among the four answers near uniform;
+centred on the mean over the answers *tried* (not the policy's), the pushes no longer
 summed to zero over a state's turns once the policy leaned one way, and through the shared weights the LLM gave
 one answer everywhere within 30 steps. Centred on the batch's own turns, each observation's pushes sum to zero;
 that too gave one answer everywhere, because every episode starts at the same square: the start's few positions
