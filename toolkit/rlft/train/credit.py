@@ -33,7 +33,9 @@ one answer everywhere within 30 steps. Centred on the batch's own turns, each ob
 that too gave one answer everywhere, because every episode starts at the same square: the start's few positions
 hold most of a batch's turns, and their "LEFT up" spread through the shared weights to positions the model could
 not tell apart yet. So each observation also weighs the same in the loss (its turns' advantages are scaled by
-``turns / (observations x its turns)``), as step GRPO's groups weigh each state once. This is certainty-equivalence model-based credit: it needs observations that repeat
+``turns / (observations x its turns)``), as step GRPO's groups weigh each state once. Balanced, the LLM still
+gave one answer everywhere: a position visited with one answer only has that answer's value as its baseline, so
+nothing turns it (docs/results.md, row 9a's notes, says what should). This is certainty-equivalence model-based credit: it needs observations that repeat
 exactly (FrozenLake's positions, grid worlds, text games); where they never repeat (CartPole's floats) every
 transition is its own state and the credit reduces to the immediate reward.
 
