@@ -25,17 +25,16 @@ environment (:class:`ExperienceModel`), and value iteration on it gives ``Q(s, a
 observation, propagating one success back to every state that can reach it. A turn's step advantage is
 ``(Q(s, a) - V(s)) / (max_b Q(s, b) - min_b Q(s, b))`` where ``V(s)`` is the mean ``Q`` of the answers this batch
 gave at that observation (the current policy's value there, as GiGPO's anchor groups baseline within the batch).
-Both choices were measured on the LLM: with ``Q - max`` (never positive) its token entropy at the answer fell from
-1.1 to 0.03 in 80 steps while the decision check still found its choice among the four answers near uniform;
-centred on the mean over the answers *tried* (not the policy's), the pushes no longer
-summed to zero over a state's turns once the policy leaned one way, and through the shared weights the LLM gave
-one answer everywhere within 30 steps. Centred on the batch's own turns, each observation's pushes sum to zero;
-that too gave one answer everywhere, because every episode starts at the same square: the start's few positions
-hold most of a batch's turns, and their "LEFT up" spread through the shared weights to positions the model could
-not tell apart yet. So each observation also weighs the same in the loss (its turns' advantages are scaled by
-``turns / (observations x its turns)``), as step GRPO's groups weigh each state once. Balanced, the LLM still
-gave one answer everywhere: a position visited with one answer only has that answer's value as its baseline, so
-nothing turns it (docs/results.md, row 9a's notes, says what should). This is certainty-equivalence model-based credit: it needs observations that repeat
+What was measured on the LLM (FrozenLake 4x4, format-only start; docs/results.md, row 9a's notes): with
+``Q - max`` (never positive) its token entropy at the answer fell from 1.1 to 0.03 in 80 steps while its choice
+among the four answers stayed near uniform. Centred (on the answers tried, then on the batch's own answers at each
+observation, then with each observation's turns scaled by ``turns / (observations x its turns)`` so that the
+start's few positions, which hold most of a batch's turns, weigh no more than the others), it gave one answer
+everywhere within 10-30 steps every time. The likely reason, and what should fix it, are in those notes: a
+position visited with one answer only has that answer's value as its baseline, so nothing turns it. The code
+keeps the last variant (batch baseline, balanced observations).
+
+This is certainty-equivalence model-based credit: it needs observations that repeat
 exactly (FrozenLake's positions, grid worlds, text games); where they never repeat (CartPole's floats) every
 transition is its own state and the credit reduces to the immediate reward.
 

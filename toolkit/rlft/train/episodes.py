@@ -430,7 +430,8 @@ def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
     else:
         steps, stats = step_advantages(tasks, observations, [e.rewards for e in episodes], rollout.credit_gamma)
     width = output["completion_ids"].shape[1]
-    table = token_advantages(rollout.episode_weight * episode_adv.detach().cpu().numpy(), [e.turn_ids for e in episodes], steps,
+    table = token_advantages(rollout.episode_weight * episode_adv.detach().cpu().numpy(),
+                             [e.turn_ids for e in episodes], steps,
                              rollout.step_weight, width)
     metrics = trainer._metrics["train" if trainer.model.training else "eval"]
     for key, value in stats.items():

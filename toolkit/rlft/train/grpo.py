@@ -278,7 +278,8 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
         rollout = EpisodeRollout(inputs.codec, tokenizer, config.max_turns, config.temperature, config.top_p,
                                  constrained, credit=config.credit, credit_gamma=config.credit_gamma,
                                  step_weight=config.step_weight,
-                                 credit_window=config.credit_window, episode_weight=config.episode_weight)  # sets the codec's template.turns, saved with the run
+                                 credit_window=config.credit_window,
+                                 episode_weight=config.episode_weight)  # sets the codec's template.turns, saved
         check_context(rollout, tokenizer, model)
         return rollout
     if group == "actions":
