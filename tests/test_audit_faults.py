@@ -92,6 +92,13 @@ def test_continuing_a_lora_run_and_damaged_runs(cli, world, tmp_path):
     result = cli("train", "sft", "--dataset", world["lake"], "--model", world["tiny"], "--out", lora, "--lora",
                  "--max-steps", "3", "--save-steps", "1", "--resume")
     assert result.exit_code == 0 and "checkpoint-2" in result.output and "resuming from checkpoint-1" in result.output
+    # so is one whose trainer_state.json was cut short (transformers reads it first and raised a JSON traceback)
+    newest = max((lora / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    (newest / "trainer_state.json").write_text('{"global_step": 3, "log_hi')
+    result = cli("train", "sft", "--dataset", world["lake"], "--model", world["tiny"], "--out", lora, "--lora",
+                 "--max-steps", "4", "--save-steps", "1", "--resume")
+    assert result.exit_code == 0, result.output
+    assert newest.name in result.output and "resuming from checkpoint-" in result.output
     # a run whose rlft_run.json does not read back is said, not ignored
     full = tmp_path / "more"
     (full / "rlft_run.json").write_text('{"stage": "sf')

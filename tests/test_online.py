@@ -152,6 +152,8 @@ def test_bad_online_settings_fail_before_anything_is_written(pole, tmp_path):
         run(backbone_mode="half")
     with pytest.raises(InvalidInputError, match="needs --codec"):
         run(codec=None, format="discretized")
+    with pytest.raises(InvalidInputError, match="--backbone mlp reads the observations as numbers"):
+        run(backbone="mlp")  # a codec given to the MLP was dropped silently
     with pytest.raises(InvalidInputError, match="does not match|HalfCheetah"):
         run(env="HalfCheetah-v5")  # a CartPole codec cannot write HalfCheetah observations
     (tmp_path / "notamodel").mkdir()

@@ -80,3 +80,51 @@ def test_non_finite_q_values_are_refused_by_q_greedy_and_the_q_advantage_reward(
     with pytest.raises(InvalidInputError, match="non-finite q_values"):
         run_grpo(GRPOStageConfig(dataset=str(data), model=str(model), out=tmp_path / "r"))
     assert not (tmp_path / "r").exists()
+
+
+def test_the_second_hostile_pass_is_refused(cli, tmp_path, tmp_path_factory):
+    """Values the final audit found accepted or ending in a traceback: each one error line, exit 2, nothing
+    written (a huge bin count or model width fails before anything is allocated)."""
+    import yaml
+
+    from eval_factories import frozenlake_dataset
+
+    lake = frozenlake_dataset(tmp_path_factory)
+    model = tmp_path / "tiny"
+    assert cli("model", "init", "--dataset", lake, "--out", model, "--layers", "1", "--hidden", "16",
+               "--heads", "2").exit_code == 0
+    cases = [
+        (["model", "init", "--dataset", lake, "--out", tmp_path / "huge", "--hidden", "100000000"],
+         "needs"),
+        (["train", "bc", "--dataset", lake, "--out", tmp_path / "b.pt", "--weight-decay", "-1"], "--weight-decay"),
+        (["train", "grpo", "--dataset", lake, "--model", model, "--out", tmp_path / "g", "--top-p", "1.5"],
+         "--top-p"),
+        (["train", "grpo", "--dataset", lake, "--model", model, "--out", tmp_path / "g", "--beta", "-1"],
+         "--beta"),
+        (["train", "online", "--env", "CartPole-v1", "--out", tmp_path / "o", "--codec", lake], "--backbone mlp"),
+    ]
+    config = tmp_path / "grpo.yaml"
+    config.write_text(yaml.safe_dump({"grpo": {"beta": -1.0}}))  # a YAML value meets the same bound as the flag
+    cases.append((["train", "grpo", "--config", config, "--dataset", lake, "--model", model, "--out", tmp_path / "g"],
+                  "--beta must be >= 0"))
+    for args, message in cases:
+        result = cli(*args)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+        assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grpo.yaml", "tiny"]
+
+
+def test_a_bin_count_no_model_could_use_is_refused_before_allocating():
+    import numpy as np
+    from gymnasium import spaces
+
+    from rlft.codecs.binned import BinnedCodec
+    from rlft.codecs.discretized import DiscretizedCodec
+    from rlft.core.errors import InvalidInputError
+    from rlft.envs.spaces import space_to_dict
+
+    box = space_to_dict(spaces.Box(-1.0, 1.0, (3,), np.float32))
+    data = np.zeros((4, 3), np.float32)
+    for codec in (DiscretizedCodec, BinnedCodec):
+        with pytest.raises(InvalidInputError, match="bins must be at most 65,536"):
+            codec.fit_params(box, box, data, data, bins=1_000_000_000)

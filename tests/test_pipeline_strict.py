@@ -114,3 +114,22 @@ def test_variables_may_refer_to_variables_declared_in_any_order(tmp_path):
               - command: data export-q frozenlake
                 args: {out: "{out}/{a}"}
         """)
+
+
+def test_a_step_may_not_write_over_the_pipeline_file_being_run(tmp_path):
+    """An --out folder that holds the pipeline file: a step with overwrite replaced the folder, the YAML with it
+    (exit 0). Refused before any step runs; nothing is deleted."""
+    from typer.testing import CliRunner
+
+    folder = tmp_path / "pipes"
+    folder.mkdir()
+    path = folder / "self.yaml"
+    path.write_text(textwrap.dedent("""
+        name: t
+        steps:
+          - command: data export-q frozenlake
+            args: {episodes: 5, out: "{out}", overwrite: true}
+    """))
+    result = CliRunner().invoke(root, ["pipeline", "run", str(path), "--out", str(folder)])
+    assert result.exit_code == 2 and "holds the pipeline file" in result.output
+    assert path.is_file() and "Traceback" not in result.output

@@ -122,6 +122,11 @@ def test_render_check_exit_code_and_missing_results(cli, tmp_path):
     assert result.exit_code == 1 and "differ from" in result.output
     result = cli("results", "render", "--readme", readme, "--results-dir", tmp_path / "results")
     assert result.exit_code == 0 and "| one | 2.0x |" in readme.read_text()
+    # a block opened and never closed is named with its line, not skipped or called "no blocks"
+    readme.write_text("<!-- results:b -->\nold\n<!-- /results:b -->\n\n<!-- results:ghost -->\n")
+    result = cli("results", "render", "--readme", readme, "--results-dir", tmp_path / "results")
+    assert result.exit_code == 2 and "results:ghost opened at line 5" in result.output
+    assert readme.read_text().endswith("<!-- results:ghost -->\n")
 
 
 def test_integer_columns_format_means():

@@ -287,10 +287,13 @@ def _inside(path: Path, produced: list[Path]) -> bool:
     return any(path == out or out in path.parents for out in produced)
 
 
-def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | None = None) -> None:
-    """Check every step before any runs: the CLI accepts it, its reward names are known, and every input it
-    names exists or is the output of an earlier step. Nested ``pipeline run`` steps are checked too."""
+def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | None = None,
+              sources: list[Path] | None = None) -> None:
+    """Check every step before any runs: the CLI accepts it, its reward names are known, every input it
+    names exists or is the output of an earlier step, and no step writes over a pipeline file being run
+    (``sources``). Nested ``pipeline run`` steps are checked too."""
     produced = produced if produced is not None else []
+    sources = sources if sources is not None else []
     for i, (label, argv) in enumerate(runs, 1):
         where = f"step {i}{' (' + label + ')' if label else ''}, rlft {' '.join(argv[:3])}"
         try:
@@ -303,14 +306,20 @@ def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | No
             seeds = next((v for k, v in options if k == "--seeds"), None)
             out = next(v for k, v in options if k == "--out")
             _, nested = load_pipeline(Path(argv[2]), Path(out), "--overwrite" in argv, sets, seeds)
-            preflight(nested, root, produced)
+            preflight(nested, root, produced, [*sources, Path(argv[2])])
             continue
         episodic = ("--rollout", "episode") in options
         for key, value in options:
             if key == "--reward":
                 _check_rewards(value, episodic, where)
             _check_input(argv, key, value, produced, where)
-        produced += [Path(v).expanduser().resolve() for k, v in options if k == "--out"]
+        outs = [Path(v).expanduser().resolve() for k, v in options if k == "--out"]
+        for source in sources:
+            if _inside(source, outs):
+                raise InvalidInputError(f"{where}: its --out {outs[0]} holds the pipeline file {source}, which "
+                                        "the step would replace",
+                                        hint="give the pipeline an --out folder outside the one its files live in")
+        produced += outs
 
 
 def _check_rewards(value: str, episodic: bool, where: str) -> None:
@@ -362,7 +371,7 @@ def run(
     root = ctx.find_root().command  # the rlft group this command runs under: each step runs through it
 
     spec, runs = load_pipeline(path, out, overwrite, set_, seeds)
-    preflight(runs, root)  # a missing model or a misspelled reward fails here, before any step runs
+    preflight(runs, root, sources=[path])  # a missing model or a misspelled reward fails here, before any step runs
     for i, (label, argv) in enumerate(runs, 1):
         where = f" {label}," if label else ""
         console.rule(f"[bold]{spec.get('name', path.stem)}[/]{where} step {i}/{len(runs)}: "

@@ -22,7 +22,7 @@ import numpy as np
 
 from rlft.codecs.base import ActionParseError, register_codec
 from rlft.codecs.discretized import EDGE_SOURCES, DiscretizedCodec, fit_edges
-from rlft.codecs.numeric import check_index, parse_floats, parse_ints, require_rows
+from rlft.codecs.numeric import check_bin_count, check_index, parse_floats, parse_ints, require_rows
 from rlft.core.errors import InvalidInputError
 
 
@@ -100,6 +100,7 @@ class BinnedCodec(DiscretizedCodec):
             raise InvalidInputError(f"edges_from must be one of {EDGE_SOURCES}, got {edges_from!r}")
         if isinstance(bins, bool) or not isinstance(bins, int) or bins < 2:
             raise InvalidInputError(f"bins must be an integer >= 2, got {bins!r}")
+        check_bin_count(bins)
         obs_edges, obs_means = fit_bins(observation_space, observations, bins, edges_from, "observation")
         act_edges, act_means = fit_bins(action_space, actions, bins, edges_from, "action")
         return {"bins": bins, "edges_from": edges_from, "observation_edges": obs_edges, "action_edges": act_edges,

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from rlft.codecs.base import register_codec
-from rlft.codecs.numeric import NumericCodec, check_index, parse_ints, require_rows
+from rlft.codecs.numeric import NumericCodec, check_bin_count, check_index, parse_ints, require_rows
 from rlft.core.errors import InvalidInputError
 
 EDGE_SOURCES = ("data", "bounds")
@@ -62,6 +62,7 @@ class DiscretizedCodec(NumericCodec):
         super().__init__(*args, **kwargs)
         if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
             raise InvalidInputError(f"bins must be a positive integer, got {bins!r}")
+        check_bin_count(bins)
         if edges_from not in EDGE_SOURCES:
             raise InvalidInputError(f"edges_from must be one of {EDGE_SOURCES}, got {edges_from!r}")
         self.bins, self.edges_from = bins, edges_from
@@ -93,6 +94,7 @@ class DiscretizedCodec(NumericCodec):
             raise InvalidInputError(f"edges_from must be one of {EDGE_SOURCES}, got {edges_from!r}")
         if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
             raise InvalidInputError(f"bins must be a positive integer, got {bins!r}")
+        check_bin_count(bins)
         return {
             "bins": bins,
             "edges_from": edges_from,

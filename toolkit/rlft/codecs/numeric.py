@@ -137,6 +137,16 @@ def parse_floats(tokens: list[str], text: str) -> np.ndarray:
     return values
 
 
+MAX_BINS = 1 << 16  # each bin is a value the model must learn to write; RT-2 uses 256, Trajectory Transformer 100
+
+
+def check_bin_count(bins: int) -> None:
+    """Refuse a bin count no model could use, before the edges (bins x dimensions) are allocated."""
+    if bins > MAX_BINS:
+        raise InvalidInputError(f"bins must be at most {MAX_BINS:,}, got {bins:,}",
+                                hint="64-256 bins per dimension are the usual range (rows 5e and 11d use 64 and 256)")
+
+
 def check_index(idx: np.ndarray, limits, text: str, what: str) -> None:
     """Reject (never clip) indices outside 0..limit-1 of their dimension."""
     limits = np.asarray(limits)

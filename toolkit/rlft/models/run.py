@@ -67,7 +67,7 @@ def last_complete_checkpoint(folder: Path) -> str | None:
     """The newest ``checkpoint-N`` under ``folder`` whose save completed (it holds ``trainer_state.json``, which
     transformers writes after the weights, optimizer and RNG states), or None. A run killed while saving (SIGKILL,
     a full disk) leaves a newer, partial folder that ``--resume`` would otherwise load and fail on; a checkpoint whose
-    weights do not read back (a file damaged after the save) is passed over the same way."""
+    weights or trainer state do not read back (a file damaged after the save) is passed over the same way."""
     import re
 
     if not folder.is_dir():
@@ -75,13 +75,22 @@ def last_complete_checkpoint(folder: Path) -> str | None:
     found = sorted(((int(m.group(1)), p) for p in folder.iterdir()
                     if p.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", p.name))), reverse=True)
     for i, (_, path) in enumerate(found):
-        if (path / TRAINER_STATE).is_file() and _weights_readable(path):
+        if _state_readable(path) and _weights_readable(path):
             if i:
                 skipped = ", ".join(p.name for _, p in found[:i])
                 console.print(f"[yellow]{skipped} under {folder} did not finish saving or is damaged; "
                               f"resuming from {path.name}[/]")
             return str(path)
     return None
+
+
+def _state_readable(checkpoint: Path) -> bool:
+    """Whether ``trainer_state.json`` is there and parses (transformers reads it first on resume)."""
+    try:
+        json.loads((checkpoint / TRAINER_STATE).read_text())
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _weights_readable(checkpoint: Path) -> bool:

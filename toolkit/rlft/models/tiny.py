@@ -108,6 +108,7 @@ def build_tiny_model(tokenizer, layers: int, hidden: int, heads: int, kv_heads: 
         raise InvalidInputError(f"--heads {heads} must be a multiple of kv heads {kv_heads}")
     if (hidden // heads) % 2:
         raise InvalidInputError(f"head size hidden/heads = {hidden // heads} must be even (rotary embeddings)")
+    check_model_size(len(tokenizer), hidden, intermediate or 4 * hidden, layers)
     init_std = default_init_std(hidden) if init_std is None else float(init_std)
     if not 0.0 < init_std < 10.0:
         raise InvalidInputError(f"--init-std must be positive (and below 10), got {init_std}")
@@ -133,6 +134,25 @@ def build_tiny_model(tokenizer, layers: int, hidden: int, heads: int, kv_heads: 
         pad_token_id=tokenizer.pad_token_id,
     )
     return model
+
+
+def check_model_size(vocab: int, hidden: int, intermediate: int, layers: int) -> None:
+    """Refuse, before torch allocates it, a model whose float32 weights would not fit in half of this machine's
+    memory (a typo such as --hidden 100000000 asked for 67 GB and ended in an allocator traceback)."""
+    import os
+
+    params = vocab * hidden + layers * (4 * hidden * hidden + 3 * hidden * intermediate + 2 * hidden) + hidden
+    need = 4 * params
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not every platform says
+        memory = None
+    if memory and need > memory // 2:
+        raise InvalidInputError(
+            f"a model of {params:,} parameters (--hidden {hidden}, --layers {layers}, vocabulary {vocab:,}) needs "
+            f"{need / 1e9:.1f} GB for its weights alone; this machine has {memory / 1e9:.1f} GB",
+            hint="rlft model init makes small from-scratch models (the recipes use --hidden 64-128); a large "
+                 "pretrained model comes from rlft model fetch")
 
 
 def init_model(config: ModelInitConfig) -> dict[str, Any]:

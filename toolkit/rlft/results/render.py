@@ -222,6 +222,21 @@ def render_text(text: str, results_dir: Path, base: Path) -> tuple[str, list[str
     return BLOCK.sub(replace, text), changed
 
 
+OPENING = re.compile(r"<!-- results:(?P<name>[\w./-]+) -->")
+
+
+def check_block_tags(page: Path, text: str) -> None:
+    """Every ``<!-- results:NAME -->`` needs its ``<!-- /results:NAME -->`` after it: an unclosed block would
+    otherwise be skipped without a word (and a page of only unclosed ones called "no blocks")."""
+    for match in OPENING.finditer(text):
+        name = match.group("name")
+        if f"<!-- /results:{name} -->" not in text[match.end():]:
+            line = text.count("\n", 0, match.start()) + 1
+            raise InvalidInputError(f"{page}: the block results:{name} opened at line {line} has no "
+                                    f"<!-- /results:{name} --> after it",
+                                    hint=f"add <!-- /results:{name} --> where the rendered block should end")
+
+
 def render_readme(readme: Path, results_dir: Path, check: bool = False) -> list[str]:
     """Re-render ``readme``'s results blocks from ``results_dir`` (written atomically unless ``check``);
     return the names of the blocks that were (or, with ``check``, would be) changed."""
@@ -229,6 +244,7 @@ def render_readme(readme: Path, results_dir: Path, check: bool = False) -> list[
     if not readme.is_file():
         raise InvalidInputError(f"no README at {readme}")
     text = readme.read_text(encoding="utf-8")
+    check_block_tags(readme, text)
     if not BLOCK.search(text):
         raise InvalidInputError(f"{readme} has no <!-- results:NAME --> blocks")
     new, changed = render_text(text, results_dir, readme.parent)

@@ -17,7 +17,7 @@ class BCConfig:
     epochs: int = field(default=30, metadata={"help": "Passes over the training rows.", "min": 1})
     batch_size: int = field(default=256, metadata={"help": "Rows per gradient step.", "min": 1})
     learning_rate: float = field(default=1e-3, metadata={"help": "Adam's learning rate."})
-    weight_decay: float = field(default=0.0, metadata={"help": "Adam's weight decay."})
+    weight_decay: float = field(default=0.0, metadata={"help": "Adam's weight decay.", "min": 0.0})
     val_fraction: float = field(default=0.1, metadata={"help": "Rows held out to report accuracy/error."})
     split: str = field(default="train", metadata={"help": "Dataset split to train on."})
     seed: int = field(default=0, metadata={"help": "Seeds the split, the weights and the batches.", "min": 0})

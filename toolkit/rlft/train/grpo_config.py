@@ -57,8 +57,9 @@ class GRPOStageConfig(StageConfig):
     num_generations: int = field(default=4, metadata={"help": "Completions sampled per prompt (>= 2)."})
     max_completion_length: int = field(default=32, metadata={"help": "Longest generated completion, in tokens."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
-    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling."})
-    beta: float = field(default=0.0, metadata={"help": "KL coefficient against the reference model (0: none)."})
+    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling.", "min": 0.0, "max": 1.0})
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient against the reference model (0: none).",
+                                               "min": 0.0})
     epsilon: float = field(default=0.2, metadata={"help": "Clipping range of the policy ratio."})
     num_iterations: int = field(default=1, metadata={"help": "Optimisation passes per generated batch."})
     scale_rewards: str = field(default="group", metadata={"help": "Advantage scaling: group, batch or none."})

@@ -60,6 +60,9 @@ def check_config(config: OnlineConfig) -> None:
         raise InvalidInputError(f"--num-envs must be at least 1, got {config.num_envs}")
     if config.eval_episodes < 1:
         raise InvalidInputError(f"--eval-episodes must be at least 1, got {config.eval_episodes}")
+    if config.backbone == "mlp" and config.codec is not None:
+        raise InvalidInputError("--codec is read by an LLM backbone; --backbone mlp reads the observations as numbers",
+                                hint="drop --codec, or give --backbone MODEL_DIR")
     if config.format != "raw" and config.codec is None:
         raise InvalidInputError(f"--format {config.format} needs --codec DATASET_DIR (its bins or tokens come from "
                                 "data); without a dataset use --format raw")
