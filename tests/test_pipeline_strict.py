@@ -25,7 +25,7 @@ def _runs(tmp_path, body: str):
 
 
 def test_a_misspelled_step_key_is_an_error_not_a_step_that_runs(tmp_path):
-    with pytest.raises(InvalidInputError, match="step 0 .*data export-q frozenlake.*unknown key 'enabeld'"):
+    with pytest.raises(InvalidInputError, match="step 1 .*data export-q frozenlake.*unknown key 'enabeld'"):
         _runs(tmp_path, """
             name: t
             steps:

@@ -126,7 +126,7 @@ def _undefined(value: Any) -> list[str]:
 
 def _step_argvs(steps: list, variables: dict[str, Any], path: Path, section: str) -> list[list[str]]:
     runs = []
-    for i, step in enumerate(steps):
+    for i, step in enumerate(steps, 1):  # numbered from 1, as the run banners and preflight errors are
         if not isinstance(step, dict) or "command" not in step:
             raise InvalidInputError(f"{section} {i} of {path} has no 'command'")
         unknown = sorted(set(step) - set(STEP_KEYS))
