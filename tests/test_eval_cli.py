@@ -130,6 +130,7 @@ def test_report_files_schema_and_compare(cli, tmp_path, tmp_path_factory):
     assert (tmp_path / "reports" / "compare.png").stat().st_size > 1000
     result = cli("eval", "compare", q, r, "--png", tmp_path / "reports" / "compare.jpg")
     assert result.exit_code == 2 and "--png must name a .png file" in result.output
+    assert "q-greedy" not in result.output  # refused before the table is printed
 
     # the same seed gives the same report numbers; an existing report is not overwritten silently
     result = cli("eval", "--env", "CartPole-v1", "--policy", "random", "--episodes", "30", "--out", r)

@@ -50,6 +50,8 @@ def compare(
     optimal policy (agreement 1.0 and success within noise of the exact optimal rate)."""
     from rlft.evaluate.report import compare_table, load_report
 
+    if png is not None and png.suffix.lower() != ".png":  # before any output: the error is the only line
+        raise InvalidInputError(f"--png must name a .png file, got {png}")
     loaded = [load_report(p) for p in reports]
     table, notes = compare_table(reports, loaded)
     console.print(table)
@@ -58,8 +60,6 @@ def compare(
     for verdict in verdicts([(p.stem, r) for p, r in zip(reports, loaded, strict=True)]):
         console.print(verdict.line())
     if png is not None:
-        if png.suffix.lower() != ".png":
-            raise InvalidInputError(f"--png must name a .png file, got {png}")
         from rlft.evaluate.report import plot_compare
 
         console.print(f"comparison plot -> {plot_compare([p.stem for p in reports], loaded, png)}")
