@@ -126,7 +126,7 @@ def test_inputs_that_would_make_a_useless_dataset_or_model(cli, world, tmp_path)
     source = tmp_path / "pendulum.json"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     _one_line(cli("data", "import", "rlft4rl", source, "--env", "Pendulum-v1", "--out", tmp_path / "imp"), 2,
-              "1 of the file's actions lie outside", "row 1")
+              "1 of the file's actions lie outside", "line 2")
     (tmp_path / "walled.txt").write_text("SH\nHG\n")
     _one_line(cli("data", "export-q", "frozenlake", "--map", tmp_path / "walled.txt", "--out", tmp_path / "fl",
                   "--episodes", "2"), 2, "the goal cannot be reached")

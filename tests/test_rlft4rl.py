@@ -171,6 +171,10 @@ def test_import_reads_rlft4rl_files_into_a_dataset_folder(cli, tmp_path):
     ('{"observation": "<observation>1,x</observation>", "action": "<action>1</action>"}\n', "line 1: observation"),
     ('{"prompt": "p"}\n', "line 1: not an RLFT4RL record"),
     ("", "holds no records"),
+    # a bad line among good ones is named by its line in the file (blank lines counted)
+    ('{"observation": "<observation>' + ",".join(["0"] * 17) + '</observation>", "action": "<action>'
+     + ",".join(["0"] * 6) + '</action>"}\n\n{"observation": "<observation>1,2</observation>", "action": '
+     '"<action>0</action>"}\n', "line 3: the observation has 2 values, line 1's has 17"),
 ])
 def test_import_refuses_bad_files_in_one_line(cli, tmp_path, content, message):
     source = tmp_path / "bad.json"

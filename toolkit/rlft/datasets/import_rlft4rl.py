@@ -63,12 +63,13 @@ def _values(pattern: re.Pattern, text: str, what: str, line: int) -> np.ndarray:
     return values
 
 
-def read_rlft4rl(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(observations (N, D), actions (N, A)) of an RLFT4RL JSON-lines file, every line checked."""
+def read_rlft4rl(path: Path) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(observations (N, D), actions (N, A), the file line of each row) of an RLFT4RL JSON-lines file, every line
+    checked."""
     path = Path(path)
     if not path.is_file():
         raise InvalidInputError(f"no RLFT4RL file at {path}")
-    observations, actions = [], []
+    observations, actions, lines = [], [], []
     try:
         with path.open(encoding="utf-8") as handle:
             for line, text in enumerate(handle, start=1):
@@ -81,18 +82,20 @@ def read_rlft4rl(path: Path) -> tuple[np.ndarray, np.ndarray]:
                 obs_text, act_text = _texts(record, line)
                 observations.append(_values(_OBS, obs_text, "observation", line))
                 actions.append(_values(_ACT, act_text, "action", line))
+                lines.append(line)
     except UnicodeDecodeError as exc:
         raise InvalidInputError(f"{path} is not UTF-8 text (an RLFT4RL file is JSON lines)") from exc
     if not observations:
         raise InvalidInputError(f"{path} holds no records")
     for name, rows in (("observation", observations), ("action", actions)):
-        sizes = {len(r) for r in rows}
-        if len(sizes) != 1:
-            raise InvalidInputError(f"{path}: {name}s have different lengths {sorted(sizes)}")
-    return np.stack(observations), np.stack(actions)
+        odd = next((i for i, r in enumerate(rows) if len(r) != len(rows[0])), None)
+        if odd is not None:
+            raise InvalidInputError(f"{path} line {lines[odd]}: the {name} has {len(rows[odd])} values, line "
+                                    f"{lines[0]}'s has {len(rows[0])}")
+    return np.stack(observations), np.stack(actions), lines
 
 
-def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray):
+def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray, lines: list[int]):
     env = make_env(env_id)
     obs_space, act_space = env.observation_space, env.action_space
     env.close()
@@ -102,9 +105,14 @@ def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray):
         raise InvalidInputError(f"the file's observations have {obs.shape[1]} values; {env_id} observes {obs_space}")
     if isinstance(act_space, spaces.Discrete):
         ints = act[:, 0]
-        if act.shape[1] != 1 or np.any(ints != np.rint(ints)) or ints.min() < act_space.start or \
-                ints.max() >= act_space.start + act_space.n:
-            raise InvalidInputError(f"the file's actions are not integers of {env_id}'s {act_space}")
+        if act.shape[1] != 1:
+            raise InvalidInputError(f"the file's actions have {act.shape[1]} values; {env_id} acts in {act_space}")
+        bad = np.flatnonzero((ints != np.rint(ints)) | (ints < act_space.start) |
+                             (ints >= act_space.start + act_space.n))
+        if len(bad):
+            row = int(bad[0])
+            raise InvalidInputError(f"line {lines[row]}: action {act[row, 0]:g} is not an integer of {env_id}'s "
+                                    f"{act_space} ({len(bad)} such rows)")
         return obs_space, act_space, ints.astype(np.int64)
     if not isinstance(act_space, spaces.Box) or int(np.prod(act_space.shape)) != act.shape[1]:
         raise InvalidInputError(f"the file's actions have {act.shape[1]} values; {env_id} acts in {act_space}")
@@ -113,7 +121,7 @@ def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray):
     if len(outside):
         row = int(outside[0])
         raise InvalidInputError(f"{len(outside)} of the file's actions lie outside {env_id}'s action space "
-                                f"[{low.tolist()}, {high.tolist()}] (first: row {row}, {act[row].tolist()})",
+                                f"[{low.tolist()}, {high.tolist()}] (first: line {lines[row]}, {act[row].tolist()})",
                                 hint="an env would clip them: fix the file, or clip the actions before importing")
     return obs_space, act_space, act.astype(np.float32)
 
@@ -128,8 +136,8 @@ def import_rlft4rl(config: ImportConfig) -> dict:
     if not 0.0 <= config.validation < 1.0:
         raise InvalidInputError(f"--validation must be in [0, 1), got {config.validation}")
     check_output_dir(config.out, config.overwrite, inputs=[("file", config.path)])
-    obs, act = read_rlft4rl(config.path)
-    obs_space, act_space, actions = _check_against_env(config.env_id, obs, act)
+    obs, act, lines = read_rlft4rl(config.path)
+    obs_space, act_space, actions = _check_against_env(config.env_id, obs, act, lines)
     codec = make_codec("raw", obs_space, act_space, profile="rlft4rl", env_id=config.env_id)
     n = len(obs)
     order = np.random.default_rng(config.seed).permutation(n)
