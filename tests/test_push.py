@@ -48,6 +48,7 @@ def test_push_uploads_folder_with_card(cli, dataset_dir, monkeypatch):
     fake = FakeHfApi()
     monkeypatch.setattr(push_mod, "hf_api", lambda token: fake)
     monkeypatch.setattr(push_mod, "check_hub_online", lambda *a, **k: None)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the Hub is the fake above
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     (dataset_dir / "data" / ".partial-shard.tmp").write_text("left by an editor or a killed run")
     (dataset_dir / ".cache").mkdir()
@@ -67,6 +68,10 @@ def test_push_uploads_folder_with_card(cli, dataset_dir, monkeypatch):
 def test_push_without_token_is_a_clear_error(cli, dataset_dir, monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline is said first: no token would not make it push
+    result = cli("data", "push", dataset_dir, "--repo-id", "alice/x")
+    assert result.exit_code == 1 and "HF_HUB_OFFLINE is set" in result.output
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     result = cli("data", "push", dataset_dir, "--repo-id", "alice/x")
     assert result.exit_code == 2 and "no Hugging Face token" in result.output
 

@@ -70,6 +70,8 @@ def push_dataset(
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise InvalidInputError(f"--repo-id must be USER/NAME, got {repo_id!r}")
     if api is None:
+        if hub_offline():  # first: offline mode is the reason a push cannot happen, whatever the token
+            raise OfflineError("HF_HUB_OFFLINE is set", hint="unset it to push to the Hub")
         token = resolve_token(token)
         check_hub_online()
         api = hf_api(token)
