@@ -101,7 +101,6 @@ def config_command(app: typer.Typer, name: str, cls, run: Callable[[Any, typer.C
                 raise InvalidInputError(f"missing {', '.join('--' + n.replace('_', '-') for n in missing)}",
                                         hint=f"see {ctx.command_path} --help")
             config, _ = merge_config(cls, None, values, source="the command line")
-        check_bounds(config)
         run(config, ctx)
 
     extra = [inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None,
@@ -111,19 +110,6 @@ def config_command(app: typer.Typer, name: str, cls, run: Callable[[Any, typer.C
     command(app, name, **({"context_settings": TRL_FLAGS} if trl_flags else {}))(
         with_field_options(impl, cls, extra, skip))
     return impl
-
-
-def check_bounds(config) -> None:
-    """The fields' ``min``/``max`` bounds on the merged config: click checks the flags typed, this also covers
-    values from a ``--config`` YAML file."""
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name, None)
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            continue
-        low, high = f.metadata.get("min"), f.metadata.get("max")
-        if (low is not None and value < low) or (high is not None and value > high):
-            span = f">= {low}" if high is None else (f"<= {high}" if low is None else f"within [{low}, {high}]")
-            raise InvalidInputError(f"--{f.name.replace('_', '-')} must be {span}, got {value}")
 
 
 def with_field_options(func: Callable[..., Any], cls, extra: list[inspect.Parameter] | None = None,

@@ -98,9 +98,7 @@ class BinnedCodec(DiscretizedCodec):
         """Edges and per-bin data means for both spaces."""
         if edges_from not in EDGE_SOURCES:
             raise InvalidInputError(f"edges_from must be one of {EDGE_SOURCES}, got {edges_from!r}")
-        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 2:
-            raise InvalidInputError(f"bins must be an integer >= 2, got {bins!r}")
-        check_bin_count(bins)
+        check_bin_count(bins, low=2)
         obs_edges, obs_means = fit_bins(observation_space, observations, bins, edges_from, "observation")
         act_edges, act_means = fit_bins(action_space, actions, bins, edges_from, "action")
         return {"bins": bins, "edges_from": edges_from, "observation_edges": obs_edges, "action_edges": act_edges,

@@ -60,8 +60,6 @@ class DiscretizedCodec(NumericCodec):
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
-        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-            raise InvalidInputError(f"bins must be a positive integer, got {bins!r}")
         check_bin_count(bins)
         if edges_from not in EDGE_SOURCES:
             raise InvalidInputError(f"edges_from must be one of {EDGE_SOURCES}, got {edges_from!r}")
@@ -92,8 +90,6 @@ class DiscretizedCodec(NumericCodec):
         """Bin edges for both spaces, from quantiles of the data or uniform over finite bounds."""
         if edges_from not in EDGE_SOURCES:
             raise InvalidInputError(f"edges_from must be one of {EDGE_SOURCES}, got {edges_from!r}")
-        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-            raise InvalidInputError(f"bins must be a positive integer, got {bins!r}")
         check_bin_count(bins)
         return {
             "bins": bins,

@@ -140,8 +140,12 @@ def parse_floats(tokens: list[str], text: str) -> np.ndarray:
 MAX_BINS = 1 << 16  # each bin is a value the model must learn to write; RT-2 uses 256, Trajectory Transformer 100
 
 
-def check_bin_count(bins: int) -> None:
-    """Refuse a bin count no model could use, before the edges (bins x dimensions) are allocated."""
+def check_bin_count(bins: int, low: int = 1) -> None:
+    """Refuse a bin count that is no integer, under ``low`` or more than any model could use, before the edges
+    (bins x dimensions) are allocated."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < low:
+        wanted = "a positive integer" if low == 1 else f"an integer >= {low}"
+        raise InvalidInputError(f"bins must be {wanted}, got {bins!r}")
     if bins > MAX_BINS:
         raise InvalidInputError(f"bins must be at most {MAX_BINS:,}, got {bins:,}",
                                 hint="64-256 bins per dimension are the usual range (rows 5e and 11d use 64 and 256)")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +58,6 @@ ENV_MODULES_VARIABLE = "RLFT_ENV_MODULES"
 def import_env_modules() -> list[str]:
     """Import the modules named in ``$RLFT_ENV_MODULES`` (once each); return their names."""
     import importlib
-    import os
     import sys
 
     names = [n.strip() for n in os.environ.get(ENV_MODULES_VARIABLE, "").split(",") if n.strip()]
@@ -77,7 +79,6 @@ MUJOCO_PREFIXES = ("HalfCheetah", "Hopper", "Walker2d", "Ant-", "Humanoid", "Swi
 def ensure_registered(env_id: str) -> None:
     """Import the package that registers ``env_id`` (gymnasium-robotics for the mazes and robots), with an
     install hint when it or MuJoCo is missing; ids gymnasium already knows cost nothing."""
-    import contextlib
     import io
 
     import gymnasium as gym
@@ -142,10 +143,6 @@ def make_env(env_id: str, **kwargs: Any):
 def drop_temp_files(env):
     """Delete the model file an env wrote to the temp folder and no longer reads (gymnasium-robotics' mazes write
     ``/tmp/ant_maze<time>.xml`` for every env and never remove it; MuJoCo has loaded it by now). Returns ``env``."""
-    import contextlib
-    import os
-    import tempfile
-
     path = getattr(env.unwrapped, "tmp_xml_file_path", None)
     if isinstance(path, str) and os.path.dirname(os.path.abspath(path)) == os.path.abspath(tempfile.gettempdir()):
         with contextlib.suppress(OSError):

@@ -4,6 +4,7 @@ tokenizer trained on the dataset's own text (:mod:`rlft.models.tokenizer`), save
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,6 @@ def build_tiny_model(tokenizer, layers: int, hidden: int, heads: int, kv_heads: 
 def check_model_size(vocab: int, hidden: int, intermediate: int, layers: int) -> None:
     """Refuse, before torch allocates it, a model whose float32 weights would not fit in half of this machine's
     memory (a typo such as --hidden 100000000 asked for 67 GB and ended in an allocator traceback)."""
-    import os
-
     params = vocab * hidden + layers * (4 * hidden * hidden + 3 * hidden * intermediate + 2 * hidden) + hidden
     need = 4 * params
     try:

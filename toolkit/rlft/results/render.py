@@ -19,7 +19,8 @@ from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text, read_json_mapping, read_yaml_mapping
 from rlft.results.environment import machine_line
 
-BLOCK = re.compile(r"(<!-- results:(?P<name>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
+OPEN_TAG = r"<!-- results:(?P<name>[\w./-]+) -->"
+BLOCK = re.compile(rf"({OPEN_TAG}\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
 VERSION_KEYS = ("torch", "transformers", "trl", "peft", "gymnasium", "stable-baselines3")
 
 
@@ -222,13 +223,10 @@ def render_text(text: str, results_dir: Path, base: Path) -> tuple[str, list[str
     return BLOCK.sub(replace, text), changed
 
 
-OPENING = re.compile(r"<!-- results:(?P<name>[\w./-]+) -->")
-
-
 def check_block_tags(page: Path, text: str) -> None:
     """Every ``<!-- results:NAME -->`` needs its ``<!-- /results:NAME -->`` after it: an unclosed block would
     otherwise be skipped without a word (and a page of only unclosed ones called "no blocks")."""
-    for match in OPENING.finditer(text):
+    for match in re.finditer(OPEN_TAG, text):
         name = match.group("name")
         if f"<!-- /results:{name} -->" not in text[match.end():]:
             line = text.count("\n", 0, match.start()) + 1

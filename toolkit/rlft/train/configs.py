@@ -18,7 +18,9 @@ built (:func:`trl_overrides`), so TRL validates them; a key neither knows is sti
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import math
 import types
 import typing
@@ -271,9 +273,6 @@ def parse_trl_flags(cls, args: list[str]) -> dict[str, Any]:
     parser = trl.TrlParser((getattr(trl, cls.trl_config_class),), allow_abbrev=False)
     unset = object()
     namespace = argparse.Namespace(**{a.dest: unset for a in parser._actions if a.dest != "help"})
-    import contextlib
-    import io
-
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):  # argparse prints its whole usage before the error
@@ -310,7 +309,22 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
     if trl_values:
         values["trl"] = trl_values
         sources["trl"] = "cli" if trl_flags else "yaml"
-    return cls(**values), sources
+    config = cls(**values)
+    check_bounds(config)
+    return config, sources
+
+
+def check_bounds(config) -> None:
+    """The fields' ``min``/``max`` bounds on the merged config: click checks the flags typed, this also covers
+    values from a ``--config`` YAML file."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name, None)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        low, high = f.metadata.get("min"), f.metadata.get("max")
+        if (low is not None and value < low) or (high is not None and value > high):
+            span = f">= {low}" if high is None else (f"<= {high}" if low is None else f"within [{low}, {high}]")
+            raise InvalidInputError(f"--{f.name.replace('_', '-')} must be {span}, got {value}")
 
 
 def _route_trl_flags(trl_flags: dict[str, Any], names: list[str], cli_values: dict[str, Any],

@@ -147,12 +147,16 @@ def action_advantages(turns: Sequence[Sequence[Turn]], pool: Sequence[Turn]) -> 
                 adv[t] = (q[(task, obs, act)] - mean) / std
                 informative.add((task, obs))
         out.append(adv)
+    return out, {**_turn_stats(turns, out, informative), "turns_per_state_group": len(pool) / max(1, len(states))}
+
+
+def _turn_stats(turns: Sequence[Sequence[Turn]], out: Sequence[np.ndarray], informative: set) -> dict[str, float]:
+    """What a pooled credit logs of a batch: its observations, those that carried a signal, the share of turns
+    with a step advantage."""
     n = sum(len(e) for e in turns)
-    stats = {"state_groups": float(len({(t[0], t[1]) for e in turns for t in e})),
-             "state_groups_informative": float(len(informative)),
-             "turns_per_state_group": len(pool) / max(1, len(states)),
-             "turns_with_step_credit": float(sum(int(np.count_nonzero(a)) for a in out)) / max(1, n)}
-    return out, stats
+    return {"state_groups": float(len({(t[0], t[1]) for e in turns for t in e})),
+            "state_groups_informative": float(len(informative)),
+            "turns_with_step_credit": float(sum(int(np.count_nonzero(a)) for a in out)) / max(1, n)}
 
 
 class ExperienceModel:
@@ -198,15 +202,14 @@ class ExperienceModel:
             pair_of.append(index[key[:2]])
         rows_a, cols_a, probs_a, owner = np.array(rows, int), np.array(cols, int), np.array(probs), np.array(pair_of)
         value = np.zeros(len(index))
-        q = rewards.copy()
         for _ in range(self.max_sweeps):
             q = rewards + np.bincount(rows_a, probs_a * value[cols_a], minlength=len(keys))
             new = np.full(len(index), -np.inf)
             np.maximum.at(new, owner, q)
-            if np.max(np.abs(new - value), initial=0.0) < self.tolerance:
-                value = new
-                break
+            converged = np.max(np.abs(new - value), initial=0.0) < self.tolerance
             value = new
+            if converged:
+                break
         return {key: float(v) for key, v in zip(keys, q, strict=True)}
 
 
@@ -224,27 +227,23 @@ def model_advantages(turns: Sequence[Sequence[Turn]], q: dict[tuple[str, str, st
         for task, obs, act, _g in episode:
             if (task, obs, act) in q:
                 given[(task, obs)].append(q[(task, obs, act)])
-    spread = {k: (float(np.mean(given[k])) if given[k] else 0.0, max(v) - min(v)) for k, v in answers.items()}
-    best = {k: max(v) for k, v in answers.items()}
-    n = sum(len(e) for e in turns)
-    share = n / max(1, len(given))  # each observation's turns together weigh as much as an average one's
+    baseline = {k: float(np.mean(v)) for k, v in given.items()}
+    share = sum(len(e) for e in turns) / max(1, len(given))  # an observation's turns weigh as much as an average one's
     out, informative = [], set()
     for episode in turns:
         adv = np.zeros(len(episode))
         for t, (task, obs, act, _g) in enumerate(episode):
-            mean, width = spread.get((task, obs), (0.0, 0.0))
-            if width > STD_EPS and (task, obs, act) in q:
-                adv[t] = (q[(task, obs, act)] - mean) / width * share / len(given[(task, obs)])
-                informative.add((task, obs))
+            state = (task, obs)
+            if (task, obs, act) not in q:
+                continue
+            width = max(answers[state]) - min(answers[state])
+            if width > STD_EPS:
+                adv[t] = (q[(task, obs, act)] - baseline[state]) / width * share / len(given[state])
+                informative.add(state)
         out.append(adv)
-    first = {e[0][:2] for e in turns if e}
-    starts = [value for key, value in best.items() if key in first]
-    stats = {"state_groups": float(len({(t[0], t[1]) for e in turns for t in e})),
-             "state_groups_informative": float(len(informative)),
-             "model_states": float(len(answers)),
-             "start_value": float(np.mean(starts)) if starts else 0.0,
-             "turns_with_step_credit": float(sum(int(np.count_nonzero(a)) for a in out)) / max(1, n)}
-    return out, stats
+    starts = [max(answers[k]) for k in {e[0][:2] for e in turns if e} if k in answers]
+    return out, {**_turn_stats(turns, out, informative), "model_states": float(len(answers)),
+                 "start_value": float(np.mean(starts)) if starts else 0.0}
 
 
 def token_advantages(episode_advantages: Sequence[float], turn_ids: Sequence[Sequence[int]],

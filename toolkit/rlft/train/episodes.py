@@ -405,16 +405,18 @@ def episode_trainer_class():
 
 
 def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
-    """TRL's episode advantages ``(B,)`` -> per-token ``(B, T)`` with each turn's step advantage added (GiGPO's
-    for ``--credit state``, the pooled ``Q - V`` estimate for ``--credit action``; :mod:`rlft.train.credit`); logs
-    how many anchor-state groups carried a signal."""
+    """TRL's episode advantages ``(B,)``, times ``--episode-weight``, -> per-token ``(B, T)`` with each turn's step
+    advantage added (GiGPO's for ``--credit state``, the pooled ``Q - V`` estimate for ``--credit action``, the
+    empirical model's for ``--credit model``; :mod:`rlft.train.credit`); logs how many observations carried a
+    signal."""
     import torch
 
 
     episodes = rollout.last_episodes
     episode_adv = output["advantages"]
     if len(episodes) != episode_adv.shape[0]:
-        raise RuntimeError(f"--credit state: {len(episodes)} episodes played for {episode_adv.shape[0]} samples")
+        raise RuntimeError(f"--credit {rollout.credit}: {len(episodes)} episodes played for {episode_adv.shape[0]} "
+                           "samples")
     tasks, observations = [e.first_prompt for e in episodes], [e.observations for e in episodes]
     if rollout.credit in ("action", "model"):
         turns = episode_turns(tasks, observations, [e.actions for e in episodes], [e.rewards for e in episodes],

@@ -112,12 +112,12 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     model, tokenizer = load_model_for_training(inputs, config.allow_tokenizer_mismatch)
     config = model_defaults(config, model, GRPO_LEARNING_RATES)
     rollout = make_rollout(config, inputs, model, tokenizer, episodic, constrained, group)
-    grpo_training_args(config, Path(config.out), model, episodic)  # TRL refuses bad settings before anything is written
+    # built before start_run (the run folder is --out): TRL refuses bad settings before anything is written
+    args, grpo_args = grpo_training_args(config, Path(config.out), model, episodic)
     run_dir, checkpoint, info = start_run(config, "grpo", inputs,
                                           run_record(config, rewards, episodic, constrained, group))
 
     with run_outcome(run_dir, info):
-        args, grpo_args = grpo_training_args(config, run_dir, model, episodic)
         watch = stall_watch(config.stall_steps, names, group, constrained)
         if args[checkpointing_field()] and config.lora:
             model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn

@@ -55,11 +55,11 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
     seed_everything(config.seed)
     model, tokenizer = load_model_for_training(inputs, config.allow_tokenizer_mismatch)
     config = model_defaults(config, model)
-    sft_training_args(config, Path(config.out), model, evaluation is not None)  # TRL refuses bad settings: before
-    run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})  # anything is written
+    # built before start_run (the run folder is --out): TRL refuses bad settings before anything is written
+    args, sft_args = sft_training_args(config, Path(config.out), model, evaluation is not None)
+    run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
 
     with run_outcome(run_dir, info):
-        args, sft_args = sft_training_args(config, run_dir, model, evaluation is not None)
         if args[checkpointing_field()] and config.lora:
             model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
         trainer = sft_trainer_class(config, inputs, tokenizer)(
