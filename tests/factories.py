@@ -114,6 +114,23 @@ def make_cartpole_text_model(root: Path, max_positions: int | None = 512) -> tup
     return data, model
 
 
+def make_lake_q_model(root: Path, rows: tuple[str, ...] = ("SF", "FG"), max_positions: int = 512) -> tuple[Path, Path]:
+    """A FrozenLake Q-value dataset on a small written map (compact wording, 10 episodes) and a tiny from-scratch
+    model whose tokenizer reads it, through the CLI as a user makes them: (dataset folder, model folder)."""
+    from typer.testing import CliRunner
+
+    from rlft.cli.main import app
+
+    data, model = root / "q", root / "tiny"
+    lake_map = write_map(root, list(rows))
+    for args in (["data", "export-q", "frozenlake", "--map", lake_map, "--out", data, "--episodes", "10",
+                  "--wording", "compact"],
+                 ["model", "init", "--dataset", data, "--out", model, "--max-positions", str(max_positions)]):
+        result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    return data, model
+
+
 STRUCTURED_ENV_IDS = {"dict": "rlft-test/DictObs-v0", "tuple": "rlft-test/TupleObs-v0",
                       "text": "rlft-test/TextObs-v0", "words": "rlft-test/WordsObs-v0"}
 

@@ -145,19 +145,9 @@ def test_the_trainer_hook_turns_episode_advantages_into_per_token_ones():
 
 
 def _lake(tmp_path):
-    from typer.testing import CliRunner
+    from factories import make_lake_q_model
 
-    from factories import write_map
-    from rlft.cli.main import app
-
-    data, model = tmp_path / "q", tmp_path / "tiny"
-    lake_map = write_map(tmp_path, ["SF", "FG"])
-    for args in (["data", "export-q", "frozenlake", "--map", lake_map, "--out", data, "--episodes", "10",
-                  "--wording", "compact"],
-                 ["model", "init", "--dataset", data, "--out", model, "--max-positions", "512"]):
-        result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
-        assert result.exit_code == 0, result.output
-    return data, model
+    return make_lake_q_model(tmp_path)
 
 
 def test_state_credit_trains_through_trl_and_is_recorded(tmp_path, monkeypatch):

@@ -51,7 +51,7 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 
-CREDITS = ("episode", "state", "action", "model")
+CREDITS = ("episode", "state", "action", "model", "answers")  # answers: rlft.train.episode_answers
 STD_EPS = 1e-6
 
 

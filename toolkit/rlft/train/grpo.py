@@ -19,6 +19,7 @@ from rlft.policy.action_scores import MAX_CHOICES, ActionChoices
 from rlft.train.action_targets import action_set_trainer_class, check_advantage
 from rlft.train.configs import trl_overrides
 from rlft.train.credit import check_credit as check_credit_values
+from rlft.train.episode_answers import CriticReward, EpisodeAnswerRollout, episode_answers_trainer_class
 from rlft.train.episodes import (
     ROLLOUTS,
     EpisodeRollout,
@@ -149,9 +150,13 @@ def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:
     episodic = config.rollout == "episode"
     if config.group not in GROUPS:
         raise InvalidInputError(f"--group must be one of {', '.join(GROUPS)}, got {config.group!r}")
-    if config.group == "actions" and episodic:
-        raise InvalidInputError("--group actions is for step rollouts (one answer per recorded state)",
-                                hint="drop --group, or use --rollout step")
+    answers = episodic and config.credit == "answers"
+    if config.group == "actions" and episodic and not answers:
+        raise InvalidInputError("--group actions is for step rollouts (one answer per recorded state), or episode "
+                                "rollouts with --credit answers", hint="drop --group, or add --credit answers")
+    if config.group == "sampled" and answers:
+        raise InvalidInputError("--credit answers trains every valid answer of each visited state: it needs "
+                                "--group actions (or auto), not sampled", hint="drop --group")
     if config.stall_steps < 0:
         raise InvalidInputError(f"--stall-steps must be at least 0, got {config.stall_steps}")
     check_credit(config, episodic)
@@ -191,6 +196,8 @@ def resolve_group(config: GRPOStageConfig, codec, episodic: bool) -> str:
     if config.group != "auto":
         return config.group
     space = codec.action_space
+    if episodic and config.credit == "answers":
+        return "actions"
     if episodic or space.get("type") != "discrete" or int(space["n"]) > MAX_CHOICES:
         return "sampled"
     if config.num_generations % int(space["n"]):
@@ -253,7 +260,14 @@ def make_rewards(config: GRPOStageConfig, names: list[str], inputs: StageInputs,
 
 
     check_episode_env(inputs.codec)
-    rewards = episode_rewards(names, inputs.codec, config.max_turns)
+    if config.credit == "answers":
+        if names != ["return"]:
+            raise InvalidInputError(f"--credit answers scores each answer by the return it leads to (the critic's "
+                                    f"Q): --reward return, not {','.join(names)}",
+                                    hint="every answer of its groups is valid, so a format reward carries nothing")
+        rewards = [CriticReward(inputs.codec, bonus=config.q_bonus)]
+    else:
+        rewards = episode_rewards(names, inputs.codec, config.max_turns)
     starts = episode_starts(inputs.codec, config.episode_starts, config.seed)
     return rewards, replace(inputs, train=starts, conversational=isinstance(starts[0]["prompt"], list))
 
@@ -281,6 +295,10 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
                                  credit_window=config.credit_window,
                                  episode_weight=config.episode_weight)  # sets the codec's template.turns, saved
         check_context(rollout, tokenizer, model)
+        if group == "actions":  # --credit answers
+
+            return EpisodeAnswerRollout(rollout, ActionChoices(inputs.codec, tokenizer, model), config.num_generations,
+                                        config.seed)
         return rollout
     if group == "actions":
 
@@ -302,7 +320,8 @@ def run_record(config: GRPOStageConfig, rewards: list, episodic: bool, constrain
             **({"max_turns": config.max_turns, "episode_starts": config.episode_starts, "credit": config.credit,
                 **({"credit_gamma": config.credit_gamma, "step_weight": config.step_weight,
                     "episode_weight": config.episode_weight}
-                   if config.credit != "episode" else {}),
+                   if config.credit not in ("episode", "answers") else {}),
+                **({"credit_gamma": config.credit_gamma} if config.credit == "answers" else {}),
                 **({"credit_window": config.credit_window} if config.credit == "action" else {})}
                if episodic else {})}
 
@@ -343,6 +362,8 @@ def grpo_trainer_class(episodic: bool, config: GRPOStageConfig | None = None, ro
     """TRL's ``GRPOTrainer``; its episodic subclass that hands the rollout the batch's rows; for ``--group
     actions`` the subclass that writes each answer's advantage on its decisive tokens (``--advantage target``: moving
     each state's answers toward the target policy)."""
+    if isinstance(rollout, EpisodeAnswerRollout):
+        return episode_answers_trainer_class(rollout, config.advantage, config.target_temperature)
     if episodic:
         return episode_trainer_class()
     from trl import GRPOTrainer

@@ -92,7 +92,9 @@ class GRPOStageConfig(StageConfig):
                           "Monte-Carlo Q(s, a) - V(s) of the turn's observation and action over the last "
                           "--credit-window steps: a signal for every turn when returns are sparse) or model "
                           "(plus (Q(s, a) - V(s)) / spread, Q by value iteration on every transition played "
-                          "so far: for observations that repeat exactly; see rlft.train.credit)."},
+                          "so far: for observations that repeat exactly; see rlft.train.credit) or answers (the "
+                          "episodes only gather experience for that model: each visited state is trained as one "
+                          "group of every valid answer, scored by its Q; see rlft.train.episode_answers)."},
     )
     credit_gamma: float = field(default=0.95, metadata={"help": "--credit state|action|model: discount of the "
                                                                  "return-to-go."})

@@ -1,0 +1,100 @@
+"""Episodic GRPO with complete answer groups (``--credit answers``): the critic's values per answer, how visited
+states are drawn, and a real TRL run whose groups hold every answer of states the model's own episodes visited."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rlft.core.errors import InvalidInputError
+from rlft.train.credit import ExperienceModel
+from rlft.train.episode_answers import EpisodeAnswerRollout, answer_values
+from rlft.train.episodes import Episode
+from rlft.train.grpo_config import GRPOStageConfig
+
+
+def test_answer_values_are_the_critics_q_and_an_untried_answer_is_scored_as_the_best_tried():
+    model = ExperienceModel(gamma=0.5)
+    model.add("lake", ["s0", "s1"], [2, 1], [0.0, 1.0], "goal", terminated=True)  # s0 -2-> s1 -1-> goal (1)
+    model.add("lake", ["s0"], [0], [0.0], "hole", terminated=True)  # s0 -0-> hole (0)
+    q = model.values()
+    assert answer_values(q, "lake", "s0", [0, 1, 2, 3]) == pytest.approx([0.0, 0.5, 0.5, 0.5])
+    assert answer_values(q, "lake", "s1", [0, 1]) == pytest.approx([1.0, 1.0])
+    assert answer_values(q, "other", "s0", [0, 1]) == [0.0, 0.0]  # another task: nothing tried
+
+
+def _episode(observations: list[str]) -> Episode:
+    e = Episode(seed=0)
+    e.first_prompt = "task"
+    e.observations = list(observations)
+    e.answers = ["a"] * len(observations)
+    return e
+
+
+def test_states_are_drawn_uniformly_among_distinct_observations_and_again_when_fewer():
+    rollout = EpisodeAnswerRollout.__new__(EpisodeAnswerRollout)
+    rollout.rng = np.random.default_rng(0)
+    episodes = [_episode(["s0", "s1", "s0"]), _episode(["s0", "s2"])]
+    picked = rollout.pick(episodes, 3)  # three distinct observations, three groups: each exactly once
+    assert sorted(episodes[i].observations[t] for i, t in picked) == ["s0", "s1", "s2"]
+    picked = rollout.pick(episodes, 7)  # more groups than observations: every observation at least twice
+    seen = [episodes[i].observations[t] for i, t in picked]
+    assert len(seen) == 7 and min(seen.count(s) for s in ("s0", "s1", "s2")) >= 2
+    with pytest.raises(RuntimeError, match="answered no observation"):
+        rollout.pick([_episode([])], 1)
+
+
+def test_answer_groups_train_through_trl_on_visited_states(tmp_path, monkeypatch):
+    from factories import make_lake_q_model
+    from rlft.train.grpo import run_grpo
+
+    batches = []
+    original = EpisodeAnswerRollout.states
+
+    def recording(self, trainer, rows):
+        out = original(self, trainer, rows)
+        batches.append((out, self.__call__([r["prompt"] for r in out], trainer)))
+        return out
+
+    monkeypatch.setattr(EpisodeAnswerRollout, "states", recording)
+    data, model = make_lake_q_model(tmp_path)
+    out = tmp_path / "run"
+    config = GRPOStageConfig(dataset=str(data), model=str(model), out=out, rollout="episode", rewards=["return"],
+                             credit="answers", credit_gamma=0.9, max_turns=4, episode_starts=4, num_generations=4,
+                             per_device_train_batch_size=8, learning_rate=5e-3, max_steps=2, logging_steps=1,
+                             lora=False, seed=3)
+    info = run_grpo(config)
+    assert len(batches) == 2  # one per optimizer step
+    for rows, sampled in batches:
+        assert len(rows) == 8
+        for g in range(2):  # each group: one visited state, its four answers, the critic's value of each
+            group = rows[4 * g: 4 * g + 4]
+            assert len({json.dumps(r["prompt"]) for r in group}) == 1
+            assert all(len(r["q_values"]) == 4 and r["q_values"] == group[0]["q_values"] for r in group)
+            assert len({tuple(c) for c in sampled["completion_ids"][4 * g: 4 * g + 4]}) == 4
+    metrics = info["metrics"]
+    assert "rewards/critic-q/mean_last" in metrics and "credit/start_value_last" in metrics
+    assert metrics["episodes_played"] == 16
+    saved = json.loads((out / "rlft_run.json").read_text())
+    assert saved["credit"] == "answers" and saved["group"] == "actions" and saved["credit_gamma"] == 0.9
+
+
+def test_answer_groups_refuse_settings_that_cannot_work(tmp_path):
+    from factories import make_lake_q_model
+    from rlft.train.grpo import run_grpo
+
+    data, model = make_lake_q_model(tmp_path)
+    base = dict(dataset=str(data), model=str(model), out=tmp_path / "bad", rollout="episode", credit="answers",
+                max_turns=4, episode_starts=4, num_generations=4, per_device_train_batch_size=8, max_steps=1,
+                lora=False)
+    with pytest.raises(InvalidInputError, match="needs --group actions"):
+        run_grpo(GRPOStageConfig(**base, group="sampled", rewards=["return"]))
+    with pytest.raises(InvalidInputError, match="--reward return, not return,format"):
+        run_grpo(GRPOStageConfig(**base, rewards=["return", "format"]))
+    with pytest.raises(InvalidInputError, match="multiple of 4"):
+        run_grpo(GRPOStageConfig(**{**base, "num_generations": 2}, rewards=["return"]))
+    with pytest.raises(InvalidInputError, match="--group actions is for step rollouts"):
+        run_grpo(GRPOStageConfig(**{**base, "credit": "model"}, group="actions", rewards=["return"]))
+    assert not (tmp_path / "bad").exists()
