@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from rlft.codecs import load_codec
 from rlft.core.errors import InvalidInputError
 from rlft.train.credit import ExperienceModel
 from rlft.train.episode_answers import EpisodeAnswerRollout, answer_values
@@ -79,6 +80,9 @@ def test_answer_groups_train_through_trl_on_visited_states(tmp_path, monkeypatch
     assert metrics["episodes_played"] == 16
     saved = json.loads((out / "rlft_run.json").read_text())
     assert saved["credit"] == "answers" and saved["group"] == "actions" and saved["credit_gamma"] == 0.9
+    assert load_codec(out).template.turns == 0  # evaluated on single observations, as its states were trained
+    # each state is one observation (a user turn, after the system message), no earlier answers
+    assert all([m["role"] for m in r["prompt"]] in (["user"], ["system", "user"]) for rows, _ in batches for r in rows)
 
 
 def test_answer_groups_refuse_settings_that_cannot_work(tmp_path):

@@ -18,10 +18,15 @@ An answer never tried at a visited observation has no estimate; it is scored as 
 (optimism: the policy is pushed to try it, and its first outcomes correct the estimate; without it an untried
 answer would sit at the group's bottom for ever, whatever it is worth).
 
-A visited state's prompt is the conversation the model answered there (the episode so far, as evaluation builds it
-for a codec whose template keeps turns), one occurrence drawn at random. The states of a step are drawn uniformly
-among the distinct observations its episodes visited, so a start position that every episode passes through weighs
-as much as a rarely reached one near the goal.
+A visited state is prompted as the codec prompts it (the observation alone, unless the dataset was serialized with
+``--turns``: then the episode so far, from the occurrence drawn), which is also how evaluation prompts the trained
+model; the episodes themselves are played the same way. One occurrence is drawn at random per state, and the states
+of a step uniformly among the distinct observations its episodes visited, so a start position that every episode
+passes through weighs as much as a rarely reached one near the goal.
+
+Measured first with every turn's prompt being the whole episode so far (the conversation format of ``--credit
+model``; FrozenLake 4x4, seed 0): 75 steps left the greedy decisions where they started (4 of 11 positions right,
+success of the training episodes 0-2%), each state being shown to the model after a different history every time.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ class EpisodeRollout:
     def __init__(self, codec: Codec, tokenizer, max_turns: int, temperature: float, top_p: float = 1.0,
                  constrained: bool = True, max_new_tokens: int | None = None, credit: str = "episode",
                  credit_gamma: float = 0.95, step_weight: float = 1.0, credit_window: int = 1,
-                 episode_weight: float = 1.0):
+                 episode_weight: float = 1.0, conversation: bool = True):
 
         if max_turns < 1:
             raise InvalidInputError(f"--max-turns must be at least 1, got {max_turns}")
@@ -166,7 +166,12 @@ class EpisodeRollout:
         self.last_episodes: list[Episode] = []  # the latest batch, in the order TRL holds its samples
         self.codec = codec
         self.template = codec.template
-        self.template.turns = max_turns
+        # conversation: each episode is one GRPO sample, its turns one growing conversation (the codec's template
+        # is set to keep every turn, and saved so). Without, turns are prompted as the codec says (--credit answers
+        # trains states, not episodes) and episodes keep no token sequence.
+        self.conversation = conversation
+        if conversation:
+            self.template.turns = max_turns
         self.tokenizer = tokenizer
         self.max_turns = max_turns
         self.constrained = constrained
@@ -244,7 +249,10 @@ class EpisodeRollout:
                     obs_text = self.codec.encode_observation(observations[i])
                     episodes[i].observations.append(obs_text)
                     prompt = self.template.build_conversation(past[i], obs_text)
-                    self._extend(backend, episodes[i], prompt)
+                    if self.conversation:
+                        self._extend(backend, episodes[i], prompt)
+                    elif not episodes[i].first_prompt:
+                        episodes[i].first_prompt = backend.prompt_text(prompt)
                     prompts.append(prompt)
                     users.append(self.template.user_text(obs_text))
                 ids, texts, logprobs = backend.sample_ids(prompts)
