@@ -248,12 +248,7 @@ class EpisodeRollout:
                 for i in live:
                     obs_text = self.codec.encode_observation(observations[i])
                     episodes[i].observations.append(obs_text)
-                    prompt = self.template.build_conversation(past[i], obs_text)
-                    if self.conversation:
-                        self._extend(backend, episodes[i], prompt)
-                    elif not episodes[i].first_prompt:
-                        episodes[i].first_prompt = backend.prompt_text(prompt)
-                    prompts.append(prompt)
+                    prompts.append(self._turn_prompt(backend, episodes[i], past[i], obs_text))
                     users.append(self.template.user_text(obs_text))
                 ids, texts, logprobs = backend.sample_ids(prompts)
                 for i, user, new, text, lps in zip(live, users, ids, texts, logprobs, strict=True):
@@ -283,6 +278,15 @@ class EpisodeRollout:
             self.tokenizer.padding_side = side
             if was_training:
                 model.train()
+
+    def _turn_prompt(self, backend, episode: Episode, past: list[tuple[str, str]], obs_text: str):
+        """This turn's prompt, as evaluation builds it; a conversation grows the episode's tokens to it."""
+        prompt = self.template.build_conversation(past, obs_text)
+        if self.conversation:
+            self._extend(backend, episode, prompt)
+        elif not episode.first_prompt:
+            episode.first_prompt = backend.prompt_text(prompt)
+        return prompt
 
     def _extend(self, backend, episode: Episode, prompt) -> None:
         """Grow the episode's tokens to this turn's prompt, which is exactly what evaluation would tokenize.

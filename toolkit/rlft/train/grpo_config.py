@@ -96,7 +96,7 @@ class GRPOStageConfig(StageConfig):
                           "episodes only gather experience for that model: each visited state is trained as one "
                           "group of every valid answer, scored by its Q; see rlft.train.episode_answers)."},
     )
-    credit_gamma: float = field(default=0.95, metadata={"help": "--credit state|action|model: discount of the "
+    credit_gamma: float = field(default=0.95, metadata={"help": "--credit state|action|model|answers: discount of the "
                                                                  "return-to-go."})
     step_weight: float = field(default=1.0, metadata={"help": "--credit state|action|model: weight of the step "
                                                                "advantage."})
