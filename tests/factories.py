@@ -131,6 +131,17 @@ def make_lake_q_model(root: Path, rows: tuple[str, ...] = ("SF", "FG"), max_posi
     return data, model
 
 
+def lake_episode_config(data: Path, model: Path, out: Path, **overrides):
+    """A two-step episodic GRPO config on :func:`make_lake_q_model`'s lake: 8 samples a step in groups of 4, episodes
+    of at most 4 turns, logged every step; ``overrides`` set the credit and anything else."""
+    from rlft.train.grpo_config import GRPOStageConfig
+
+    settings = dict(dataset=str(data), model=str(model), out=out, rollout="episode", rewards=["return"],
+                    max_turns=4, episode_starts=4, num_generations=4, per_device_train_batch_size=8,
+                    learning_rate=5e-3, max_steps=2, logging_steps=1, lora=False, seed=3)
+    return GRPOStageConfig(**{**settings, **overrides})
+
+
 STRUCTURED_ENV_IDS = {"dict": "rlft-test/DictObs-v0", "tuple": "rlft-test/TupleObs-v0",
                       "text": "rlft-test/TextObs-v0", "words": "rlft-test/WordsObs-v0"}
 

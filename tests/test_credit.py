@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from factories import lake_episode_config, make_lake_q_model
 from rlft.core.errors import InvalidInputError
 from rlft.train.credit import (
     ExperienceModel,
@@ -145,8 +146,6 @@ def test_the_trainer_hook_turns_episode_advantages_into_per_token_ones():
 
 
 def _lake(tmp_path):
-    from factories import make_lake_q_model
-
     return make_lake_q_model(tmp_path)
 
 
@@ -167,11 +166,7 @@ def test_state_credit_trains_through_trl_and_is_recorded(tmp_path, monkeypatch):
     monkeypatch.setattr(episodes_module, "state_credit_advantages", recording)
     data, model = _lake(tmp_path)
     out = tmp_path / "run"
-    config = GRPOStageConfig(dataset=str(data), model=str(model), out=out, rollout="episode", rewards=["return"],
-                             credit="state", credit_gamma=0.9, max_turns=4, episode_starts=4, num_generations=4,
-                             per_device_train_batch_size=8, learning_rate=5e-3, max_steps=2, logging_steps=1,
-                             lora=False, seed=3)
-    info = run_grpo(config)
+    info = run_grpo(lake_episode_config(data, model, out, credit="state", credit_gamma=0.9))
     assert len(tables) == 2  # one per optimizer step
     for table, turn_ids in tables:
         assert table.dim() == 2 and table.shape[0] == 8 and table.shape[1] >= max(len(t) for t in turn_ids)
@@ -211,11 +206,7 @@ def test_pooled_credits_train_through_trl(tmp_path, credit):
 
     data, model = _lake(tmp_path)
     out = tmp_path / "run"
-    config = GRPOStageConfig(dataset=str(data), model=str(model), out=out, rollout="episode", rewards=["return"],
-                             credit=credit, credit_window=2, max_turns=4, episode_starts=4, num_generations=4,
-                             per_device_train_batch_size=8, learning_rate=5e-3, max_steps=3, logging_steps=1,
-                             lora=False, seed=3)
-    info = run_grpo(config)
+    info = run_grpo(lake_episode_config(data, model, out, credit=credit, credit_window=2, max_steps=3))
     assert "credit/state_groups_last" in info["metrics"]
     saved = json.loads((out / "rlft_run.json").read_text())
     assert saved["credit"] == credit and saved.get("credit_window") == (2 if credit == "action" else None)

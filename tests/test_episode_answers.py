@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from factories import lake_episode_config, make_lake_q_model
 from rlft.codecs import load_codec
 from rlft.core.errors import InvalidInputError
 from rlft.train.credit import ExperienceModel
@@ -48,7 +49,6 @@ def test_states_are_drawn_uniformly_among_distinct_observations_and_again_when_f
 
 
 def test_answer_groups_train_through_trl_on_visited_states(tmp_path, monkeypatch):
-    from factories import make_lake_q_model
     from rlft.train.grpo import run_grpo
 
     batches = []
@@ -62,11 +62,7 @@ def test_answer_groups_train_through_trl_on_visited_states(tmp_path, monkeypatch
     monkeypatch.setattr(EpisodeAnswerRollout, "states", recording)
     data, model = make_lake_q_model(tmp_path)
     out = tmp_path / "run"
-    config = GRPOStageConfig(dataset=str(data), model=str(model), out=out, rollout="episode", rewards=["return"],
-                             credit="answers", credit_gamma=0.9, max_turns=4, episode_starts=4, num_generations=4,
-                             per_device_train_batch_size=8, learning_rate=5e-3, max_steps=2, logging_steps=1,
-                             lora=False, seed=3)
-    info = run_grpo(config)
+    info = run_grpo(lake_episode_config(data, model, out, credit="answers", credit_gamma=0.9))
     assert len(batches) == 2  # one per optimizer step
     for rows, sampled in batches:
         assert len(rows) == 8
@@ -86,7 +82,6 @@ def test_answer_groups_train_through_trl_on_visited_states(tmp_path, monkeypatch
 
 
 def test_answer_groups_refuse_settings_that_cannot_work(tmp_path):
-    from factories import make_lake_q_model
     from rlft.train.grpo import run_grpo
 
     data, model = make_lake_q_model(tmp_path)
