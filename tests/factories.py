@@ -142,6 +142,19 @@ def lake_episode_config(data: Path, model: Path, out: Path, **overrides):
     return GRPOStageConfig(**{**settings, **overrides})
 
 
+def greedy_success(env, actions, episodes: int = 200, max_steps: int = 100) -> float:
+    """Success rate of the table policy ``actions[state]`` over ``episodes`` seeded FrozenLake episodes of ``env``."""
+    wins = 0.0
+    for k in range(episodes):
+        state, _ = env.reset(seed=10**6 + k)
+        for _ in range(max_steps):
+            state, reward, terminated, truncated, _ = env.step(int(actions[state]))
+            if terminated or truncated:
+                break
+        wins += reward
+    return wins / episodes
+
+
 STRUCTURED_ENV_IDS = {"dict": "rlft-test/DictObs-v0", "tuple": "rlft-test/TupleObs-v0",
                       "text": "rlft-test/TextObs-v0", "words": "rlft-test/WordsObs-v0"}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from factories import lake_episode_config, make_lake_q_model
+from factories import greedy_success, lake_episode_config, make_lake_q_model
 from rlft.core.errors import InvalidInputError
 from rlft.train.credit import (
     ExperienceModel,
@@ -247,13 +247,4 @@ def test_model_credit_teaches_a_tabular_policy_the_slippery_lake():
                 push[a] += value
                 grad[int(o)] += push
         logits += 20.0 * grad / sum(len(a) for a in actions)
-    greedy = logits.argmax(1)
-    wins = 0
-    for k in range(200):
-        state, _ = env.reset(seed=10**6 + k)
-        for _ in range(100):
-            state, reward, terminated, truncated, _ = env.step(int(greedy[state]))
-            if terminated or truncated:
-                break
-        wins += reward
-    assert wins / 200 >= 0.6
+    assert greedy_success(env, logits.argmax(1)) >= 0.6

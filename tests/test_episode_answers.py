@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from factories import lake_episode_config, make_lake_q_model
+from factories import greedy_success, lake_episode_config, make_lake_q_model
 from rlft.codecs import load_codec
 from rlft.core.errors import InvalidInputError
 from rlft.train.credit import ExperienceModel
@@ -133,13 +133,4 @@ def test_answer_groups_teach_a_tabular_policy_the_slippery_lake():
         advantages, _ = target_advantages(rewards, policy[states], 4)
         for s, adv in zip(states, advantages.reshape(-1, 4), strict=True):
             logits[s] += 1.0 * adv
-    greedy = logits.argmax(1)
-    wins = 0
-    for k in range(200):
-        state, _ = env.reset(seed=10**6 + k)
-        for _ in range(100):
-            state, reward, terminated, truncated, _ = env.step(int(greedy[state]))
-            if terminated or truncated:
-                break
-        wins += reward
-    assert wins / 200 >= 0.6
+    assert greedy_success(env, logits.argmax(1)) >= 0.6
