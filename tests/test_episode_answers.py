@@ -134,3 +134,18 @@ def test_answer_groups_teach_a_tabular_policy_the_slippery_lake():
         for s, adv in zip(states, advantages.reshape(-1, 4), strict=True):
             logits[s] += 1.0 * adv
     assert greedy_success(env, logits.argmax(1)) >= 0.6
+
+
+def test_per_state_credit_on_observations_that_never_repeat_is_warned_before_training(tmp_path, capsys):
+    from factories import make_cartpole_text_model
+    from rlft.train.grpo import warn_unrepeated_states
+
+    cartpole, _ = make_cartpole_text_model(tmp_path)
+    (tmp_path / "lake").mkdir()
+    lake, _ = make_lake_q_model(tmp_path / "lake")
+    capsys.readouterr()
+    warn_unrepeated_states(GRPOStageConfig(rollout="episode", credit="answers"), load_codec(cartpole))
+    assert "rarely repeat exactly" in capsys.readouterr().out
+    for codec, credit in ((load_codec(lake), "answers"), (load_codec(cartpole), "episode")):
+        warn_unrepeated_states(GRPOStageConfig(rollout="episode", credit=credit), codec)
+        assert "rarely repeat" not in capsys.readouterr().out

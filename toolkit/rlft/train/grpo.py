@@ -101,6 +101,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     if "q-advantage" in names and "q_values" in inputs.train.column_names:  # a missing column is named later
         check_finite_q_values(inputs.train, inputs.dataset)
     group = resolve_group(config, inputs.codec, episodic)
+    warn_unrepeated_states(config, inputs.codec)
     # accelerate launch sets WORLD_SIZE for every process it starts
     check_advantage(config.advantage, config.target_temperature, group, int(os.environ.get("WORLD_SIZE", "1")))
     warn_forced_kl(config, group)
@@ -176,6 +177,16 @@ def check_credit(config: GRPOStageConfig, episodic: bool) -> None:
         raise InvalidInputError(f"--credit {config.credit} is for episode rollouts (it compares turns of whole "
                                 "episodes)",
                                 hint="add --rollout episode, or drop --credit")
+
+
+def warn_unrepeated_states(config: GRPOStageConfig, codec) -> None:
+    """The per-state credits pool turns by their observation text; over a continuous observation space no two turns
+    share one, and the credit then carries (almost) nothing: said before training, not found after it."""
+    kind = codec.observation_space.get("type")
+    if config.rollout == "episode" and config.credit in ("state", "action", "model", "answers") and kind != "discrete":
+        console.print(f"[yellow]--credit {config.credit} pools turns that answered the same observation; this codec's "
+                      f"observations ({kind}) rarely repeat exactly, so each state is seen about once and its credit "
+                      "carries little (--credit episode compares whole episodes instead)[/]")
 
 
 def auto_rewards(columns: list[str], episodic: bool) -> list[str]:
