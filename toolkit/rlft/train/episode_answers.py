@@ -31,8 +31,6 @@ success of the training episodes 0-2%), each state being shown to the model afte
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from rlft.policy.action_scores import ActionChoices
@@ -81,18 +79,9 @@ class EpisodeAnswerRollout(ActionSetRollout):
         """``rows`` (TRL's batch: each reset seed ``num_generations`` times) -> as many rows, one visited state per
         group of ``num_generations``, each with the critic's ``q_values`` of every answer."""
         player = self.player
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        start = time.perf_counter()
-        episodes = player.play(model, [int(r["reset_seed"]) for r in rows])
-        seconds = time.perf_counter() - start
-        player.seconds += seconds
-        self.seconds += seconds
-        player.episodes += len(episodes)
-        player.log(trainer, episodes, seconds)
-        for e in episodes:
-            player.experience.add(e.first_prompt, e.observations, e.actions, e.rewards, e.final_observation,
-                                  e.done and not e.truncated)
-        q = player.experience.values()
+        episodes, seconds = player.play_rows(trainer, rows)
+        self.seconds += seconds  # the run's rollout share: playing and enumerating answers
+        q = player.remember(episodes)
         groups = len(rows) // self.num_generations
         picked = self.pick(episodes, groups)
         out = []

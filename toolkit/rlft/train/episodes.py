@@ -190,15 +190,28 @@ class EpisodeRollout:
         rows = getattr(trainer, "rlft_rows", None)
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("episode rollouts need the EpisodeGRPOTrainer (it passes the rows' reset seeds)")
+        episodes, _seconds = self.play_rows(trainer, rows)
+        self.last_episodes = episodes
+        return self.output(episodes)
+
+    def play_rows(self, trainer, rows: list[dict]) -> tuple[list[Episode], float]:
+        """(one episode per row, from its ``reset_seed``, with the trainer's current model; seconds it took),
+        counted and logged."""
         model = trainer.accelerator.unwrap_model(trainer.model)
         start = time.perf_counter()
         episodes = self.play(model, [int(r["reset_seed"]) for r in rows])
-        self.last_episodes = episodes
         seconds = time.perf_counter() - start
         self.seconds += seconds
         self.episodes += len(episodes)
         self.log(trainer, episodes, seconds)
-        return self.output(episodes)
+        return episodes, seconds
+
+    def remember(self, episodes: list[Episode]) -> dict[tuple[str, str, str], float]:
+        """Add ``episodes``' transitions to the empirical model; its ``Q`` of every answer tried so far."""
+        for e in episodes:
+            self.experience.add(e.first_prompt, e.observations, e.actions, e.rewards, e.final_observation,
+                                e.done and not e.truncated)
+        return self.experience.values()
 
     def output(self, episodes: list[Episode]) -> dict[str, list]:
         return {
@@ -253,16 +266,8 @@ class EpisodeRollout:
                 ids, texts, logprobs = backend.sample_ids(prompts)
                 for i, user, new, text, lps in zip(live, users, ids, texts, logprobs, strict=True):
                     episode = episodes[i]
-                    chosen = chosen_tokens(self.tokenizer, self.codec, new) if self.constrained else None
-                    episode.add_model_tokens(new, lps, chosen)
-                    episode.users.append(user)
-                    episode.answers.append(text)
+                    action = self._answer(episode, user, new, text, lps)
                     past[i].append((user, text))
-                    try:
-                        action = self.codec.decode_action(text)
-                    except ActionParseError:
-                        action = self.fallback
-                        episode.invalid += 1
                     observations[i], reward, terminated, truncated, _ = self.env(i).step(action)
                     episode.actions.append(action)
                     episode.rewards.append(float(reward))
@@ -278,6 +283,19 @@ class EpisodeRollout:
             self.tokenizer.padding_side = side
             if was_training:
                 model.train()
+
+    def _answer(self, episode: Episode, user: str, ids: list[int], text: str, logprobs: list[float]):
+        """Record one sampled answer in ``episode``; the action it plays (the fallback, counted, if unparsable)."""
+        if self.conversation:  # the episode is a training sample: its tokens and their roles
+            chosen = chosen_tokens(self.tokenizer, self.codec, ids) if self.constrained else None
+            episode.add_model_tokens(ids, logprobs, chosen)
+        episode.users.append(user)
+        episode.answers.append(text)
+        try:
+            return self.codec.decode_action(text)
+        except ActionParseError:
+            episode.invalid += 1
+            return self.fallback
 
     def _turn_prompt(self, backend, episode: Episode, past: list[tuple[str, str]], obs_text: str):
         """This turn's prompt, as evaluation builds it; a conversation grows the episode's tokens to it."""
@@ -437,10 +455,7 @@ def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
         rollout.credit_pool.append([t for episode in turns for t in episode])
         steps, stats = action_advantages(turns, [t for batch in rollout.credit_pool for t in batch])
     elif rollout.credit == "model":
-        for e in episodes:
-            rollout.experience.add(e.first_prompt, e.observations, e.actions, e.rewards, e.final_observation,
-                                   e.done and not e.truncated)
-        steps, stats = model_advantages(turns, rollout.experience.values())
+        steps, stats = model_advantages(turns, rollout.remember(episodes))
     else:
         steps, stats = step_advantages(tasks, observations, [e.rewards for e in episodes], rollout.credit_gamma)
     width = output["completion_ids"].shape[1]

@@ -183,7 +183,7 @@ def warn_unrepeated_states(config: GRPOStageConfig, codec) -> None:
     """The per-state credits pool turns by their observation text; over a continuous observation space no two turns
     share one, and the credit then carries (almost) nothing: said before training, not found after it."""
     kind = codec.observation_space.get("type")
-    if config.rollout == "episode" and config.credit in ("state", "action", "model", "answers") and kind != "discrete":
+    if config.rollout == "episode" and config.credit != "episode" and kind != "discrete":  # every per-state credit
         console.print(f"[yellow]--credit {config.credit} pools turns that answered the same observation; this codec's "
                       f"observations ({kind}) rarely repeat exactly, so each state is seen about once and its credit "
                       "carries little (--credit episode compares whole episodes instead)[/]")
@@ -331,10 +331,9 @@ def run_record(config: GRPOStageConfig, rewards: list, episodic: bool, constrain
             **({"advantage": config.advantage, "target_temperature": config.target_temperature}
                if group == "actions" else {}),
             **({"max_turns": config.max_turns, "episode_starts": config.episode_starts, "credit": config.credit,
-                **({"credit_gamma": config.credit_gamma, "step_weight": config.step_weight,
-                    "episode_weight": config.episode_weight}
+                **({"credit_gamma": config.credit_gamma} if config.credit != "episode" else {}),
+                **({"step_weight": config.step_weight, "episode_weight": config.episode_weight}
                    if config.credit not in ("episode", "answers") else {}),
-                **({"credit_gamma": config.credit_gamma} if config.credit == "answers" else {}),
                 **({"credit_window": config.credit_window} if config.credit == "action" else {})}
                if episodic else {})}
 
