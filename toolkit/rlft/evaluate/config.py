@@ -31,6 +31,8 @@ class EvalConfig:
     allow_codec_mismatch: bool = _opt(False, "Evaluate a RUN with a --codec for another environment, codec kind or "
                                              "spaces than its own.")
     backend: str = _opt("transformers", "transformers or openai.")
+    device: str = _opt("auto", "transformers: where the model runs: auto (cuda when torch sees a GPU, else cpu), "
+                               "cpu, cuda or cuda:N.")
     api_url: str | None = _opt(None, "openai: server URL, e.g. http://127.0.0.1:8000/v1.")
     api_model: str | None = _opt(None, "openai: model name on the server.")
     api_key: str | None = _opt(None, "openai: API key (default: OPENAI_API_KEY).")

@@ -224,6 +224,7 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
     run_dataset = None  # the dataset a RUN folder was trained on (its Q-values grade the actions)
     if config.backend == "transformers":
         model, tokenizer, run_codec = _load_transformers_model(model_arg)
+        model = _place(model, config.device)
         codec, codec_source, run_dataset = _codec_or_run_codec(config, model_arg, codec, codec_source, run_codec,
                                                                 notes)
     else:
@@ -249,6 +250,24 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
     if codec.template.return_to_go and config.target_return is None:
         notes.append(f"--target-return not given: using the dataset's best episode return {policy.target_return:g}")
     return Setup(policy, env_id, env_kwargs, codec, codec_source, qtable, notes, precompute, obs_space, act_space)
+
+
+def _place(model, device: str):
+    """``model`` on ``device`` (``auto``: the GPU when torch sees one). Weights keep their dtype: a float32 policy
+    is evaluated as trained, only faster."""
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InvalidInputError(f"--device {device}: torch sees no GPU here",
+                                hint="pass --device cpu (or auto), or install a CUDA build of torch")
+    try:
+        target = torch.device(device)
+    except RuntimeError as exc:
+        raise InvalidInputError(f"--device {device!r} is not a device torch knows: {exc}",
+                                hint="auto, cpu, cuda or cuda:N") from exc
+    return model.to(target)
 
 
 def _load_transformers_model(model_arg: str):

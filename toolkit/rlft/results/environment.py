@@ -73,7 +73,9 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE], cwd=cwd,
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return None
+        # a copy of the tree without .git (a GPU machine's copy): the commit it was copied at, when the copier says
+        copied = os.environ.get("RLFT_SOURCE_COMMIT", "").strip()
+        return f"{copied} (copy without .git)" if copied else None
     return head + ("+dirty" if dirty else "") if head else None
 
 

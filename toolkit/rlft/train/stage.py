@@ -559,9 +559,17 @@ def prompt_token_metrics(train, tokenizer, conversational: bool, max_rows: int =
     return {"prompt_tokens_mean": float(sum(lengths) / len(lengths)), "prompt_tokens_max": int(max(lengths))}
 
 
-def parameter_metrics(model) -> dict[str, int]:
+def parameter_metrics(model) -> dict[str, Any]:
+    """Parameter counts, where the model trained and, on a GPU, its peak memory (what a GPU recipe reports)."""
+    import torch
+
     trainable, total = count_parameters(model)
-    return {"trainable_parameters": trainable, "total_parameters": total}
+    device = next(model.parameters()).device
+    metrics: dict[str, Any] = {"trainable_parameters": trainable, "total_parameters": total, "device": str(device)}
+    if device.type == "cuda":
+        metrics["gpu_name"] = torch.cuda.get_device_name(device)
+        metrics["gpu_peak_memory_gb"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 3)
+    return metrics
 
 
 def last_logged(log_history: list[dict], key: str):
