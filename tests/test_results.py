@@ -237,6 +237,15 @@ def test_dirty_means_changed_code_not_changed_results(tmp_path):
     assert git_commit(tmp_path) == clean + "+dirty"
 
 
+def test_a_copied_tree_names_the_commit_it_was_copied_at(tmp_path, monkeypatch):
+    from rlft.results.environment import git_commit
+
+    assert git_commit(tmp_path) is None  # no checkout, nobody says
+    monkeypatch.setenv("RLFT_SOURCE_COMMIT", "e325a76a358f")
+    # wins over a .git the copy may carry (a stale one said another commit, +dirty)
+    assert git_commit(tmp_path) == git_commit() == "e325a76a358f (copied tree)"
+
+
 def test_a_record_written_long_after_its_runs_says_so(tmp_path):
     import time
 

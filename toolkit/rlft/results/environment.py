@@ -66,16 +66,21 @@ def versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
 
 def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
     """The checked-out commit (with ``+dirty`` when tracked files other than results/ and the README changed), or
-    None outside a git checkout."""
+    None outside a git checkout.
+
+    ``RLFT_SOURCE_COMMIT`` wins when set: a copy of the tree run elsewhere (a GPU machine's copy) may carry no
+    ``.git`` or a stale one (seen: the copy's HEAD was the session's first commit, shown ``+dirty``), so the one
+    who copied it says which commit it is."""
+    copied = os.environ.get("RLFT_SOURCE_COMMIT", "").strip()
+    if copied:
+        return f"{copied} (copied tree)"
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE], cwd=cwd,
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        # a copy of the tree without .git (a GPU machine's copy): the commit it was copied at, when the copier says
-        copied = os.environ.get("RLFT_SOURCE_COMMIT", "").strip()
-        return f"{copied} (copy without .git)" if copied else None
+        return None
     return head + ("+dirty" if dirty else "") if head else None
 
 

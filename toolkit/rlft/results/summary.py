@@ -55,6 +55,7 @@ RUN_COLUMNS = [
     ("rollout_share", "share of time playing", ".2f"),  # episodic GRPO: generation + env vs optimisation
     ("trainable_parameters", "trainable parameters", ",.0f"),
     ("prompt_tokens_mean", "prompt tokens", ".0f"),
+    ("gpu_peak_memory_gb", "GPU peak memory, GiB", ".1f"),  # runs on a GPU (device in the record)
 ]
 
 
