@@ -19,7 +19,10 @@ IMPORT_FORMATS = ("rlft4rl",)
 @command(app, "export-q")
 def export_q(
     env: str = typer.Argument(..., help="Environment: frozenlake."),
-    map: str = typer.Option("4x4", "--map", help="4x4, 8x8, or a text file with one row of S/F/H/G per line."),
+    map: str = typer.Option("4x4", "--map", help="4x4, 8x8, a text file with one row of S/F/H/G per line, or "
+                                                 "randomNxN (a new map every episode, drawn into each prompt)."),
+    maps: int = typer.Option(100, help="--map randomNxN: rows from the maps of seeds 0..N-1."),
+    p: float = typer.Option(0.8, callback=finite, help="--map randomNxN: probability that a cell is ice."),
     slippery: bool = typer.Option(True, "--slippery/--no-slippery", help="Slippery ice (gymnasium default)."),
     gamma: float = typer.Option(0.99, callback=finite, help="Discount factor in (0, 1]."),
     out: Path = typer.Option(..., "--out", help="Dataset folder to write (Hub layout)."),
@@ -47,6 +50,8 @@ def export_q(
 
     config = ExportQConfig(
         map=map,
+        maps=maps,
+        p=p,
         slippery=slippery,
         gamma=gamma,
         out=out,

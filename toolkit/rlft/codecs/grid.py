@@ -1,4 +1,8 @@
-"""FrozenLake codec: the grid as text with the agent marked, actions as names (LEFT, DOWN, RIGHT, UP)."""
+"""FrozenLake codec: the grid as text with the agent marked, actions as names (LEFT, DOWN, RIGHT, UP).
+
+One map for the whole dataset (``map_rows``; the observation is the position), or a new map every episode
+(``map_rows=None``, :mod:`rlft.envs.random_lake`: the observation carries the map, and the grid is drawn from it).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from typing import Any
 
 from rlft.codecs.base import ActionParseError, Codec, register_codec
 from rlft.codecs.template import PromptTemplate
-from rlft.envs.frozenlake import ACTION_NAMES, ENV_ID, LakeMap, render_grid
+from rlft.envs.frozenlake import ACTION_NAMES, ENV_ID, RANDOM_LAKE_ID, LakeMap, decode_lake, render_grid
 
 FROZENLAKE_SYSTEM = (
     "You are an expert at solving the Frozen Lake environment. Analyze the state and provide your reasoning "
@@ -80,14 +84,14 @@ class FrozenLakeGridCodec(Codec):
     def __init__(
         self,
         *args,
-        map_rows: list[str],
+        map_rows: list[str] | None,
         action_names: list[str] = ACTION_NAMES,
         show_position: bool = True,
         show_grid: bool = True,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
-        self.lake = LakeMap("codec", tuple(map_rows))
+        self.lake = LakeMap("codec", tuple(map_rows)) if map_rows else None  # None: the map is in each observation
         self.action_names = [a.upper() for a in action_names]
         # The grid alone differs between states in one token out of ~240; stating the row and column too lets
         # even a tiny from-scratch model learn the policy (measured: 11/11 states memorised in 300 SFT steps
@@ -96,6 +100,9 @@ class FrozenLakeGridCodec(Codec):
         self.show_grid = show_grid  # False: the map is in the prompt template (the position wording)
         if not (show_grid or show_position):
             raise ValueError("a FrozenLake codec must show the grid, the position or both")
+        if self.lake is None and not show_grid:
+            raise ValueError("random maps need the grid in every prompt (the map changes each episode): use the "
+                             "compact or gemma wording, not position")
 
     @classmethod
     def for_map(cls, lake: LakeMap, slippery: bool, style: str = "chat", wording: str = "gemma") -> FrozenLakeGridCodec:
@@ -111,20 +118,47 @@ class FrozenLakeGridCodec(Codec):
             show_grid=wording != "position",
         )
 
+    @classmethod
+    def for_random_maps(cls, size: int, p: float, slippery: bool, style: str = "chat",
+                        wording: str = "compact") -> FrozenLakeGridCodec:
+        """The codec of :data:`RANDOM_LAKE_ID`: a new ``size`` x ``size`` map each episode, drawn into each prompt."""
+        from gymnasium import spaces
+
+        if wording == "position":
+            raise ValueError("random maps need the grid in every prompt (the map changes each episode): use the "
+                             "compact or gemma wording, not position")
+        n = size * size
+        return cls(
+            spaces.MultiDiscrete([4] * n + [n]),
+            spaces.Discrete(len(ACTION_NAMES)),
+            frozenlake_template(slippery, style, wording),
+            env_id=RANDOM_LAKE_ID,
+            env_kwargs={"size": size, "p": p, "is_slippery": slippery},
+            map_rows=None,
+        )
+
+    def observed(self, obs) -> tuple[LakeMap, int]:
+        """(map, position) of an observation: the codec's map, or the one the observation carries."""
+        if self.lake is None:
+            return decode_lake(obs)
+        return self.lake, int(obs)
+
     def params(self) -> dict[str, Any]:
-        return {"map_rows": list(self.lake.rows), "action_names": self.action_names,
+        return {"map_rows": list(self.lake.rows) if self.lake else None, "action_names": self.action_names,
                 "show_position": self.show_position, "show_grid": self.show_grid}
 
     def describe(self) -> str:
+        if self.lake is None:
+            return f"{self.kind} (random {self.env_kwargs.get('size', '?')}x{self.env_kwargs.get('size', '?')} maps)"
         return f"{self.kind} ({self.lake.nrow}x{self.lake.ncol})"
 
     def encode_observation(self, obs) -> str:
-        state = int(obs)
-        row, col = divmod(state, self.lake.ncol)
+        lake, state = self.observed(obs)
+        row, col = divmod(state, lake.ncol)
         position = f"You are at row {row}, column {col}."
         if not self.show_grid:
             return position
-        grid = render_grid(self.lake, state)
+        grid = render_grid(lake, state)
         return f"{grid}\n{position}" if self.show_position else grid
 
     def encode_action(self, action) -> str:

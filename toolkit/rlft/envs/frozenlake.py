@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import read_text_file
 
@@ -111,3 +113,34 @@ def render_grid(lake: LakeMap, state: int, sep: str = " ", row_sep: str = "\n") 
             cells[c] = AGENT_MARKER
         lines.append(sep.join(cells))
     return row_sep.join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------
+# random maps (rlft.envs.random_lake): the map travels in the observation
+# --------------------------------------------------------------------------------------------------------
+RANDOM_LAKE_ID = "rlft/FrozenLakeRandom-v0"
+CELL_CODES = "FHGS"  # observation code of each cell letter: F=0, H=1, G=2, S=3
+MAX_EPISODE_STEPS = 100  # FrozenLake-v1's limit (the random-map env registers with it)
+
+
+def random_rows(size: int, p: float, seed: int) -> tuple[str, ...]:
+    """Gymnasium's random map for ``seed`` (a path from S to G is guaranteed; ``p``: probability of ice)."""
+    from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+    return tuple(generate_random_map(size=size, p=p, seed=int(seed)))
+
+
+def encode_lake(rows: tuple[str, ...], state: int) -> np.ndarray:
+    """The observation of ``state`` on the map ``rows``: cell codes, then the position."""
+    return np.array([CELL_CODES.index(c) for c in "".join(rows)] + [int(state)], dtype=np.int64)
+
+
+def decode_lake(obs) -> tuple[LakeMap, int]:
+    """(map, position) of an observation written by :func:`encode_lake`."""
+    values = np.asarray(obs, dtype=np.int64).ravel()
+    n = len(values) - 1
+    size = int(round(n ** 0.5))
+    if size * size != n or values[:-1].min() < 0 or values[:-1].max() >= len(CELL_CODES):
+        raise ValueError(f"not a random-lake observation: {values.tolist()}")
+    cells = "".join(CELL_CODES[v] for v in values[:-1])
+    return LakeMap("random", tuple(cells[r * size:(r + 1) * size] for r in range(size))), int(values[-1])

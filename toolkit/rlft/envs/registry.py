@@ -72,6 +72,7 @@ def import_env_modules() -> list[str]:
     return names
 
 
+RLFT_ENV_PREFIX = "rlft/"  # rlft's own environments (rlft.envs.random_lake)
 MUJOCO_PREFIXES = ("HalfCheetah", "Hopper", "Walker2d", "Ant-", "Humanoid", "Swimmer", "Reacher", "Pusher",
                    "InvertedPendulum", "InvertedDoublePendulum")
 
@@ -92,6 +93,10 @@ def ensure_registered(env_id: str) -> None:
                                          hint='install it with: pip install "rlft[mujoco]"')
     if env_id in gym.registry:
         return
+    if env_id.startswith(RLFT_ENV_PREFIX):  # rlft's own envs register when their module is imported
+        import rlft.envs.random_lake  # noqa: F401
+        if env_id in gym.registry:
+            return
     if import_env_modules() and env_id in gym.registry:
         return
     for prefixes, module, extra in ENV_PACKAGES:

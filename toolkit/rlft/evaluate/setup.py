@@ -25,6 +25,7 @@ from rlft.policy.openai_backend import OpenAIBackend
 from rlft.policy.policies import (
     ConstantPolicy,
     ExpertPolicy,
+    LakeSolverPolicy,
     Policy,
     RandomPolicy,
     TablePolicy,
@@ -175,6 +176,8 @@ def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _Lo
                      loaded.bc_policy.action_space, env_id, obs_space, act_space)
         return loaded.bc_policy
     # q-greedy
+    if qtable is None and getattr(codec, "kind", None) == "frozenlake-grid" and codec.lake is None:
+        return LakeSolverPolicy(codec)  # random maps: each episode's map solved when it is met
     if qtable is None:
         raise InvalidInputError(f"--policy q-greedy: {codec_source} holds no Q-values (state, q_values, "
                                 "optimal_actions columns)", hint="make one with rlft data export-q frozenlake")

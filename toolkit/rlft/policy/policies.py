@@ -165,6 +165,38 @@ class ExpertPolicy(Policy):
                 "env_id": self.metadata.get("env_id")}
 
 
+class LakeSolverPolicy(Policy):
+    """q-greedy where the FrozenLake map changes every episode (:mod:`rlft.envs.random_lake`): each observed map is
+    solved exactly by value iteration the first time it is seen, then its greedy action is played."""
+
+    kind = "q-greedy"
+
+    def __init__(self, codec, gamma: float = 0.99):
+        super().__init__()
+        self.codec, self.gamma = codec, gamma
+        self.slippery = bool(codec.env_kwargs.get("is_slippery", True))
+        self._greedy: dict[tuple[str, ...], np.ndarray] = {}
+
+    def greedy(self, lake) -> np.ndarray:
+        if lake.rows not in self._greedy:
+            from rlft.datasets.frozenlake_q.export import solve_frozenlake
+
+            self._greedy[lake.rows] = solve_frozenlake(lake, self.slippery, self.gamma)[1].greedy_policy()
+        return self._greedy[lake.rows]
+
+    def act(self, obs, slots):
+        self.decisions += len(slots)
+        actions = []
+        for row in np.asarray(obs).reshape(len(slots), -1):
+            lake, state = self.codec.observed(row)
+            actions.append(int(self.greedy(lake)[state]))
+        return np.asarray(actions, dtype=np.int64)
+
+    def describe(self):
+        return {"kind": self.kind, "solver": f"value iteration per map, gamma {self.gamma}",
+                "maps_solved": len(self._greedy)}
+
+
 class TablePolicy(Policy):
     """A tabular policy ``state -> action`` (q-greedy on the exact Q-values of a FrozenLake dataset)."""
 

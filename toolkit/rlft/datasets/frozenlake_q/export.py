@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,12 +24,16 @@ from rlft.datasets.frozenlake_q.solve import (
     solve_q,
     success_probability,
 )
-from rlft.envs.frozenlake import ENV_ID, LakeMap, load_map
+from rlft.envs.frozenlake import ENV_ID, RANDOM_LAKE_ID, LakeMap, load_map, random_rows
+
+RANDOM_MAPS = re.compile(r"random(\d+)x(\d+)")  # --map random4x4: a new map every episode (rlft.envs.random_lake)
 
 
 @dataclass
 class ExportQConfig:
     map: str = "4x4"
+    maps: int = 100  # --map randomNxN: rows from the maps of seeds 0..maps-1
+    p: float = 0.8  # --map randomNxN: probability of ice in a random map (gymnasium's default)
     slippery: bool = True
     gamma: float = 0.99
     out: Path = Path("datasets/frozenlake-q")
@@ -50,9 +55,34 @@ class ExportQResult:
     summary: dict
 
 
+def random_map_size(spec: str) -> int | None:
+    """N of ``randomNxN`` (square only), None for any other map spec."""
+    match = RANDOM_MAPS.fullmatch(spec)
+    if not match:
+        return None
+    if match.group(1) != match.group(2) or int(match.group(1)) < 2:
+        raise InvalidInputError(f"--map {spec}: random maps are square and at least 2x2", hint="e.g. --map random4x4")
+    return int(match.group(1))
+
+
+def _validate_random(config: ExportQConfig) -> None:
+    if config.maps < 1:
+        raise InvalidInputError(f"--maps must be at least 1, got {config.maps}")
+    if not 0.0 < config.p <= 1.0:
+        raise InvalidInputError(f"--p must be in (0, 1], got {config.p}")
+    if config.wording == "position":
+        raise InvalidInputError("--map random: the map changes every episode, so the prompt must show the grid",
+                                hint="use --wording compact or gemma")
+    if config.csv is not None:
+        raise InvalidInputError("--csv writes the Gemma experiment's one-map table; random maps have many")
+
+
 def _validate(config: ExportQConfig) -> LakeMap:
     """Every check runs before anything is computed or written."""
-    lake = load_map(config.map)
+    size = random_map_size(config.map)
+    if size is not None:
+        _validate_random(config)
+    lake = load_map(config.map) if size is None else LakeMap(config.map, random_rows(size, config.p, 0))
     check_gamma(config.gamma)
     if config.prompt_style not in PROMPT_STYLES:
         raise InvalidInputError(f"--prompt-style must be one of {PROMPT_STYLES}, got {config.prompt_style!r}")
@@ -86,6 +116,8 @@ def solve_frozenlake(lake: LakeMap, slippery: bool, gamma: float) -> tuple[Tabul
 def export_frozenlake_q(config: ExportQConfig) -> ExportQResult:
     """Build the dataset folder at ``config.out`` (atomically) and print a summary table."""
     lake = _validate(config)
+    if random_map_size(config.map) is not None:
+        return _export_random_maps(config, lake)
     model, solution, max_steps = solve_frozenlake(lake, config.slippery, config.gamma)
     if not solution.v[lake.start_state] > 0:
         raise InvalidInputError("the goal cannot be reached from the start on this map: every action is optimal "
@@ -126,7 +158,7 @@ def export_frozenlake_q(config: ExportQConfig) -> ExportQResult:
     return ExportQResult(lake, solution, summary)
 
 
-def _write(config, lake, solution, codec, frame, measured, exact_success, max_steps) -> None:
+def _write(config, lake, solution, codec, frame, measured, exact_success, max_steps, extra=None) -> None:
     import gymnasium
     import pyarrow as pa
 
@@ -165,6 +197,7 @@ def _write(config, lake, solution, codec, frame, measured, exact_success, max_st
         "example_state": int(example["state"]),
         "example_prompt": prompt_text,
         "example_completion": completion_text,
+        **(extra or {}),
     }
     with write_dataset_folder(config.out, config.overwrite) as folder:
         folder.write_split("train", pa.Table.from_pandas(frame, preserve_index=False))
@@ -180,3 +213,46 @@ def _write(config, lake, solution, codec, frame, measured, exact_success, max_st
                 extra_markdown=read_extra_markdown(config.card_extra),
             )
         )
+
+
+def _export_random_maps(config: ExportQConfig, first: LakeMap) -> ExportQResult:
+    """``--map randomNxN``: the rows of the maps of seeds ``0..maps-1`` (each map solved exactly), prompts with the
+    grid drawn from the observation, and the codec of :data:`RANDOM_LAKE_ID`, whose episodes each meet the map of
+    their seed. Its exact optimal success is the mean over these maps; there is no one Q-table to measure."""
+    import pandas as pd
+
+    size = first.nrow
+    codec = FrozenLakeGridCodec.for_random_maps(size, config.p, config.slippery, config.prompt_style, config.wording)
+    frames, successes, starts = [], [], []
+    with progress() as bar:
+        task = bar.add_task("random maps solved", total=config.maps)
+        for map_seed in range(config.maps):
+            lake = LakeMap(f"random seed {map_seed}", random_rows(size, config.p, map_seed))
+            model, solution, max_steps = solve_frozenlake(lake, config.slippery, config.gamma)
+            frame = build_q_records(lake, solution, codec, completions=config.completions, think=config.think)
+            frame.insert(0, "map_seed", map_seed)
+            frames.append(frame)
+            goal = np.array([c == "G" for c in "".join(lake.rows)])
+            successes.append(success_probability(model, solution.greedy_policy(), lake.start_state, goal, max_steps))
+            starts.append(float(solution.v[lake.start_state]))
+            bar.advance(task)
+    frame = pd.concat(frames, ignore_index=True)
+    exact_success = float(np.mean(successes))
+    solution = solve_frozenlake(first, config.slippery, config.gamma)[1]  # map 0's, for the card's example
+    summary = {
+        "env_id": RANDOM_LAKE_ID,
+        "map": f"random {size}x{size}, p={config.p}, seeds 0..{config.maps - 1}",
+        "slippery": config.slippery,
+        "gamma": config.gamma,
+        "rows": len(frame),
+        "maps": config.maps,
+        "decision states": int(frame[["map_seed", "state"]].drop_duplicates().shape[0]),
+        "V*(start), mean over maps": float(np.mean(starts)),
+        f"optimal success, exact (<= {max_steps} steps), mean over maps": exact_success,
+        "maps the goal cannot be reached on": int(sum(s <= 0 for s in successes)),
+    }
+    measured = {"success_rate": None, "success_rate_stderr": None, "episodes": 0, "seed": config.seed}
+    _write(config, first, solution, codec, frame, measured, exact_success, max_steps,
+           extra={"env_id": RANDOM_LAKE_ID, "maps": config.maps, "p": config.p, "random_maps": True})
+    console.print(kv_table(f"FrozenLake Q* (random {size}x{size} maps) -> {config.out}", summary))
+    return ExportQResult(first, solution, summary)

@@ -7,7 +7,7 @@ import pandas as pd
 
 from rlft.codecs.grid import FrozenLakeGridCodec
 from rlft.datasets.frozenlake_q.solve import QSolution
-from rlft.envs.frozenlake import ACTION_NAMES, LakeMap, render_grid
+from rlft.envs.frozenlake import ACTION_NAMES, LakeMap, encode_lake, render_grid
 
 Q_COLUMNS = [f"q_value_{name.lower()}" for name in ACTION_NAMES]  # names match the Gemma experiment's CSV
 
@@ -83,7 +83,8 @@ def build_q_records(lake: LakeMap, solution: QSolution, codec: FrozenLakeGridCod
             "v": q.max(axis=1),
         }
     )
-    frame["prompt"] = [codec.build_prompt(s) for s in states]
+    # a random-maps codec reads the map from the observation: give it the map with the position
+    frame["prompt"] = [codec.build_prompt(s if codec.lake is not None else encode_lake(lake.rows, s)) for s in states]
     frame["completion"] = [codec.build_completion(a) for a in action]
     if think:
         frame["completion"] = [_with_think(c, think_text(s // lake.ncol, s % lake.ncol, qs, a))
