@@ -23,6 +23,8 @@ def export_q(
                                                  "randomNxN (a new map every episode, drawn into each prompt)."),
     maps: int = typer.Option(100, help="--map randomNxN: rows from the maps of seeds 0..N-1."),
     p: float = typer.Option(0.8, callback=finite, help="--map randomNxN: probability that a cell is ice."),
+    pool: bool = typer.Option(False, "--pool/--no-pool", help="--map randomNxN: the dataset's episodes (training, "
+                              "evaluation with its codec) meet only its --maps maps (seed s: map s mod N)."),
     slippery: bool = typer.Option(True, "--slippery/--no-slippery", help="Slippery ice (gymnasium default)."),
     gamma: float = typer.Option(0.99, callback=finite, help="Discount factor in (0, 1]."),
     out: Path = typer.Option(..., "--out", help="Dataset folder to write (Hub layout)."),
@@ -52,6 +54,7 @@ def export_q(
         map=map,
         maps=maps,
         p=p,
+        pool=pool,
         slippery=slippery,
         gamma=gamma,
         out=out,

@@ -120,7 +120,7 @@ class FrozenLakeGridCodec(Codec):
 
     @classmethod
     def for_random_maps(cls, size: int, p: float, slippery: bool, style: str = "chat",
-                        wording: str = "compact") -> FrozenLakeGridCodec:
+                        wording: str = "compact", pool: int | None = None) -> FrozenLakeGridCodec:
         """The codec of :data:`RANDOM_LAKE_ID`: a new ``size`` x ``size`` map each episode, drawn into each prompt."""
         from gymnasium import spaces
 
@@ -133,7 +133,7 @@ class FrozenLakeGridCodec(Codec):
             spaces.Discrete(len(ACTION_NAMES)),
             frozenlake_template(slippery, style, wording),
             env_id=RANDOM_LAKE_ID,
-            env_kwargs={"size": size, "p": p, "is_slippery": slippery},
+            env_kwargs={"size": size, "p": p, "is_slippery": slippery, **({"maps": pool} if pool else {})},
             map_rows=None,
         )
 

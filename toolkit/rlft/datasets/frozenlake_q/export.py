@@ -34,6 +34,7 @@ class ExportQConfig:
     map: str = "4x4"
     maps: int = 100  # --map randomNxN: rows from the maps of seeds 0..maps-1
     p: float = 0.8  # --map randomNxN: probability of ice in a random map (gymnasium's default)
+    pool: bool = False  # --map randomNxN: the codec's episodes meet only these maps (seed s: map s mod maps)
     slippery: bool = True
     gamma: float = 0.99
     out: Path = Path("datasets/frozenlake-q")
@@ -222,7 +223,8 @@ def _export_random_maps(config: ExportQConfig, first: LakeMap) -> ExportQResult:
     import pandas as pd
 
     size = first.nrow
-    codec = FrozenLakeGridCodec.for_random_maps(size, config.p, config.slippery, config.prompt_style, config.wording)
+    codec = FrozenLakeGridCodec.for_random_maps(size, config.p, config.slippery, config.prompt_style, config.wording,
+                                                pool=config.maps if config.pool else None)
     frames, successes, starts = [], [], []
     with progress() as bar:
         task = bar.add_task("random maps solved", total=config.maps)
@@ -253,6 +255,7 @@ def _export_random_maps(config: ExportQConfig, first: LakeMap) -> ExportQResult:
     }
     measured = {"success_rate": None, "success_rate_stderr": None, "episodes": 0, "seed": config.seed}
     _write(config, first, solution, codec, frame, measured, exact_success, max_steps,
-           extra={"env_id": RANDOM_LAKE_ID, "maps": config.maps, "p": config.p, "random_maps": True})
+           extra={"env_id": RANDOM_LAKE_ID, "maps": config.maps, "p": config.p, "random_maps": True,
+                  "pool": config.pool})
     console.print(kv_table(f"FrozenLake Q* (random {size}x{size} maps) -> {config.out}", summary))
     return ExportQResult(first, solution, summary)
