@@ -98,9 +98,9 @@ def add_bin_tokens(model, tokenizer, codec, init: str = "subwords", seed: int = 
 def add_bins(config: AddBinsConfig) -> dict[str, Any]:
     """``rlft model add-bins``: load MODEL, add DATASET's bin tokens (:func:`add_bin_tokens`), save at OUT."""
     check_output_dir(config.out, config.overwrite, inputs=[("--model", config.model), ("--dataset", config.dataset)])
+    local = resolve_model(config.model)
     codec = load_codec(resolve_dataset(config.dataset))
     bin_pieces(codec)  # refuse a codec without bins before loading weights
-    local = resolve_model(config.model)
     tokenizer = load_tokenizer(local)
     model = load_model(local)
     vocab_before = len(tokenizer)
