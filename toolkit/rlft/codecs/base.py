@@ -122,6 +122,11 @@ class Codec(ABC):
     def build_completion(self, action):
         return self.template.build_completion(self.encode_action(action))
 
+    def credit_key(self, obs) -> str | None:
+        """A coarser name of ``obs`` for the empirical critic of episodic GRPO (``--credit-key local``): states that
+        share it pool their experience. None: this codec defines none (the critic keys on the observation text)."""
+        return None
+
     def make_env(self, **kwargs):
         """The gymnasium environment this codec's data came from (evaluation and env rewards use it)."""
         import gymnasium as gym

@@ -143,6 +143,19 @@ class FrozenLakeGridCodec(Codec):
             return decode_lake(obs)
         return self.lake, int(obs)
 
+    def credit_key(self, obs) -> str:
+        """The agent's row and column and the 3x3 cells around it (``#`` beyond the edge): the same key on every map
+        where the agent stands at the same place with the same neighbours, so a critic learned from episodes on
+        random maps pools them (a map met once leaves too little to value its own states)."""
+        lake, state = self.observed(obs)
+        row, col = divmod(state, lake.ncol)
+        cells = []
+        for r in (row - 1, row, row + 1):
+            for c in (col - 1, col, col + 1):
+                inside = 0 <= r < lake.nrow and 0 <= c < lake.ncol
+                cells.append(("F" if lake.rows[r][c] == "S" else lake.rows[r][c]) if inside else "#")
+        return f"{row},{col}:{''.join(cells)}"
+
     def params(self) -> dict[str, Any]:
         return {"map_rows": list(self.lake.rows) if self.lake else None, "action_names": self.action_names,
                 "show_position": self.show_position, "show_grid": self.show_grid}

@@ -89,14 +89,14 @@ class EpisodeAnswerRollout(ActionSetRollout):
             e = episodes[i]
             prompt = player.template.build_conversation(list(zip(e.users[:t], e.answers[:t], strict=True)),
                                                         e.observations[t])
-            values = answer_values(q, e.first_prompt, e.observations[t], self.choices.actions)
+            values = answer_values(q, player.task(e), e.keys[t], self.choices.actions)
             out += [{**row, "prompt": prompt, "q_values": values}] * self.num_generations
         metrics = trainer._metrics["train" if trainer.model.training else "eval"]
         visited = {(e.first_prompt, o) for e in episodes for o in e.observations}
         metrics["credit/state_groups"].append(float(len(visited)))
         metrics["credit/model_states"].append(float(len({k[:2] for k in q})))
-        starts = [max(answer_values(q, e.first_prompt, e.observations[0], self.choices.actions))
-                  for e in episodes if e.observations]
+        starts = [max(answer_values(q, player.task(e), e.keys[0], self.choices.actions))
+                  for e in episodes if e.keys]
         metrics["credit/start_value"].append(float(np.mean(starts)) if starts else 0.0)
         return out
 

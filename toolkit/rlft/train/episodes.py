@@ -56,6 +56,9 @@ ROLLOUTS = ("step", "episode")
 EPISODE_REWARDS = ("return", "format")
 
 
+CREDIT_KEYS = ("observation", "local")  # --credit-key: what the critic's states are
+
+
 @dataclass
 class Episode:
     """One played episode: what the rollout returns to TRL, and what a test replays."""
@@ -76,6 +79,8 @@ class Episode:
     done: bool = False
     truncated: bool = False
     final_observation: str | None = None  # the observation after the last action (through the codec)
+    keys: list[str] = field(default_factory=list)  # each turn's state for the critic (--credit-key)
+    final_key: str | None = None
     first_prompt: str = ""  # turn 0's prompt text: what the episode was asked (its task)
     text: str = ""  # the latest prompt's text, and the answers' character spans in it
     spans: list[tuple[int, int]] = field(default_factory=list)
@@ -154,13 +159,19 @@ class EpisodeRollout:
     def __init__(self, codec: Codec, tokenizer, max_turns: int, temperature: float, top_p: float = 1.0,
                  constrained: bool = True, max_new_tokens: int | None = None, credit: str = "episode",
                  credit_gamma: float = 0.95, step_weight: float = 1.0, credit_window: int = 1,
-                 episode_weight: float = 1.0, conversation: bool = True):
+                 episode_weight: float = 1.0, conversation: bool = True, credit_key: str = "observation"):
 
         if max_turns < 1:
             raise InvalidInputError(f"--max-turns must be at least 1, got {max_turns}")
         check_credit(credit, credit_gamma, step_weight, credit_window, episode_weight)
         self.credit, self.credit_gamma, self.step_weight = credit, credit_gamma, step_weight
         self.episode_weight = episode_weight
+        if credit_key not in CREDIT_KEYS:
+            raise InvalidInputError(f"--credit-key must be one of {', '.join(CREDIT_KEYS)}, got {credit_key!r}")
+        if credit_key != "observation" and credit != "answers":
+            raise InvalidInputError(f"--credit-key {credit_key} needs --credit answers (the other credits read the "
+                                    "critic by observation)")
+        self.credit_key = credit_key
         self.credit_pool: deque = deque(maxlen=credit_window)  # --credit action: the last steps' turns
         self.experience = ExperienceModel(credit_gamma)  # --credit model: every transition played so far
         self.last_episodes: list[Episode] = []  # the latest batch, in the order TRL holds its samples
@@ -206,11 +217,24 @@ class EpisodeRollout:
         self.log(trainer, episodes, seconds)
         return episodes, seconds
 
+    def key(self, obs, text: str) -> str:
+        """The critic's name of a state: its observation text, or the codec's coarser key (``--credit-key local``)."""
+        if self.credit_key == "observation":
+            return text
+        key = self.codec.credit_key(obs)
+        if key is None:
+            raise InvalidInputError(f"--credit-key local: the {self.codec.kind} codec defines no coarser key",
+                                    hint="use --credit-key observation")
+        return key
+
+    def task(self, episode: Episode) -> str:
+        """The critic's task of ``episode``: its first prompt, or one task for all (local keys pool over tasks)."""
+        return episode.first_prompt if self.credit_key == "observation" else ""
+
     def remember(self, episodes: list[Episode]) -> dict[tuple[str, str, str], float]:
         """Add ``episodes``' transitions to the empirical model; its ``Q`` of every answer tried so far."""
         for e in episodes:
-            self.experience.add(e.first_prompt, e.observations, e.actions, e.rewards, e.final_observation,
-                                e.done and not e.truncated)
+            self.experience.add(self.task(e), e.keys, e.actions, e.rewards, e.final_key, e.done and not e.truncated)
         return self.experience.values()
 
     def output(self, episodes: list[Episode]) -> dict[str, list]:
@@ -261,6 +285,7 @@ class EpisodeRollout:
                 for i in live:
                     obs_text = self.codec.encode_observation(observations[i])
                     episodes[i].observations.append(obs_text)
+                    episodes[i].keys.append(self.key(observations[i], obs_text))
                     prompts.append(self._turn_prompt(backend, episodes[i], past[i], obs_text))
                     users.append(self.template.user_text(obs_text))
                 ids, texts, logprobs = backend.sample_ids(prompts)
@@ -278,6 +303,7 @@ class EpisodeRollout:
                     episode.truncated = True  # stopped by --max-turns
                 if episode.actions:
                     episode.final_observation = self.codec.encode_observation(observations[i])
+                    episode.final_key = self.key(observations[i], episode.final_observation)
             return episodes
         finally:
             self.tokenizer.padding_side = side

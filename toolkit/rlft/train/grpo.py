@@ -304,7 +304,7 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
                                  constrained, credit=config.credit, credit_gamma=config.credit_gamma,
                                  step_weight=config.step_weight,
                                  credit_window=config.credit_window,
-                                 episode_weight=config.episode_weight,
+                                 episode_weight=config.episode_weight, credit_key=config.credit_key,
                                  # sets the codec's template.turns (saved) unless --credit answers (states)
                                  conversation=group != "actions")
         check_context(rollout, tokenizer, model)
