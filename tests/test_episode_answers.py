@@ -149,3 +149,47 @@ def test_per_state_credit_on_observations_that_never_repeat_is_warned_before_tra
     for codec, credit in ((load_codec(lake), "answers"), (load_codec(cartpole), "episode")):
         warn_unrepeated_states(GRPOStageConfig(rollout="episode", credit=credit), codec)
         assert "rarely repeat" not in capsys.readouterr().out
+
+
+def test_local_credit_keys_pool_the_critic_over_maps(tmp_path, monkeypatch):
+    """--credit-key local: the critic's states are the codec's key (FrozenLake: position and 3x3 neighbourhood),
+    one task for all episodes; the groups are still the visited observations, scored by the pooled values."""
+    from rlft.codecs.grid import FrozenLakeGridCodec
+    from rlft.envs.frozenlake import encode_lake
+    from rlft.train.episodes import EpisodeRollout
+    from rlft.train.grpo import run_grpo
+
+    codec = FrozenLakeGridCodec.for_random_maps(4, 0.8, True, "chat", "compact")
+    # two maps that differ far from the agent: the same key at the start, different observation texts
+    a = ("SFFF", "FFFF", "FFFH", "FFFG")
+    b = ("SFFF", "FFFF", "FHFF", "FFFG")
+    assert codec.credit_key(encode_lake(a, 0)) == codec.credit_key(encode_lake(b, 0)) == "0,0:####FF#FF"
+    assert codec.encode_observation(encode_lake(a, 0)) != codec.encode_observation(encode_lake(b, 0))
+    assert codec.credit_key(encode_lake(b, 4)) == "1,0:#FF#FF#FH"
+
+    remembered = []
+    original = EpisodeRollout.remember
+
+    def recording(self, episodes):
+        q = original(self, episodes)
+        remembered.append((episodes, q))
+        return q
+
+    monkeypatch.setattr(EpisodeRollout, "remember", recording)
+    data, model = make_lake_q_model(tmp_path)
+    info = run_grpo(lake_episode_config(data, model, tmp_path / "run", credit="answers", credit_key="local"))
+    episodes, q = remembered[-1]
+    assert {task for task, _obs, _act in q} == {""}  # one task: the keys pool over episodes
+    assert all(len(e.keys) == len(e.observations) and all(":" in k for k in e.keys) for e in episodes)
+    assert info["metrics"]["episodes_played"] == 16
+
+
+def test_local_credit_keys_need_answers_and_a_codec_that_defines_them(tmp_path):
+    from rlft.train.grpo import run_grpo
+
+    data, model = make_lake_q_model(tmp_path)
+    with pytest.raises(InvalidInputError, match="--credit-key local needs --credit answers"):
+        run_grpo(lake_episode_config(data, model, tmp_path / "a", credit="model", credit_key="local"))
+    with pytest.raises(InvalidInputError, match="--credit-key must be one of"):
+        run_grpo(lake_episode_config(data, model, tmp_path / "b", credit="answers", credit_key="map"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
