@@ -38,6 +38,8 @@ FROZENLAKE_POSITION_SYSTEM = (
     "Answer <answer>LEFT</answer>, DOWN, RIGHT or UP."
 )
 WORDINGS = ("gemma", "compact", "position")
+RANDOM_MAPS_NEED_GRID = ("random maps need the grid in every prompt (the map changes each episode): use the compact "
+                         "or gemma wording, not position")
 
 
 def frozenlake_template(slippery: bool, style: str = "chat", wording: str = "gemma",
@@ -101,8 +103,7 @@ class FrozenLakeGridCodec(Codec):
         if not (show_grid or show_position):
             raise ValueError("a FrozenLake codec must show the grid, the position or both")
         if self.lake is None and not show_grid:
-            raise ValueError("random maps need the grid in every prompt (the map changes each episode): use the "
-                             "compact or gemma wording, not position")
+            raise ValueError(RANDOM_MAPS_NEED_GRID)
 
     @classmethod
     def for_map(cls, lake: LakeMap, slippery: bool, style: str = "chat", wording: str = "gemma") -> FrozenLakeGridCodec:
@@ -125,8 +126,7 @@ class FrozenLakeGridCodec(Codec):
         from gymnasium import spaces
 
         if wording == "position":
-            raise ValueError("random maps need the grid in every prompt (the map changes each episode): use the "
-                             "compact or gemma wording, not position")
+            raise ValueError(RANDOM_MAPS_NEED_GRID)
         n = size * size
         return cls(
             spaces.MultiDiscrete([4] * n + [n]),

@@ -105,7 +105,7 @@ class GRPOStageConfig(StageConfig):
                                                                    "credit alone)."})
     credit_window: int = field(default=1, metadata={"help": "--credit action: steps whose turns are pooled into "
                                                              "the estimates (1: this step's only)."})
-    credit_key: str = field(default="observation", metadata={"help": "--credit model|answers: what the critic's states "
+    credit_key: str = field(default="observation", metadata={"help": "--credit answers: what the critic's states "
                                                                       "are: observation (the text, within its "
                                                                       "episode's task) or local (the codec's coarser "
                                                                       "key, pooled over tasks: FrozenLake's position "
