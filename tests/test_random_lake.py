@@ -113,3 +113,14 @@ def test_export_random_maps_refusals(tmp_path):
         with pytest.raises(InvalidInputError, match=match):
             export_frozenlake_q(config)
     assert not list(tmp_path.iterdir())
+
+
+def test_reports_on_random_maps_count_successes():
+    # the return is 1 at the goal and 0 otherwise, so the success rate is the mean return, as on a fixed map
+    from rlft.evaluate.config import EvalConfig
+    from rlft.evaluate.runner import run_evaluation
+
+    report = run_evaluation(EvalConfig(quiet=True, policy="random", env_id=RANDOM_LAKE_ID, episodes=40, num_envs=4,
+                                       seed=0))
+    assert report["success_rate"] is not None and report["success_rate"] == pytest.approx(report["return_mean"])
+    assert report["policy_map"] is None  # a map per episode: no single map to draw

@@ -123,6 +123,12 @@ CELL_CODES = "FHGS"  # observation code of each cell letter: F=0, H=1, G=2, S=3
 MAX_EPISODE_STEPS = 100  # FrozenLake-v1's limit (the random-map env registers with it)
 
 
+def is_frozenlake(env_id: str) -> bool:
+    """Whether ``env_id`` is a FrozenLake (a fixed map or random maps): its return is 1 at the goal and 0 otherwise,
+    so reports count successes."""
+    return env_id.startswith("FrozenLake") or env_id == RANDOM_LAKE_ID
+
+
 def random_rows(size: int, p: float, seed: int) -> tuple[str, ...]:
     """Gymnasium's random map for ``seed`` (a path from S to G is guaranteed; ``p``: probability of ice)."""
     from gymnasium.envs.toy_text.frozen_lake import generate_random_map

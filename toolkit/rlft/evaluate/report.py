@@ -16,7 +16,7 @@ from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text, read_json_mapping
 from rlft.core.plotting import figure, save_figure
-from rlft.envs.frozenlake import map_rows
+from rlft.envs.frozenlake import is_frozenlake, map_rows
 from rlft.envs.registry import normalized_score, reference_scores
 
 REPORT_VERSION = 1
@@ -73,7 +73,7 @@ def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
     policy = setup.policy
     stats = policy.stats()
     ref = reference_scores(setup.env_id)
-    frozenlake = setup.env_id.startswith("FrozenLake")
+    frozenlake = is_frozenlake(setup.env_id)
     agreement, agreement_kind = _agreement(config, result)
     report: dict[str, Any] = {
         "rlft_report_version": REPORT_VERSION,

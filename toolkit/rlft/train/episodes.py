@@ -38,6 +38,7 @@ import numpy as np
 
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
+from rlft.envs.frozenlake import is_frozenlake
 from rlft.envs.vector_envs import check_spaces
 from rlft.policy.policies import default_action
 from rlft.train.credit import (
@@ -191,7 +192,7 @@ class EpisodeRollout:
         env = codec.make_env()
         self.fallback = default_action(env.action_space)
         env.close()
-        self.frozenlake = codec.env_id.startswith("FrozenLake")
+        self.frozenlake = is_frozenlake(codec.env_id)
         self.retokenized = 0
         self.seconds = 0.0  # playing episodes, all calls (the rest of a step is TRL's optimisation)
         self.episodes = 0
