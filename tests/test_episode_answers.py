@@ -151,6 +151,19 @@ def test_per_state_credit_on_observations_that_never_repeat_is_warned_before_tra
         assert "rarely repeat" not in capsys.readouterr().out
 
 
+def test_random_maps_are_warned_with_the_local_key_as_the_fix_and_the_local_key_is_not_warned(capsys):
+    from rlft.codecs.grid import FrozenLakeGridCodec
+    from rlft.train.grpo import warn_unrepeated_states
+
+    codec = FrozenLakeGridCodec.for_random_maps(4, 0.8, True, "chat", "compact")
+    capsys.readouterr()
+    warn_unrepeated_states(GRPOStageConfig(rollout="episode", credit="answers"), codec)
+    said = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "rarely repeat" in said and "--credit-key local" in said
+    warn_unrepeated_states(GRPOStageConfig(rollout="episode", credit="answers", credit_key="local"), codec)
+    assert "rarely repeat" not in capsys.readouterr().out
+
+
 def test_local_credit_keys_pool_the_critic_over_maps(tmp_path, monkeypatch):
     """--credit-key local: the critic's states are the codec's key (FrozenLake: position and 3x3 neighbourhood),
     one task for all episodes; the groups are still the visited observations, scored by the pooled values."""

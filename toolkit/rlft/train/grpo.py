@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rlft.codecs.base import Codec
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError, MissingDependencyError
 from rlft.core.seeding import limit_threads, seed_everything
@@ -180,13 +181,19 @@ def check_credit(config: GRPOStageConfig, episodic: bool) -> None:
 
 
 def warn_unrepeated_states(config: GRPOStageConfig, codec) -> None:
-    """The per-state credits pool turns by their observation text; over a continuous observation space no two turns
-    share one, and the credit then carries (almost) nothing: said before training, not found after it."""
+    """The per-state credits pool turns by their observation text; over a continuous observation space (or a map
+    drawn anew each episode) no two turns share one, and the credit then carries (almost) nothing: said before
+    training, not found after it. ``--credit-key local`` pools by the codec's coarser key, so it is not warned."""
     kind = codec.observation_space.get("type")
-    if config.rollout == "episode" and config.credit != "episode" and kind != "discrete":  # every per-state credit
-        console.print(f"[yellow]--credit {config.credit} pools turns that answered the same observation; this codec's "
-                      f"observations ({kind}) rarely repeat exactly, so each state is seen about once and its credit "
-                      "carries little (--credit episode compares whole episodes instead)[/]")
+    per_state = config.rollout == "episode" and config.credit != "episode"
+    if not per_state or config.credit_key != "observation" or kind == "discrete":
+        return
+    keyed = type(codec).credit_key is not Codec.credit_key  # the codec names coarser states the critic can pool
+    fix = ("--credit-key local pools the critic over the codec's coarser states" if keyed
+           else "--credit episode compares whole episodes instead")
+    console.print(f"[yellow]--credit {config.credit} pools turns that answered the same observation; this codec's "
+                  f"observations ({kind}) rarely repeat exactly, so each state is seen about once and its credit "
+                  f"carries little ({fix})[/]")
 
 
 def auto_rewards(columns: list[str], episodic: bool) -> list[str]:
