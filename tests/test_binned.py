@@ -220,6 +220,10 @@ def test_eval_reports_the_held_out_action_error_of_any_policy(pendulum_binned, t
     expected = float(np.mean(np.abs(1.0 - recorded.ravel()) / 4.0))
     assert reports["constant"]["action_error"] == pytest.approx(expected, rel=1e-6)
     assert reports["constant"]["action_mae_units_per_dim"] == [pytest.approx(4 * expected, abs=1e-4)]
+    # |1.0| against the recorded mean |a|
+    assert reports["constant"]["action_magnitude_ratio"] == pytest.approx(1.0 / np.mean(np.abs(recorded)), rel=1e-6)
+    assert reports["constant"]["action_magnitude_ratio_per_dim"] == [
+        pytest.approx(1.0 / np.mean(np.abs(recorded)), abs=1e-4)]
 
 
 def test_action_error_refuses_discrete_datasets(tmp_path_factory):

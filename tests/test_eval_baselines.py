@@ -99,3 +99,17 @@ def test_behaviour_cloning_continuous(tmp_path, tmp_path_factory):
     assert report["env_id"] == "Pendulum-v1" and report["lengths"] == [10, 10]
     with pytest.raises(InvalidInputError, match="does not match"):
         _run(policy=f"bc:{tmp_path / 'bc.pt'}", env_id="MountainCarContinuous-v0", episodes=1)
+
+
+def test_action_scale_probes_how_hard_the_policy_pushes():
+    # a constant 0.5 torque scaled by 2 is the constant 1.0 policy's episode exactly; 8 is clipped to Pendulum's 2
+    half = _run(policy="constant:0.5", env_id="Pendulum-v1", episodes=2, max_episode_steps=20, action_scale=2.0)
+    one = _run(policy="constant:1.0", env_id="Pendulum-v1", episodes=2, max_episode_steps=20)
+    clipped = _run(policy="constant:0.5", env_id="Pendulum-v1", episodes=2, max_episode_steps=20, action_scale=8.0)
+    full = _run(policy="constant:2.0", env_id="Pendulum-v1", episodes=2, max_episode_steps=20)
+    assert half["returns"] == one["returns"] and clipped["returns"] == full["returns"]
+    assert half["action_scale"] == 2.0 and one["action_scale"] == 1.0
+    with pytest.raises(InvalidInputError, match="continuous actions"):
+        _run(policy="random", env_id="CartPole-v1", episodes=1, action_scale=1.5)
+    with pytest.raises(InvalidInputError, match="positive number"):
+        _run(policy="random", env_id="Pendulum-v1", episodes=1, action_scale=0.0)

@@ -173,7 +173,9 @@ class VideoSlots:
 
 
 def make_env_fns(env_id: str, env_kwargs: dict, num_envs: int, max_episode_steps: int | None,
-                 video: VideoSlots | None) -> list[Callable]:
+                 video: VideoSlots | None, action_scale: float = 1.0) -> list[Callable]:
+    """One maker per vector slot. ``action_scale`` != 1 multiplies every (Box) action by it, clipped to the space,
+    before the env steps (:func:`scale_actions`)."""
     import gymnasium as gym
 
     kwargs = dict(env_kwargs)
@@ -184,9 +186,25 @@ def make_env_fns(env_id: str, env_kwargs: dict, num_envs: int, max_episode_steps
 
     def make(slot: int):
         env = drop_temp_files(gym.make(env_id, **kwargs))
+        if action_scale != 1.0:
+            env = scale_actions(env, action_scale)
         return video.wrap(env, slot) if video is not None else env
 
     return [lambda k=k: make(k) for k in range(num_envs)]
+
+
+def scale_actions(env, scale: float):
+    """``env`` whose actions are multiplied by ``scale`` and clipped to its Box: a probe of how much the return
+    hinges on how hard a policy pushes (``rlft eval --action-scale``)."""
+    from gymnasium import spaces
+    from gymnasium.wrappers import TransformAction
+
+    space = env.action_space
+    if not isinstance(space, spaces.Box):
+        raise InvalidInputError(f"--action-scale scales continuous actions; {env.spec.id if env.spec else env} "
+                                f"has {type(space).__name__} actions", hint="drop --action-scale")
+    return TransformAction(env, lambda a: np.clip(np.asarray(a) * scale, space.low, space.high).astype(space.dtype),
+                           space)
 
 
 def check_video(env_id: str, env_kwargs: dict) -> None:

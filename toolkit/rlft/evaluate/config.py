@@ -63,6 +63,9 @@ class EvalConfig:
     video: Path | None = _opt(None, "Folder for MP4s of the first episodes (MuJoCo: MUJOCO_GL=egl).")
     video_episodes: int = _opt(3, "How many episodes --video records.")
     max_episode_steps: int | None = _opt(None, "Override the time limit.")
+    action_scale: float = _opt(1.0, "Multiply every action by this, clipped to the action space, before the env "
+                                    "steps (continuous actions): how much the return hinges on how hard the policy "
+                                    "pushes.")
     overwrite: bool = _opt(False, "Replace an existing --out.")
     quiet: bool = _opt(False, "Print no tables (the report file is still written).")
 

@@ -42,6 +42,7 @@ SUMMARY_ROWS = [
     ("expert_mean_abs_diff", "mean |a - expert a|"),
     ("action_error", "held-out action error (of range)"),
     ("action_error_worst10", "  worst tenth of rows"),
+    ("action_magnitude_ratio", "  mean |action| / data's"),
     ("env_steps", "env steps"),
     ("env_steps_per_second", "env steps/s"),
     ("generate_calls", "generate calls"),
@@ -81,6 +82,7 @@ def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
         "env_id": setup.env_id,
         "env_kwargs": setup.env_kwargs,
         "max_episode_steps": config.max_episode_steps,
+        "action_scale": config.action_scale,
         "policy": config.policy,
         "policy_kind": policy.kind,
         "policy_info": policy.describe(),
@@ -316,6 +318,8 @@ def print_report(report: dict[str, Any]) -> None:
     rows = [(label, _fmt(report.get(key))) for key, label in SUMMARY_ROWS if report.get(key) is not None]
     if report.get("codec"):
         rows.insert(2, ("codec", report["codec"]))
+    if report.get("action_scale", 1.0) != 1.0:  # a probe, not the policy as trained: said before its numbers
+        rows.insert(2, ("actions scaled by", f"{report['action_scale']:g} (clipped to the action space)"))
     if report.get("constrained"):
         pc = report.get("constrained_precompute") or {}
         rows.append(("constrained decoding", f"{pc.get('states')} states, {pc.get('candidate_tokens')} tokens, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,15 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     if expert_model is not None:
         check_expert_spaces(expert_model, setup.env_id, setup.observation_space, setup.action_space,
                           str(config.expert))
+    if config.action_scale != 1.0 and space_to_dict(setup.action_space, "action")["type"] != "box":
+        raise InvalidInputError(f"--action-scale scales continuous actions; {setup.env_id} has discrete ones",
+                                hint="drop --action-scale")
     num_envs = _num_envs(config, setup)
     video = _video_slots(config, setup, num_envs)
     if not config.quiet:
         _print_setup(setup)
-    env_fns = make_env_fns(setup.env_id, setup.env_kwargs, num_envs, config.max_episode_steps, video)
+    env_fns = make_env_fns(setup.env_id, setup.env_kwargs, num_envs, config.max_episode_steps, video,
+                           config.action_scale)
     agreement = Agreement(setup.qtable, expert_model) if (setup.qtable is not None or expert_model is not None) \
         else None
     held_out = _held_out_rows(config)
@@ -89,6 +94,8 @@ def _check_config(config: EvalConfig) -> None:
     if config.bin_decoding not in BIN_DECODINGS:  # every policy, not only llm: (a typo never passes silently)
         raise InvalidInputError(f"--bin-decoding must be one of {', '.join(BIN_DECODINGS)}, "
                                 f"got {config.bin_decoding!r}")
+    if not (math.isfinite(config.action_scale) and config.action_scale > 0):
+        raise InvalidInputError(f"--action-scale must be a positive number, got {config.action_scale}")
     if config.temperature < 0:
         raise InvalidInputError(f"--temperature must be >= 0 (0: greedy), got {config.temperature}")
     if not 0.0 < config.top_p <= 1.0:

@@ -24,7 +24,8 @@ RECORD_VERSION = 1
 REPORT_FIELDS = ("env_id", "policy", "policy_kind", "episodes", "seed", "num_envs", "success_rate",
                  "optimal_success_exact", "expert_agreement", "invalid_action_rate", "return_mean", "return_std",
                  "return_min", "return_max", "normalized_score", "length_mean", "env_steps_per_second",
-                 "wall_seconds", "generate_calls", "action_error", "action_error_worst10", "action_error_per_dim")
+                 "wall_seconds", "generate_calls", "action_error", "action_error_worst10", "action_error_per_dim",
+                 "action_magnitude_ratio")
 # rlft_info.json facts of a dataset: the FrozenLake Q export's exact values, an offline dataset's returns
 DATASET_FIELDS = ("n_rows", "v_start", "exact_success", "success_rate", "episodes", "residual", "steps",
                   "return_mean", "return_std", "normalized_score_mean")

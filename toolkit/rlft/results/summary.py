@@ -29,6 +29,7 @@ REPORT_COLUMNS = [
     ("normalized_score", "normalized score", ".1f"),
     ("expert_normalized_score", "score (random 0, expert 100)", ".1f"),
     ("action_error", "held-out action error", ".4f"),
+    ("action_magnitude_ratio", "mean |action| / data's", ".3f"),
     ("episodes", "episodes / seed", ".0f"),
     ("wall_seconds", "eval s", ".1f"),
     ("env_steps_per_second", "eval steps/s", ".0f"),
