@@ -164,11 +164,17 @@ def test_overview_renders_every_planned_row_with_its_headline_or_why_not(tmp_pat
                                         "random": _report(work / "r.json", "random", "random", 0.0, 0.2, seed)},
                           {"sft": _run(work / "run", 40, True)}, results, "cmd")
     summarize("toy", results, title="Toy")
+    work = tmp_path / "probe"
+    work.mkdir()
+    write_seed_record("probe", 0, {"random": _report(work / "r.json", "random", "random", 0.0, 0.2, 0)}, {},
+                      results, "cmd")
+    summarize("probe", results, title="A diagnosis without an LLM")
     (results / "rows.yaml").write_text(
         "rows:\n"
         "  - {id: '1', task: Lake, method: tiny SFT, recipe: toy}\n"
         "  - {id: '2', task: Lake, method: GPU run, not_run: no GPU here}\n"
-        "  - {id: '3', task: Pole, method: later, recipe: missing}\n")
+        "  - {id: '3', task: Pole, method: later, recipe: missing}\n"
+        "  - {id: '4', task: Lake, method: baselines only, recipe: probe}\n")
     readme = tmp_path / "README.md"
     readme.write_text("<!-- results:overview -->\n<!-- /results:overview -->\n")
     from rlft.results.render import render_readme
@@ -181,6 +187,7 @@ def test_overview_renders_every_planned_row_with_its_headline_or_why_not(tmp_pat
                         "| `make experiment NAME=toy` |")
     assert lines[4] == "| 2 | Lake | GPU run | not run: no GPU here | | | | |"
     assert lines[5] == "| 3 | Pole | later | not run: no results yet | | | | |"
+    assert lines[6].startswith("| 4 | Lake | baselines only | success: no LLM in this row | random 0.000 | 1 |")
 
 
 def test_scores_between_random_and_the_expert_on_the_same_episodes():

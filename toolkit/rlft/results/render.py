@@ -166,7 +166,7 @@ def overview_markdown(results_dir: Path) -> str:
             agreement = [format_cell(_cell(summary, "reports", lab, "expert_agreement"), ".3f") for lab in llm]
             if any(a != "-" for a in agreement):
                 llm_text += f" (agreement {', '.join(agreement)})"
-            llm_text = f"{dict((k, lab) for k, lab, _ in HEADLINES)[key]}: {llm_text}"
+            llm_text = f"{dict((k, lab) for k, lab, _ in HEADLINES)[key]}: {llm_text or 'no LLM in this row'}"
         else:
             llm_text = base_text = "-"
         runs = next((t for t in summary["tables"] if t.get("kind") == "runs"), {"rows": []})
