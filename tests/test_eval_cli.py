@@ -23,6 +23,7 @@ REPORT_TYPES = {
     "num_envs": int,
     "num_envs_requested": int,
     "seed": int,
+    "action_scale": float,
     "seeds": list,
     "returns": list,
     "lengths": list,
