@@ -194,15 +194,12 @@ def make_env_fns(env_id: str, env_kwargs: dict, num_envs: int, max_episode_steps
 
 
 def scale_actions(env, scale: float):
-    """``env`` whose actions are multiplied by ``scale`` and clipped to its Box: a probe of how much the return
-    hinges on how hard a policy pushes (``rlft eval --action-scale``)."""
-    from gymnasium import spaces
+    """``env`` (a Box action space: ``rlft eval`` refuses --action-scale on others before any env is made) whose
+    actions are multiplied by ``scale`` and clipped to the Box: a probe of how much the return hinges on how hard a
+    policy pushes (``rlft eval --action-scale``)."""
     from gymnasium.wrappers import TransformAction
 
     space = env.action_space
-    if not isinstance(space, spaces.Box):
-        raise InvalidInputError(f"--action-scale scales continuous actions; {env.spec.id if env.spec else env} "
-                                f"has {type(space).__name__} actions", hint="drop --action-scale")
     return TransformAction(env, lambda a: np.clip(np.asarray(a) * scale, space.low, space.high).astype(space.dtype),
                            space)
 

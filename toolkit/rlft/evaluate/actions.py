@@ -73,11 +73,12 @@ def policy_action_error(policy: Policy, observations: np.ndarray, recorded: np.n
 
 def magnitude_ratio(actions: np.ndarray, recorded: np.ndarray) -> dict[str, Any]:
     """How hard the policy pushes compared with the data on the same states: mean ``|action|`` over mean
-    ``|recorded|`` (all dimensions, and per dimension). Two policies with the same error can differ here, and
-    the return can hinge on it: on HalfCheetah the expert's own actions scaled by 0.98 lose about 0.5 normalized
-    points and scaled by 1.02 gain about 0.2, so a policy below 1 acts more timidly than its data."""
+    ``|recorded|`` (all dimensions, and per dimension; None where the data never moves). Two policies with the same
+    error can differ here, and the return can hinge on it (HalfCheetah, results row 5f: the expert's own actions
+    scaled by 0.98 or 1.02 move its score by about a third of a point down or up); below 1, the policy acts more
+    timidly than its data."""
     mine, theirs = np.abs(actions).mean(axis=0), np.abs(recorded).mean(axis=0)
-    per_dim = np.where(theirs > 0, mine / np.where(theirs > 0, theirs, 1.0), np.nan)
+    per_dim = np.divide(mine, theirs, out=np.full_like(mine, np.nan), where=theirs > 0)
     total = float(mine.sum() / theirs.sum()) if theirs.sum() > 0 else None
     return {"action_magnitude_ratio": total,
             "action_magnitude_ratio_per_dim": [round(float(r), 5) if np.isfinite(r) else None for r in per_dim]}
