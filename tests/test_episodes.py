@@ -314,6 +314,24 @@ def test_episode_starts_are_seeded_resets():
     codec = make_codec("raw", env.observation_space, env.action_space, env_id="CartPole-v1", precision=2,
                        observations=np.zeros((2, 4)), actions=np.zeros(2, dtype=int))
     starts = episode_starts(codec, 3, seed=5)
-    assert starts["reset_seed"] == [500_015, 500_016, 500_017]
-    obs, _ = env.reset(seed=500_016)
+    assert starts["reset_seed"] == [1_000_500_015, 1_000_500_016, 1_000_500_017]
+    obs, _ = env.reset(seed=1_000_500_016)
     assert starts[1]["prompt"] == codec.build_prompt(obs)
+
+
+def test_episode_starts_never_meet_evaluation_seeds():
+    """On random maps a reset seed is a map: training starts must not be the seeds evaluation plays (S + i for the
+    recipes' S = 0, the run's seed or {seed}000), or the policy would be scored on the maps it trained on."""
+    import gymnasium as gym
+
+    from rlft.codecs import make_codec
+    from rlft.train.episodes import episode_starts
+
+    env = gym.make("CartPole-v1")
+    codec = make_codec("raw", env.observation_space, env.action_space, env_id="CartPole-v1", precision=2,
+                       observations=np.zeros((2, 4)), actions=np.zeros(2, dtype=int))
+    for seed in (0, 1, 13):
+        starts = set(episode_starts(codec, 64, seed=seed)["reset_seed"])
+        for base in (0, seed, seed * 1000):
+            assert not starts & set(range(base, base + 1000)), (seed, base)
+

@@ -116,8 +116,15 @@ class Episode:
         return self.prompt_ids + self.completion_ids
 
 
+# Training episodes start from seeds evaluation never meets: an evaluation seeds episode i with S + i for a small S
+# (0, or a recipe's "{seed}000"), and on random maps a reset seed is a map, so a training start that equals an
+# evaluation seed would score the policy on a map it trained on (row 9f's seed 0 did, with starts 0..63).
+TRAIN_RESET_BASE = 1_000_000_000
+
+
 def episode_starts(codec: Codec, count: int, seed: int):
-    """A ``datasets.Dataset`` of ``count`` episode starts: the first observation's prompt and its reset seed."""
+    """A ``datasets.Dataset`` of ``count`` episode starts: the first observation's prompt and its reset seed
+    (``TRAIN_RESET_BASE + seed * 100_003 + i``: disjoint from evaluation's seeds, distinct across run seeds)."""
     from datasets import Dataset
 
     if count < 1:
@@ -126,7 +133,7 @@ def episode_starts(codec: Codec, count: int, seed: int):
     try:
         rows = []
         for i in range(count):
-            reset_seed = int(seed) * 100_003 + i
+            reset_seed = TRAIN_RESET_BASE + int(seed) * 100_003 + i
             obs, _ = env.reset(seed=reset_seed)
             rows.append({"prompt": codec.template.build_conversation([], codec.encode_observation(obs)),
                          "reset_seed": reset_seed})
