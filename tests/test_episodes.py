@@ -304,15 +304,21 @@ def test_a_codec_without_an_environment_is_refused(lake, tmp_path):
         check_episode_env(codec)
 
 
-def test_episode_starts_are_seeded_resets():
+def _cartpole_raw_codec():
+    """CartPole-v1 and a raw codec for it: what the episode-start tests reset and encode."""
     import gymnasium as gym
 
     from rlft.codecs import make_codec
-    from rlft.train.episodes import episode_starts
 
     env = gym.make("CartPole-v1")
-    codec = make_codec("raw", env.observation_space, env.action_space, env_id="CartPole-v1", precision=2,
-                       observations=np.zeros((2, 4)), actions=np.zeros(2, dtype=int))
+    return env, make_codec("raw", env.observation_space, env.action_space, env_id="CartPole-v1", precision=2,
+                           observations=np.zeros((2, 4)), actions=np.zeros(2, dtype=int))
+
+
+def test_episode_starts_are_seeded_resets():
+    from rlft.train.episodes import episode_starts
+
+    env, codec = _cartpole_raw_codec()
     starts = episode_starts(codec, 3, seed=5)
     assert starts["reset_seed"] == [1_000_500_015, 1_000_500_016, 1_000_500_017]
     obs, _ = env.reset(seed=1_000_500_016)
@@ -322,16 +328,10 @@ def test_episode_starts_are_seeded_resets():
 def test_episode_starts_never_meet_evaluation_seeds():
     """On random maps a reset seed is a map: training starts must not be the seeds evaluation plays (S + i for the
     recipes' S = 0, the run's seed or {seed}000), or the policy would be scored on the maps it trained on."""
-    import gymnasium as gym
-
-    from rlft.codecs import make_codec
     from rlft.train.episodes import episode_starts
 
-    env = gym.make("CartPole-v1")
-    codec = make_codec("raw", env.observation_space, env.action_space, env_id="CartPole-v1", precision=2,
-                       observations=np.zeros((2, 4)), actions=np.zeros(2, dtype=int))
+    _, codec = _cartpole_raw_codec()
     for seed in (0, 1, 13):
         starts = set(episode_starts(codec, 64, seed=seed)["reset_seed"])
         for base in (0, seed, seed * 1000):
             assert not starts & set(range(base, base + 1000)), (seed, base)
-
