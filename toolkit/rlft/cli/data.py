@@ -95,3 +95,32 @@ def import_(
 
     import_rlft4rl(ImportConfig(path=path, env_id=env, out=out, validation=validation, seed=seed,
                                 overwrite=overwrite))
+
+
+@command(app, "improve")
+def improve(
+    dataset: Path = typer.Argument(..., help="rlft dataset folder with continuous (Box) actions."),
+    expert: Path = typer.Option(..., "--expert", help="SB3 checkpoint (.zip) of the data's expert: it continues "
+                                                      "after each candidate action (its k-step Q)."),
+    out: Path = typer.Option(..., "--out", help="Dataset folder to write (the source's layout and codec)."),
+    rows: int = typer.Option(20_000, min=1, help="First rows of --split to relabel (and keep)."),
+    split: str = typer.Option("train", help="Split to relabel; the others are copied unchanged."),
+    horizon: int = typer.Option(20, min=1, help="Steps each candidate is scored over (the first is its own)."),
+    candidates: int = typer.Option(8, min=2, help="Candidates per row: the recorded action and perturbations."),
+    noise: float = typer.Option(0.1, callback=finite, help="Perturbation std, as a fraction of each dimension's "
+                                                           "half-range."),
+    gamma: float = typer.Option(0.99, callback=finite, help="Discount over the horizon."),
+    weighting: str = typer.Option("soft", help="soft (candidates weighted by softmax of standardized Q) or best."),
+    seed: int = typer.Option(0, min=0, help="Seeds the perturbations."),
+    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
+) -> None:
+    """Q-improved labels: each recorded action moved toward the best of its perturbations under the expert's k-step
+    Q, played in the real environment (one step of policy improvement for an imitator to learn)."""
+
+    from rlft.core.console import console, kv_table
+    from rlft.datasets.improve import ImproveConfig, improve_dataset
+
+    summary = improve_dataset(ImproveConfig(dataset=dataset, expert=expert, out=out, rows=rows, split=split,
+                                            horizon=horizon, candidates=candidates, noise=noise, gamma=gamma,
+                                            weighting=weighting, seed=seed, overwrite=overwrite))
+    console.print(kv_table(f"Improved labels -> {out}", summary))

@@ -1,0 +1,86 @@
+"""``rlft data improve``: Q-improved labels from real HalfCheetah states, the committed SAC expert continuing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import pytest
+
+from eval_factories import minari_dataset_folder
+from rlft.codecs.base import load_codec
+from rlft.core.errors import InvalidInputError, OutputExistsError
+from rlft.datasets.improve import ImproveConfig, improve_dataset, improved_action, lookahead_values
+from rlft.envs.state import step_from_state
+
+EXPERT = Path(__file__).resolve().parents[1] / "pipelines" / "experts" / "halfcheetah-medium-sac.zip"
+
+
+@pytest.fixture(scope="module")
+def cheetah_data(tmp_path_factory):
+    return minari_dataset_folder(tmp_path_factory, "HalfCheetah-v5", fmt="binned", episodes=2, max_steps=12, bins=8)
+
+
+def _split(folder: Path, split: str) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(p) for p in sorted((folder / "data").glob(f"{split}-*.parquet"))])
+
+
+def test_improved_action_best_and_soft_against_hand_computed_weights():
+    candidates = np.array([[0.0, 0.0], [1.0, -1.0], [0.5, 0.5]])
+    values = np.array([1.0, 3.0, 2.0])
+    assert improved_action(values, candidates, "best").tolist() == [1.0, -1.0]
+    # soft: weights exp((v - 3) / std(v)), std = sqrt(2/3)
+    w = np.exp((values - 3.0) / np.sqrt(2.0 / 3.0))
+    expected = (w[:, None] * candidates).sum(0) / w.sum()
+    assert np.allclose(improved_action(values, candidates, "soft"), expected)
+    assert np.allclose(improved_action(np.ones(3), candidates, "soft"), candidates.mean(0))  # all tied: the mean
+
+
+def test_lookahead_values_match_stepping_each_candidate_alone():
+    env = gym.make("HalfCheetah-v5")
+    obs, _ = env.reset(seed=4)
+    for _ in range(5):
+        obs, *_ = env.step(env.action_space.sample())
+    candidates = np.random.default_rng(0).uniform(-1, 1, (3, 6)).astype(np.float32)
+    zero = np.zeros(6, dtype=np.float32)
+    envs = [gym.make("HalfCheetah-v5") for _ in candidates]
+    values = lookahead_values(envs, obs, candidates, lambda batch: np.zeros((len(batch), 6), np.float32), 4, 0.9)
+    alone = [step_from_state(env, obs, c, horizon=4, policy=lambda o: zero, gamma=0.9).reward for c in candidates]
+    assert np.allclose(values, alone, atol=1e-6)
+    assert len(set(np.round(values, 6))) == 3  # the candidates really differ
+
+
+def test_improve_writes_relabelled_rows_and_keeps_the_rest(cheetah_data, tmp_path):
+    out = tmp_path / "improved"
+    summary = improve_dataset(ImproveConfig(dataset=cheetah_data, expert=EXPERT, out=out, rows=6, horizon=3,
+                                            candidates=4, weighting="best"))
+    train, source = _split(out, "train"), _split(cheetah_data, "train").iloc[:6]
+    assert len(train) == 6 and summary["rows"] == 6
+    assert summary["mean_best_gain"] >= 0.0  # the recorded action is a candidate: the best is never worse
+    assert np.allclose(np.stack(train["original_action"]), np.stack(source["action"]))
+    codec = load_codec(out)
+    for completion, action in zip(train["completion"], train["action"], strict=True):
+        assert completion == codec.build_completion(np.asarray(action, dtype=np.float32))
+        assert np.all(np.abs(action) <= 1.0)
+    assert not np.allclose(np.stack(train["action"]), np.stack(source["action"]))  # some label moved
+    pd.testing.assert_frame_equal(_split(out, "validation"), _split(cheetah_data, "validation"))
+    info = json.loads((out / "rlft_info.json").read_text())
+    assert info["improved"]["weighting"] == "best" and info["improved"]["horizon"] == 3
+    assert "Q-improved labels" in (out / "README.md").read_text()
+    with pytest.raises(OutputExistsError, match="not empty"):  # refused up front; the finished folder stays
+        improve_dataset(ImproveConfig(dataset=cheetah_data, expert=EXPERT, out=out, rows=2, horizon=2))
+    assert len(_split(out, "train")) == 6
+
+
+def test_improve_refuses_discrete_actions_and_bad_settings(tmp_path_factory, tmp_path):
+    cartpole = minari_dataset_folder(tmp_path_factory, "CartPole-v1", episodes=2, max_steps=5)
+    with pytest.raises(InvalidInputError, match="discrete"):
+        improve_dataset(ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x"))
+    with pytest.raises(InvalidInputError, match="weighting"):
+        ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x", weighting="mean").check()
+    with pytest.raises(InvalidInputError, match="candidates >= 2"):
+        ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x", candidates=1).check()
+    assert not (tmp_path / "x").exists()

@@ -1,0 +1,194 @@
+"""Q-improved labels (``rlft data improve``): each recorded action replaced by a one-step policy improvement of it.
+
+Why: an imitator trained on an expert's actions can at best play like that expert (issue #26: on HalfCheetah
+medium the LLM, BC-MLP and the expert all sit at 39.5 normalized). The expert's own value says where it could do
+better: for a recorded state ``s`` and label ``a``, candidates ``a + N(0, noise^2)`` (and ``a`` itself) are each
+played from ``s`` in the real environment (state restored, ``rlft.envs.state``) and followed by the expert for
+``horizon - 1`` steps, scoring ``Q_k(s, c) = sum_t gamma^t r_t``: the expert's k-step Q. The new label is the best
+candidate (``best``) or their average weighted by ``softmax((Q - max Q) / std Q)`` (``soft``, the default: the
+random candidate set makes the best one a noisy target, the weighted mean a smoother step in the improving
+direction; BC-MLP on 15,000 HalfCheetah rows: original 39.55, best 39.73, soft 39.84 over 20 episodes where the
+expert scores 39.55). All candidates of a state are stepped in lockstep, one batched expert call per step.
+
+Only the relabelled rows of the split are written (the first ``rows``); the other splits are copied unchanged, so
+held-out action error still measures against the expert's own actions. Each written row keeps its old label in
+``original_action``; ``rlft_info.json`` records the settings and the mean Q gain.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from rlft.codecs.base import Codec, load_codec
+from rlft.core.console import progress
+from rlft.core.errors import InvalidInputError
+from rlft.core.io import atomic_output_dir, check_output_dir
+from rlft.core.seeding import limit_threads
+from rlft.datasets.folder import read_parquet
+from rlft.datasets.layout import CARD_FILENAME, DATA_DIR, INFO_FILENAME, shard_path
+from rlft.envs.state import restore_state
+from rlft.sources.experts import load_expert
+
+WEIGHTINGS = ("soft", "best")
+
+
+@dataclass
+class ImproveConfig:
+    """``rlft data improve`` settings."""
+
+    dataset: Path
+    expert: Path
+    out: Path
+    rows: int = 20_000
+    split: str = "train"
+    horizon: int = 20
+    candidates: int = 8
+    noise: float = 0.1
+    gamma: float = 0.99
+    weighting: str = "soft"
+    seed: int = 0
+    overwrite: bool = False
+
+    def check(self) -> None:
+        if self.weighting not in WEIGHTINGS:
+            raise InvalidInputError(f"--weighting must be one of {', '.join(WEIGHTINGS)}, got {self.weighting!r}")
+        if self.rows < 1 or self.horizon < 1 or self.candidates < 2:
+            raise InvalidInputError(f"need rows >= 1, horizon >= 1 and candidates >= 2; got {self.rows}, "
+                                    f"{self.horizon}, {self.candidates}")
+        if not (np.isfinite(self.noise) and self.noise > 0 and 0 < self.gamma <= 1):
+            raise InvalidInputError(f"need noise > 0 and gamma in (0, 1]; got {self.noise}, {self.gamma}")
+
+
+def lookahead_values(envs: list, observation, candidates: np.ndarray, act, horizon: int, gamma: float) -> np.ndarray:
+    """``Q_k(s, c)`` of each candidate action (one env each): played from ``observation``, then ``act(obs_batch)``
+    for ``horizon - 1`` steps, all envs in lockstep; an env whose episode ends stops adding reward."""
+    for env in envs:
+        restore_state(env, observation, seed=0)
+    values = np.zeros(len(envs))
+    alive = np.ones(len(envs), dtype=bool)
+    actions, discount = candidates, 1.0
+    for t in range(horizon):
+        observations = []
+        for j, env in enumerate(envs):
+            if alive[j]:
+                obs, reward, terminated, truncated, _ = env.step(actions[j])
+                values[j] += discount * float(reward)
+                alive[j] = not (terminated or truncated)
+                observations.append(obs)
+            else:  # the expert still needs a full batch; an ended env's reward no longer counts
+                observations.append(observations[-1] if observations else np.asarray(observation))
+        discount *= gamma
+        if t + 1 < horizon and alive.any():
+            actions = act(np.stack(observations))
+    return values
+
+
+def improved_action(values: np.ndarray, candidates: np.ndarray, weighting: str = "soft") -> np.ndarray:
+    """The best candidate, or the candidates' mean weighted by ``softmax((Q - max Q) / std Q)`` (all equal: the
+    plain mean)."""
+    values = np.asarray(values, dtype=float)
+    if weighting == "best":
+        return candidates[int(np.argmax(values))]
+    spread = values.std()
+    weights = np.exp((values - values.max()) / spread) if spread > 0 else np.ones_like(values)
+    return (weights[:, None] * candidates).sum(0) / weights.sum()
+
+
+def _check_dataset(codec: Codec, expert_env: str | None) -> None:
+    if codec.is_discrete_action:
+        raise InvalidInputError("data improve relabels continuous (Box) actions; this dataset's actions are discrete",
+                                hint="for discrete actions, Q-values label every action: rlft data export-q")
+    if not codec.env_id:
+        raise InvalidInputError("the dataset's codec records no env id: its states cannot be replayed")
+    if expert_env and expert_env != codec.env_id:
+        raise InvalidInputError(f"the expert was trained on {expert_env}, the dataset is {codec.env_id}")
+
+
+def improve_dataset(config: ImproveConfig) -> dict[str, Any]:
+    """Write ``config.out``: ``config.dataset`` with the first ``rows`` rows of ``split`` Q-improved (module doc).
+    Returns the summary also written to the output's ``rlft_info.json`` under ``improved``."""
+    config.check()
+    source = Path(config.dataset)
+    check_output_dir(config.out, config.overwrite, inputs=(("DATASET", source),))  # before the long part, not after it
+    codec = load_codec(source)
+    model, metadata = load_expert(config.expert)
+    limit_threads()  # one batched expert call per step: torch threads fighting over 2 cores made it 30x slower
+    _check_dataset(codec, metadata.get("env_id"))
+    shards = sorted((source / DATA_DIR).glob(f"{config.split}-*.parquet"))
+    if not shards:
+        raise InvalidInputError(f"{source} has no {config.split!r} split")
+    table = pa.concat_tables([read_parquet(p) for p in shards])
+    table = table.slice(0, min(config.rows, table.num_rows))
+    for column in ("observation", "action", "completion"):
+        if column not in table.column_names:
+            raise InvalidInputError(f"{source}: the {config.split} split has no {column!r} column")
+    _, space = codec.spaces()
+    low, high = np.asarray(space.low, dtype=np.float32), np.asarray(space.high, dtype=np.float32)
+    rng = np.random.default_rng(config.seed)
+    envs = [codec.make_env() for _ in range(config.candidates)]
+
+    def act(batch):
+        return model.predict(batch, deterministic=True)[0]
+
+    observations = table.column("observation").to_pylist()
+    labels = np.asarray(table.column("action").to_pylist(), dtype=np.float32)
+    new, gains = np.empty_like(labels), np.empty(len(labels))
+    try:
+        with progress() as bar:
+            task = bar.add_task(f"improving {len(labels)} labels", total=len(labels))
+            for i, (obs, label) in enumerate(zip(observations, labels, strict=True)):
+                noise = config.noise * (high - low) / 2 * rng.standard_normal((config.candidates - 1, label.size))
+                candidates = np.clip(np.concatenate([label[None], label + noise]), low, high).astype(np.float32)
+                values = lookahead_values(envs, np.asarray(obs, dtype=np.float64), candidates, act, config.horizon,
+                                          config.gamma)
+                new[i] = np.clip(improved_action(values, candidates, config.weighting), low, high)
+                gains[i] = values.max() - values[0]
+                bar.advance(task)
+    finally:
+        for env in envs:
+            env.close()
+    summary = {**{k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items() if k != "overwrite"},
+               "rows": len(labels), "mean_best_gain": float(gains.mean()),
+               "mean_label_change": float(np.abs(new - labels).mean())}
+    table = table.set_column(table.column_names.index("action"), "action", pa.array(list(new)))
+    table = table.set_column(table.column_names.index("completion"), "completion",
+                             pa.array([codec.build_completion(a) for a in new]))
+    table = table.append_column("original_action", pa.array(list(labels)))
+    _write(source, config, table, summary)
+    return summary
+
+
+def _write(source: Path, config: ImproveConfig, table: pa.Table, summary: dict[str, Any]) -> None:
+    """The source folder copied, its ``split`` replaced by ``table``, the info and card told what changed."""
+    import pyarrow.parquet as pq
+
+    with atomic_output_dir(config.out, config.overwrite) as tmp:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
+        for old in (tmp / DATA_DIR).glob(f"{config.split}-*.parquet"):
+            old.unlink()
+        pq.write_table(table, shard_path(tmp, config.split, 0, 1))
+        info_path = tmp / INFO_FILENAME
+        info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.is_file() else {}
+        info["improved"] = summary
+        info_path.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        card = tmp / CARD_FILENAME
+        if card.is_file():
+            card.write_text(card.read_text(encoding="utf-8") + IMPROVED_CARD.format(**summary), encoding="utf-8")
+
+
+IMPROVED_CARD = """
+## Q-improved labels
+
+The first {rows} rows of the `{split}` split (and only those) carry improved actions (`rlft data improve`): each
+recorded action and {candidates} - 1 perturbations of it (Gaussian, std {noise} of the half-range) were played from
+the recorded state and followed by the expert for {horizon} steps in all (discount {gamma}); the label is the
+`{weighting}` choice among them. Mean gain of the best candidate over the recorded action: {mean_best_gain:.3f};
+mean change of the label: {mean_label_change:.4f}. The recorded action is in `original_action`.
+"""
