@@ -13,8 +13,8 @@ import pytest
 from eval_factories import minari_dataset_folder
 from rlft.codecs.base import load_codec
 from rlft.core.errors import InvalidInputError, OutputExistsError
-from rlft.datasets.improve import ImproveConfig, improve_dataset, improved_action, lookahead_values
-from rlft.envs.state import step_from_state
+from rlft.datasets.improve import ImproveConfig, improve_dataset, improved_action
+from rlft.envs.state import lookahead_values, step_from_state
 
 EXPERT = Path(__file__).resolve().parents[1] / "pipelines" / "experts" / "halfcheetah-medium-sac.zip"
 

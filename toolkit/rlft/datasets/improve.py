@@ -33,7 +33,7 @@ from rlft.core.io import atomic_output_dir, check_output_dir
 from rlft.core.seeding import limit_threads
 from rlft.datasets.folder import read_parquet
 from rlft.datasets.layout import CARD_FILENAME, DATA_DIR, INFO_FILENAME, shard_path
-from rlft.envs.state import restore_state
+from rlft.envs.state import lookahead_values
 from rlft.sources.experts import load_expert
 
 WEIGHTINGS = ("soft", "best")
@@ -64,30 +64,6 @@ class ImproveConfig:
                                     f"{self.horizon}, {self.candidates}")
         if not (np.isfinite(self.noise) and self.noise > 0 and 0 < self.gamma <= 1):
             raise InvalidInputError(f"need noise > 0 and gamma in (0, 1]; got {self.noise}, {self.gamma}")
-
-
-def lookahead_values(envs: list, observation, candidates: np.ndarray, act, horizon: int, gamma: float) -> np.ndarray:
-    """``Q_k(s, c)`` of each candidate action (one env each): played from ``observation``, then ``act(obs_batch)``
-    for ``horizon - 1`` steps, all envs in lockstep; an env whose episode ends stops adding reward."""
-    for env in envs:
-        restore_state(env, observation, seed=0)
-    values = np.zeros(len(envs))
-    alive = np.ones(len(envs), dtype=bool)
-    actions, discount = candidates, 1.0
-    for t in range(horizon):
-        observations = []
-        for j, env in enumerate(envs):
-            if alive[j]:
-                obs, reward, terminated, truncated, _ = env.step(actions[j])
-                values[j] += discount * float(reward)
-                alive[j] = not (terminated or truncated)
-                observations.append(obs)
-            else:  # the expert still needs a full batch; an ended env's reward no longer counts
-                observations.append(observations[-1] if observations else np.asarray(observation))
-        discount *= gamma
-        if t + 1 < horizon and alive.any():
-            actions = act(np.stack(observations))
-    return values
 
 
 def improved_action(values: np.ndarray, candidates: np.ndarray, weighting: str = "soft") -> np.ndarray:

@@ -188,3 +188,27 @@ def step_from_state(
         else:
             current = policy(obs)
     return StepResult(total, steps, bool(terminated))
+
+
+def lookahead_values(envs: list, observation, candidates: np.ndarray, act, horizon: int, gamma: float) -> np.ndarray:
+    """``Q_k(s, c)`` of each candidate action (one env each): played from ``observation``, then ``act(obs_batch)``
+    for ``horizon - 1`` steps, all envs in lockstep; an env whose episode ends stops adding reward."""
+    for env in envs:
+        restore_state(env, observation, seed=0)
+    values = np.zeros(len(envs))
+    alive = np.ones(len(envs), dtype=bool)
+    actions, discount = candidates, 1.0
+    for t in range(horizon):
+        observations = []
+        for j, env in enumerate(envs):
+            if alive[j]:
+                obs, reward, terminated, truncated, _ = env.step(actions[j])
+                values[j] += discount * float(reward)
+                alive[j] = not (terminated or truncated)
+                observations.append(obs)
+            else:  # the expert still needs a full batch; an ended env's reward no longer counts
+                observations.append(observations[-1] if observations else np.asarray(observation))
+        discount *= gamma
+        if t + 1 < horizon and alive.any():
+            actions = act(np.stack(observations))
+    return values

@@ -66,6 +66,11 @@ class EvalConfig:
     action_scale: float = _opt(1.0, "Multiply every action by this, clipped to the action space, before the env "
                                     "steps (continuous actions): how much the return hinges on how hard the policy "
                                     "pushes.")
+    search: int = _opt(0, "Test-time search (a diagnosis, continuous actions): score the policy's action and N-1 "
+                          "perturbations of it by playing each from the current state, restored in a copy of the "
+                          "env, then --expert for --search-horizon steps; play the best (0: off).", min=0)
+    search_horizon: int = _opt(20, "--search: steps each candidate is scored over.", min=1)
+    search_noise: float = _opt(0.1, "--search: perturbation std as a fraction of each dimension's half-range.")
     overwrite: bool = _opt(False, "Replace an existing --out.")
     quiet: bool = _opt(False, "Print no tables (the report file is still written).")
 

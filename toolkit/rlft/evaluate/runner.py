@@ -19,6 +19,7 @@ from rlft.evaluate.setup import build_setup
 from rlft.policy.bins import BIN_DECODINGS
 from rlft.policy.policies import default_action
 from rlft.policy.rollout import Agreement, RolloutResult, rollout
+from rlft.policy.search import SearchPolicy
 from rlft.sources.experts import check_expert_spaces, load_expert
 
 
@@ -49,6 +50,8 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     if config.action_scale != 1.0 and space_to_dict(setup.action_space, "action")["type"] != "box":
         raise InvalidInputError(f"--action-scale scales continuous actions; {setup.env_id} has discrete ones",
                                 hint="drop --action-scale")
+    if config.search:
+        setup.policy = _search_policy(config, setup, expert_model)
     num_envs = _num_envs(config, setup)
     video = _video_slots(config, setup, num_envs)
     if not config.quiet:
@@ -67,6 +70,22 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     if not config.quiet:
         print_report(report)
     return report
+
+
+def _search_policy(config: EvalConfig, setup, expert_model):
+    """``setup.policy`` wrapped in :class:`SearchPolicy` (``--search``), refused where it cannot work."""
+    import gymnasium as gym
+
+    if expert_model is None:
+        raise InvalidInputError("--search scores candidates by the expert's continuation: pass --expert FILE.zip")
+    if space_to_dict(setup.action_space, "action")["type"] != "box":
+        raise InvalidInputError(f"--search perturbs continuous actions; {setup.env_id} has discrete ones")
+    if not (math.isfinite(config.search_noise) and config.search_noise > 0) or config.search < 2:
+        raise InvalidInputError(f"--search needs at least 2 candidates and a positive --search-noise, got "
+                                f"{config.search} and {config.search_noise}")
+    return SearchPolicy(setup.policy, expert_model, lambda: gym.make(setup.env_id, **(setup.env_kwargs or {})),
+                        setup.action_space, config.search, config.search_horizon, config.search_noise,
+                        seed=config.seed)
 
 
 def _held_out_rows(config: EvalConfig):
