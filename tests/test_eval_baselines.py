@@ -99,6 +99,8 @@ def test_behaviour_cloning_continuous(tmp_path, tmp_path_factory):
     assert report["env_id"] == "Pendulum-v1" and report["lengths"] == [10, 10]
     with pytest.raises(InvalidInputError, match="does not match"):
         _run(policy=f"bc:{tmp_path / 'bc.pt'}", env_id="MountainCarContinuous-v0", episodes=1)
+    first = train_bc(BCConfig(dataset=str(data), out=tmp_path / "bc30.pt", epochs=1, max_train_samples=30))
+    assert first["rows"] == 30 and info["rows"] > 30  # the split's first 30 rows, as train sft's option
 
 
 def test_action_scale_probes_how_hard_the_policy_pushes():

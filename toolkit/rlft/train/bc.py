@@ -88,6 +88,8 @@ def _load_rows(config: BCConfig):
     root = dataset_dir(config.dataset)
     codec = load_dataset_codec(root)
     obs, actions = observations_actions(root, config.split)
+    if config.max_train_samples is not None:
+        obs, actions = obs[: config.max_train_samples], actions[: config.max_train_samples]
     if len(obs) == 0:
         raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
     for name, values in (("observation", obs), ("action", actions)):

@@ -20,5 +20,8 @@ class BCConfig:
     weight_decay: float = field(default=0.0, metadata={"help": "Adam's weight decay.", "min": 0.0})
     val_fraction: float = field(default=0.1, metadata={"help": "Rows held out to report accuracy/error."})
     split: str = field(default="train", metadata={"help": "Dataset split to train on."})
+    max_train_samples: int | None = field(default=None, metadata={
+        "help": "Train on the split's first N rows only (as train sft's --max-train-samples: the same rows).",
+        "min": 1})
     seed: int = field(default=0, metadata={"help": "Seeds the split, the weights and the batches.", "min": 0})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing --out."})
