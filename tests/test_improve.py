@@ -13,7 +13,7 @@ import pytest
 from eval_factories import minari_dataset_folder
 from rlft.codecs.base import load_codec
 from rlft.core.errors import InvalidInputError, OutputExistsError
-from rlft.datasets.improve import ImproveConfig, improve_dataset, improved_action
+from rlft.datasets.improve import ImproveConfig, improve_dataset, improved_action, relabel
 from rlft.envs.state import lookahead_values, step_from_state
 
 EXPERT = Path(__file__).resolve().parents[1] / "pipelines" / "experts" / "halfcheetah-medium-sac.zip"
@@ -37,6 +37,17 @@ def test_improved_action_best_and_soft_against_hand_computed_weights():
     expected = (w[:, None] * candidates).sum(0) / w.sum()
     assert np.allclose(improved_action(values, candidates, "soft"), expected)
     assert np.allclose(improved_action(np.ones(3), candidates, "soft"), candidates.mean(0))  # all tied: the mean
+
+
+def test_relabel_keeps_a_saturated_action_at_its_bound():
+    # a label at the upper bound, its perturbations both sides of it; beyond the bound the env plays the bound, so
+    # the first three tie. Averaging the clipped actions would give (1 + 1 + 1 + 0.8) / 4 = 0.95: an inward pull
+    label, proposals = np.array([1.0]), np.array([[1.0], [1.2], [1.1], [0.8]])
+    values = np.array([5.0, 5.0, 5.0, 5.0])
+    assert relabel(values, proposals, -1.0, 1.0, "soft").tolist() == [1.0]
+    values = np.array([5.0, 5.0, 5.0, 1.0])  # the inside one is worse: the label stays at the bound
+    assert relabel(values, proposals, -1.0, 1.0, "soft").tolist() == [1.0]
+    assert relabel(values, proposals, -1.0, 1.0, "best").tolist() == label.tolist()
 
 
 def test_lookahead_values_match_stepping_each_candidate_alone():
