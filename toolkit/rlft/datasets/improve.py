@@ -31,9 +31,9 @@ from rlft.core.console import progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, check_output_dir
 from rlft.core.seeding import limit_threads
-from rlft.datasets.folder import read_parquet
 from rlft.datasets.layout import CARD_FILENAME, DATA_DIR, INFO_FILENAME, shard_path
-from rlft.envs.state import lookahead_values
+from rlft.datasets.loading import read_split
+from rlft.envs.state import perturbation_values
 from rlft.sources.experts import load_expert
 
 WEIGHTINGS = ("soft", "best")
@@ -107,10 +107,7 @@ def improve_dataset(config: ImproveConfig) -> dict[str, Any]:
     model, metadata = load_expert(config.expert)
     limit_threads()  # one batched expert call per step: torch threads fighting over 2 cores made it 30x slower
     _check_dataset(codec, metadata.get("env_id"))
-    shards = sorted((source / DATA_DIR).glob(f"{config.split}-*.parquet"))
-    if not shards:
-        raise InvalidInputError(f"{source} has no {config.split!r} split")
-    table = pa.concat_tables([read_parquet(p) for p in shards])
+    table = read_split(source, None, config.split)
     table = table.slice(0, min(config.rows, table.num_rows))
     for column in ("observation", "action", "completion"):
         if column not in table.column_names:
@@ -130,11 +127,8 @@ def improve_dataset(config: ImproveConfig) -> dict[str, Any]:
         with progress() as bar:
             task = bar.add_task(f"improving {len(labels)} labels", total=len(labels))
             for i, (obs, label) in enumerate(zip(observations, labels, strict=True)):
-                noise = config.noise * (high - low) / 2 * rng.standard_normal((config.candidates - 1, label.size))
-                proposals = np.concatenate([label[None], label + noise])
-                values = lookahead_values(envs, np.asarray(obs, dtype=np.float64),
-                                          np.clip(proposals, low, high).astype(np.float32), act, config.horizon,
-                                          config.gamma)
+                proposals, values = perturbation_values(envs, obs, label, rng, config.noise, low, high, act,
+                                                        config.horizon, config.gamma)
                 new[i] = relabel(values, proposals, low, high, config.weighting)
                 gains[i] = values.max() - values[0]
                 bar.advance(task)

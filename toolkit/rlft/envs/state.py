@@ -212,3 +212,16 @@ def lookahead_values(envs: list, observation, candidates: np.ndarray, act, horiz
         if t + 1 < horizon and alive.any():
             actions = act(np.stack(observations))
     return values
+
+
+def perturbation_values(envs: list, observation, action: np.ndarray, rng, noise: float, low, high, act,
+                        horizon: int, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """(proposals, values): ``action`` and ``len(envs) - 1`` Gaussian perturbations of it (std ``noise`` of each
+    dimension's half-range), unclipped, and the :func:`lookahead_values` of their clipped versions (what the env
+    plays). ``rlft data improve`` and ``rlft eval --search`` both score their candidates this way."""
+    action = np.asarray(action, dtype=np.float32)
+    draws = noise * (np.asarray(high) - np.asarray(low)) / 2 * rng.standard_normal((len(envs) - 1, action.size))
+    proposals = np.concatenate([action[None], action + draws])
+    values = lookahead_values(envs, np.asarray(observation, dtype=np.float64),
+                              np.clip(proposals, low, high).astype(np.float32), act, horizon, gamma)
+    return proposals, values

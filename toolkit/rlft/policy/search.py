@@ -2,7 +2,7 @@
 
 At every decision the wrapped policy's action and ``N - 1`` Gaussian perturbations of it are each played from the
 current state, restored in copies of the environment, and followed by an SB3 expert for ``horizon - 1`` more steps
-(:func:`rlft.envs.state.lookahead_values`: the expert's k-step Q); the best is played. It is a diagnosis, not a
+(:func:`rlft.envs.state.perturbation_values`: the expert's k-step Q); the best is played. It is a diagnosis, not a
 policy one would deploy: ``N x horizon`` simulator steps a decision. Issue #26 asked whether an imitator can pass
 the expert it copies; the same search around that expert says how much room one step of improvement leaves.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rlft.envs.state import lookahead_values, state_kind
+from rlft.envs.state import perturbation_values, state_kind
 from rlft.policy.policies import Policy
 
 
@@ -43,28 +43,18 @@ class SearchPolicy(Policy):
     def act(self, obs, slots):
         actions = np.asarray(self.base.act(obs, slots), dtype=np.float32)
         self.decisions += len(slots)
+        self.invalid = getattr(self.base, "invalid", 0)  # the base's own count (an LLM answer that did not parse)
         out = np.empty_like(actions)
-        scale = (self.high - self.low) / 2
         for i, (observation, action) in enumerate(zip(obs, actions, strict=True)):
-            noise = self.noise * scale * self.rng.standard_normal((self.candidates - 1, action.size))
-            candidates = np.clip(np.concatenate([action[None], action + noise]), self.low, self.high)
-            values = lookahead_values(self.envs, observation, candidates.astype(np.float32), self._act, self.horizon,
-                                      self.gamma)
+            proposals, values = perturbation_values(self.envs, observation, action, self.rng, self.noise, self.low,
+                                                    self.high, self._act, self.horizon, self.gamma)
             best = int(np.argmax(values))
             self.changed += best != 0
-            out[i] = candidates[best]
+            out[i] = np.clip(proposals[best], self.low, self.high)
         return out
 
     def record(self, slots, actions, rewards):
         self.base.record(slots, actions, rewards)
-
-    @property
-    def invalid(self) -> int:  # the base's own count (an LLM answer that did not parse)
-        return getattr(self.base, "invalid", 0)
-
-    @invalid.setter
-    def invalid(self, value: int) -> None:  # Policy.__init__ sets it; the base keeps the real count
-        return None
 
     def describe(self) -> dict[str, Any]:
         return {**self.base.describe(), "search": {
