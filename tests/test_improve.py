@@ -13,8 +13,8 @@ import pytest
 from eval_factories import minari_dataset_folder
 from rlft.codecs.base import load_codec
 from rlft.core.errors import InvalidInputError, OutputExistsError
-from rlft.datasets.improve import ImproveConfig, improve_dataset, improved_action, relabel
-from rlft.envs.state import lookahead_values, step_from_state
+from rlft.datasets.improve import ImproveConfig, improve_dataset, improved_action, label_consistency, relabel
+from rlft.envs.state import lookahead_values, perturbation_values, step_from_state
 
 EXPERT = Path(__file__).resolve().parents[1] / "pipelines" / "experts" / "halfcheetah-medium-sac.zip"
 
@@ -50,6 +50,14 @@ def test_relabel_keeps_a_saturated_action_at_its_bound():
     assert relabel(values, proposals, -1.0, 1.0, "best").tolist() == label.tolist()
 
 
+def test_relabel_step_scales_the_change_from_the_recorded_action():
+    proposals, values = np.array([[0.2], [0.4], [0.0]]), np.array([1.0, 2.0, 0.0])
+    once = relabel(values, proposals, -1.0, 1.0, "best")
+    assert once.tolist() == [0.4]
+    assert np.allclose(relabel(values, proposals, -1.0, 1.0, "best", step=2.5), [0.2 + 2.5 * 0.2])
+    assert relabel(values, proposals, -1.0, 1.0, "best", step=5.0).tolist() == [1.0]  # clipped last
+
+
 def test_lookahead_values_match_stepping_each_candidate_alone():
     env = gym.make("HalfCheetah-v5")
     obs, _ = env.reset(seed=4)
@@ -64,10 +72,33 @@ def test_lookahead_values_match_stepping_each_candidate_alone():
     assert len(set(np.round(values, 6))) == 3  # the candidates really differ
 
 
+def test_mirrored_perturbations_come_in_opposite_pairs_around_the_action():
+    env = gym.make("HalfCheetah-v5")
+    obs, _ = env.reset(seed=1)
+    action = np.full(6, 0.3, dtype=np.float32)
+    envs = [gym.make("HalfCheetah-v5") for _ in range(5)]
+    zero = lambda batch: np.zeros((len(batch), 6), np.float32)  # noqa: E731
+    proposals, values = perturbation_values(envs, obs, action, np.random.default_rng(0), 0.5, -1.0, 1.0, zero, 2,
+                                            0.99, mirrored=True)
+    assert proposals.shape == (5, 6) and values.shape == (5,)
+    assert np.allclose(proposals[1:3] - action, action - proposals[3:5])  # d and -d
+    assert np.allclose(proposals.mean(0), action, atol=1e-6)  # all tied, the soft label stays put
+    plain, _ = perturbation_values(envs, obs, action, np.random.default_rng(0), 0.5, -1.0, 1.0, zero, 2, 0.99)
+    assert not np.allclose(plain.mean(0), action, atol=1e-3)
+
+
+def test_label_consistency_is_the_cosine_of_two_draws():
+    change = np.array([[0.1, -0.2], [0.0, 0.3]])
+    assert label_consistency(change, change) == pytest.approx(1.0)
+    assert label_consistency(change, -change) == pytest.approx(-1.0)
+    assert label_consistency(change, np.array([[0.2, 0.1], [0.0, 0.0]])) == pytest.approx(0.0)
+    assert label_consistency(change, np.zeros_like(change)) is None
+
+
 def test_improve_writes_relabelled_rows_and_keeps_the_rest(cheetah_data, tmp_path):
     out = tmp_path / "improved"
     summary = improve_dataset(ImproveConfig(dataset=cheetah_data, expert=EXPERT, out=out, rows=6, horizon=3,
-                                            candidates=4, weighting="best"))
+                                            candidates=4, weighting="best", consistency_rows=4))
     train, source = _split(out, "train"), _split(cheetah_data, "train").iloc[:6]
     assert len(train) == 6 and summary["rows"] == 6
     assert summary["mean_best_gain"] >= 0.0  # the recorded action is a candidate: the best is never worse
@@ -80,7 +111,9 @@ def test_improve_writes_relabelled_rows_and_keeps_the_rest(cheetah_data, tmp_pat
     pd.testing.assert_frame_equal(_split(out, "validation"), _split(cheetah_data, "validation"))
     info = json.loads((out / "rlft_info.json").read_text())
     assert info["improved"]["weighting"] == "best" and info["improved"]["horizon"] == 3
+    assert info["improved"]["consistency_rows"] == 4 and -1.0 <= info["improved"]["label_consistency"] <= 1.0
     assert "Q-improved labels" in (out / "README.md").read_text()
+    assert f"{info['improved']['label_consistency']:.3f}" in (out / "README.md").read_text()
     with pytest.raises(OutputExistsError, match="not empty"):  # refused up front; the finished folder stays
         improve_dataset(ImproveConfig(dataset=cheetah_data, expert=EXPERT, out=out, rows=2, horizon=2))
     assert len(_split(out, "train")) == 6
@@ -92,6 +125,10 @@ def test_improve_refuses_discrete_actions_and_bad_settings(tmp_path_factory, tmp
         improve_dataset(ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x"))
     with pytest.raises(InvalidInputError, match="weighting"):
         ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x", weighting="mean").check()
+    with pytest.raises(InvalidInputError, match="--step"):
+        ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x", step=0.0).check()
+    with pytest.raises(InvalidInputError, match="must be odd"):
+        ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x", candidates=8, mirrored=True).check()
     with pytest.raises(InvalidInputError, match="candidates >= 2"):
         ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x", candidates=1).check()
     assert not (tmp_path / "x").exists()

@@ -111,6 +111,12 @@ def improve(
                                                            "half-range."),
     gamma: float = typer.Option(0.99, callback=finite, help="Discount over the horizon."),
     weighting: str = typer.Option("soft", help="soft (candidates weighted by softmax of standardized Q) or best."),
+    mirrored: bool = typer.Option(False, help="Draw perturbations in opposite pairs (odd --candidates): the soft "
+                                              "label moves only by what the values say."),
+    step: float = typer.Option(1.0, callback=finite, help="Move each label this many times the way from the recorded "
+                                                          "to the improved action (> 1 extrapolates)."),
+    consistency_rows: int = typer.Option(200, min=0, help="Rows relabelled a second time, independently, to measure "
+                                                          "the learnable share of the label change (0: skip)."),
     seed: int = typer.Option(0, min=0, help="Seeds the perturbations."),
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
@@ -122,5 +128,6 @@ def improve(
 
     summary = improve_dataset(ImproveConfig(dataset=dataset, expert=expert, out=out, rows=rows, split=split,
                                             horizon=horizon, candidates=candidates, noise=noise, gamma=gamma,
-                                            weighting=weighting, seed=seed, overwrite=overwrite))
+                                            weighting=weighting, mirrored=mirrored, step=step,
+                                            consistency_rows=consistency_rows, seed=seed, overwrite=overwrite))
     console.print(kv_table(f"Improved labels -> {out}", summary))

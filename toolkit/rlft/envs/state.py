@@ -215,12 +215,19 @@ def lookahead_values(envs: list, observation, candidates: np.ndarray, act, horiz
 
 
 def perturbation_values(envs: list, observation, action: np.ndarray, rng, noise: float, low, high, act,
-                        horizon: int, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+                        horizon: int, gamma: float, mirrored: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(proposals, values): ``action`` and ``len(envs) - 1`` Gaussian perturbations of it (std ``noise`` of each
     dimension's half-range), unclipped, and the :func:`lookahead_values` of their clipped versions (what the env
-    plays). ``rlft data improve`` and ``rlft eval --search`` both score their candidates this way."""
+    plays). ``mirrored`` draws them in opposite pairs (``len(envs) - 1`` even): their plain mean is ``action``, so
+    a weighted mean of them moves only as far as the values differ. ``rlft data improve`` and ``rlft eval
+    --search`` both score their candidates this way."""
     action = np.asarray(action, dtype=np.float32)
-    draws = noise * (np.asarray(high) - np.asarray(low)) / 2 * rng.standard_normal((len(envs) - 1, action.size))
+    scale = noise * (np.asarray(high) - np.asarray(low)) / 2
+    if mirrored:
+        half = scale * rng.standard_normal(((len(envs) - 1) // 2, action.size))
+        draws = np.concatenate([half, -half])
+    else:
+        draws = scale * rng.standard_normal((len(envs) - 1, action.size))
     proposals = np.concatenate([action[None], action + draws])
     values = lookahead_values(envs, np.asarray(observation, dtype=np.float64),
                               np.clip(proposals, low, high).astype(np.float32), act, horizon, gamma)
