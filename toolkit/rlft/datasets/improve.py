@@ -103,8 +103,10 @@ def relabel(values: np.ndarray, proposals: np.ndarray, low, high, weighting: str
     with perturbations that can only lie inside it): on HalfCheetah, where many expert actions sit at +-1, the
     relabelled LLM pushed at 0.973 of the data's magnitude and row 5f prices 0.98 at -0.35 points. The env plays a
     proposal past the bound as the bound, so ties beyond it average back to the bound."""
-    base = proposals[0]
-    return np.clip(base + step * (improved_action(values, proposals, weighting) - base), low, high)
+    target = improved_action(values, proposals, weighting)
+    if step != 1.0:  # step 1 is the target itself, bit for bit (base + (target - base) can round differently)
+        target = proposals[0] + step * (target - proposals[0])
+    return np.clip(target, low, high)
 
 
 def label_consistency(first: np.ndarray, second: np.ndarray) -> float | None:
