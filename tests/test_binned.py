@@ -181,6 +181,26 @@ def test_bin_mean_decoding_is_the_expectation_of_the_bin_distribution(pendulum_b
     assert codec.decode_action(text)[0] == pytest.approx(expected, abs=1e-4 * np.ptp(codec.means["action"][0]))
 
 
+def test_bin_trimmed_mean_leaves_out_the_thin_tail():
+    import torch
+
+    from rlft.policy.bins import BinBackend
+
+    backend = BinBackend.__new__(BinBackend)  # _value needs only the mode and torch
+    backend.torch, backend.mode = torch, "trimmed-mean"
+    means = torch.tensor([-1.0, -0.5, 0.0, 0.5, 1.0], dtype=torch.float64)
+    probs = torch.tensor([[0.004, 0.004, 0.002, 0.19, 0.80], [0.2, 0.2, 0.2, 0.2, 0.2]], dtype=torch.float64)
+    best = probs.argmax(-1)
+    trimmed = backend._value(probs, best, means)
+    assert trimmed[0] == pytest.approx((0.19 * 0.5 + 0.80) / 0.99)  # the 1% tail on the far side is gone
+    assert trimmed[1] == pytest.approx(0.0)  # nothing below the floor: the plain mean
+    backend.mode = "mean"
+    assert backend._value(probs, best, means)[0] < trimmed[0]  # the full mean is pulled inward by the tail
+    flat = torch.full((1, 200), 1 / 200, dtype=torch.float64)  # every bin below the floor: the argmax bin stays
+    backend.mode = "trimmed-mean"
+    assert np.isfinite(backend._value(flat, flat.argmax(-1), torch.linspace(-1, 1, 200, dtype=torch.float64))).all()
+
+
 def test_bin_decoding_auto_and_refusals(pendulum_binned):
     from rlft.policy.bins import resolve_bin_decoding
 

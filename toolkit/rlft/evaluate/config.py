@@ -46,7 +46,8 @@ class EvalConfig:
     n_examples: int = _opt(0, "Few-shot (observation, expert action) pairs from the --codec dataset.")
     bin_decoding: str = _opt("auto", "binned codecs: read each action dimension's distribution over its bins: mean "
                                      "(its expectation), local-mean (the expectation near the most likely bin), "
-                                     "argmax, off (generate text); auto: mean when every bin is one token of the "
+                                     "trimmed-mean (the expectation over bins of >= 1% probability), argmax, off "
+                                     "(generate text); auto: mean when every bin is one token of the "
                                      "model's tokenizer, else off.")
     temperature: float = _opt(0.0, "0 = greedy decoding.")
     top_p: float = _opt(1.0, "Nucleus sampling (temperature > 0).")

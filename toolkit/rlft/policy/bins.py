@@ -13,7 +13,13 @@ machinery, no grammar table) and, per dimension, takes
 * ``local-mean``: the mean over the most likely bin and its ``LOCAL_WINDOW`` neighbours on each side. Where the
   distribution has two modes (Pendulum's swing-up: full torque one way or the other) the mean lands between them,
   on an action neither mode would take; the local mean keeps the argmax's choice of mode and the mean's precision
-  within it.
+  within it; or
+* ``trimmed-mean``: the mean over the bins holding at least ``TRIM_FLOOR`` of the probability. A model trained on
+  noisy labels (``rlft data improve``'s, where nine tenths of a label's change is the candidate set's luck) spreads
+  a thin tail over every bin, and near a saturated bound that tail lies on one side only: the full mean is pulled
+  toward the middle of the range even on the rows it was trained on (row 5g: 0.983 of the labels' own magnitude
+  where the labels are at 0.996, 0.962 against 0.986 for longer label steps). Dropping bins below 1% keeps the
+  spread that carries information and most of the tail's pull off, and lowers the held-out error too.
 
 The next dimension is conditioned on the argmax bin (the token the model would write). The action comes back as
 codec text (positions between bins with decimals for ``mean``, :meth:`BinnedCodec.position_text`), so the policy
@@ -30,8 +36,9 @@ from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
 from rlft.policy.generation import Prompt, TransformersBackend
 
-BIN_DECODINGS = ("auto", "off", "argmax", "mean", "local-mean")
+BIN_DECODINGS = ("auto", "off", "argmax", "mean", "local-mean", "trimmed-mean")
 LOCAL_WINDOW = 2  # local-mean: bins on each side of the most likely one that are averaged
+TRIM_FLOOR = 0.01  # trimmed-mean: bins below this probability are left out (the argmax bin never is: >= 1/64 > 1%)
 
 
 def bin_token_ids(codec: Codec, tokenizer) -> list[np.ndarray] | None:
@@ -132,6 +139,10 @@ class BinBackend(TransformersBackend):
         if self.mode == "local-mean":
             near = (self.torch.arange(probs.shape[1])[None, :] - best[:, None]).abs() <= LOCAL_WINDOW
             probs = probs * near
+            probs = probs / probs.sum(-1, keepdim=True)
+        elif self.mode == "trimmed-mean":
+            keep = (probs >= TRIM_FLOOR) | (self.torch.arange(probs.shape[1])[None, :] == best[:, None])
+            probs = probs * keep
             probs = probs / probs.sum(-1, keepdim=True)
         return (probs * means).sum(-1).numpy()
 
