@@ -15,6 +15,7 @@ from rlft.codecs.base import load_codec
 from rlft.core.errors import InvalidInputError, OutputExistsError
 from rlft.datasets.improve import ImproveConfig, improve_dataset, improved_action, label_consistency, relabel
 from rlft.envs.state import lookahead_values, perturbation_values, step_from_state
+from rlft.results.record import dataset_record
 
 EXPERT = Path(__file__).resolve().parents[1] / "pipelines" / "experts" / "halfcheetah-medium-sac.zip"
 
@@ -112,6 +113,9 @@ def test_improve_writes_relabelled_rows_and_keeps_the_rest(cheetah_data, tmp_pat
     info = json.loads((out / "rlft_info.json").read_text())
     assert info["improved"]["weighting"] == "best" and info["improved"]["horizon"] == 3
     assert info["improved"]["consistency_rows"] == 4 and -1.0 <= info["improved"]["label_consistency"] <= 1.0
+    kept = dataset_record(info)["improved"]  # a results record keeps how the labels were made and what they hold
+    assert kept["label_consistency"] == info["improved"]["label_consistency"] and kept["weighting"] == "best"
+    assert "improved" not in dataset_record({k: v for k, v in info.items() if k != "improved"})
     assert "Q-improved labels" in (out / "README.md").read_text()
     assert f"{info['improved']['label_consistency']:.3f}" in (out / "README.md").read_text()
     with pytest.raises(OutputExistsError, match="not empty"):  # refused up front; the finished folder stays

@@ -29,6 +29,8 @@ REPORT_FIELDS = ("env_id", "policy", "policy_kind", "episodes", "seed", "num_env
 # rlft_info.json facts of a dataset: the FrozenLake Q export's exact values, an offline dataset's returns
 DATASET_FIELDS = ("n_rows", "v_start", "exact_success", "success_rate", "episodes", "residual", "steps",
                   "return_mean", "return_std", "normalized_score_mean")
+IMPROVED_FIELDS = ("rows", "horizon", "candidates", "noise", "weighting", "mirrored", "step", "mean_best_gain",
+                   "mean_label_change", "label_consistency", "consistency_rows")
 RUN_FIELDS = ("stage", "lora", "train_rows", "global_step", "train_runtime_s", "train_steps_per_second",
               "eval_loss_start", "eval_loss_end", "trainable_parameters", "total_parameters", "prompt_tokens_mean",
               "base_model", "episodes_per_second", "rollout_share", "device", "gpu_name", "gpu_peak_memory_gb")
@@ -178,8 +180,13 @@ def recorded_after(runs, now: float) -> dict[str, Any]:
 
 
 def dataset_record(info: dict[str, Any]) -> dict[str, Any]:
-    """The facts of a dataset's ``rlft_info.json`` that results keep."""
-    return {key: info[key] for key in ("kind", "env_id", *DATASET_FIELDS) if info.get(key) is not None}
+    """The facts of a dataset's ``rlft_info.json`` that results keep (with ``rlft data improve``'s measures of its
+    labels, where it relabelled the dataset)."""
+    record = {key: info[key] for key in ("kind", "env_id", *DATASET_FIELDS) if info.get(key) is not None}
+    improved = info.get("improved")
+    if isinstance(improved, dict):
+        record["improved"] = {key: improved[key] for key in IMPROVED_FIELDS if improved.get(key) is not None}
+    return record
 
 
 def _load_json(path: Path, what: str) -> dict[str, Any]:
