@@ -214,7 +214,7 @@ The first {rows} rows of the `{split}` split (and only those) carry improved act
 recorded action and {candidates} - 1 perturbations of it (Gaussian, std {noise} of the half-range) were played from
 the recorded state and followed by the expert for {horizon} steps in all (discount {gamma}); the label is the
 `{weighting}` choice among them (moved {step} times the way to it; perturbations in opposite pairs: {mirrored}).
-Mean gain of the best candidate over the recorded action: {mean_best_gain:.3f}; mean change of the label: {mean_label_change:.4f}; label
-consistency (cosine between two independent draws of the first {consistency_rows} rows' changes, the learnable
-share): {label_consistency}. The recorded action is in `original_action`.
+Mean gain of the best candidate over the recorded action: {mean_best_gain:.3f}; mean change of the label:
+{mean_label_change:.4f}; label consistency (cosine between two independent draws of the first {consistency_rows}
+rows' changes, the learnable share): {label_consistency}. The recorded action is in `original_action`.
 """
