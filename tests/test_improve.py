@@ -86,6 +86,9 @@ def test_mirrored_perturbations_come_in_opposite_pairs_around_the_action():
     assert np.allclose(proposals.mean(0), action, atol=1e-6)  # all tied, the soft label stays put
     plain, _ = perturbation_values(envs, obs, action, np.random.default_rng(0), 0.5, -1.0, 1.0, zero, 2, 0.99)
     assert not np.allclose(plain.mean(0), action, atol=1e-3)
+    with pytest.raises(InvalidInputError, match="odd number of candidates"):  # the shared function checks too
+        perturbation_values(envs[:4], obs, action, np.random.default_rng(0), 0.5, -1.0, 1.0, zero, 2, 0.99,
+                            mirrored=True)
 
 
 def test_label_consistency_is_the_cosine_of_two_draws():

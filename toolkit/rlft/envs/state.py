@@ -224,6 +224,9 @@ def perturbation_values(envs: list, observation, action: np.ndarray, rng, noise:
     action = np.asarray(action, dtype=np.float32)
     scale = noise * (np.asarray(high) - np.asarray(low)) / 2
     if mirrored:
+        if (len(envs) - 1) % 2:
+            raise InvalidInputError(f"mirrored perturbations come in opposite pairs beside the action: they need an "
+                                    f"odd number of candidates, got {len(envs)}")
         half = scale * rng.standard_normal(((len(envs) - 1) // 2, action.size))
         draws = np.concatenate([half, -half])
     else:
