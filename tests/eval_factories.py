@@ -8,7 +8,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from rlft.sources.collect import minari_root
+from rlft.sources.minari_source import minari_root
 
 _CACHE: dict[str, Path] = {}
 

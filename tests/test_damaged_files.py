@@ -204,7 +204,7 @@ def test_a_damaged_model_folder(cli, tmp_path, lake, part, message):
 
 def test_a_truncated_minari_file(cli, tmp_path):
     from factories import make_minari_dataset
-    from rlft.sources.collect import minari_root
+    from rlft.sources.minari_source import minari_root
 
     with minari_root(tmp_path / "minari"):
         make_minari_dataset("test/cut-v0", env_id="CartPole-v1", episodes=3)

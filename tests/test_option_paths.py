@@ -98,7 +98,7 @@ def world(tmp_path_factory):
     Minari dataset folder, plus the bad paths (a file, an empty folder)."""
     from eval_factories import frozenlake_dataset, sft_run, small_ppo, tiny_model
     from factories import make_minari_dataset
-    from rlft.sources.collect import minari_root
+    from rlft.sources.minari_source import minari_root
 
     root = tmp_path_factory.mktemp("paths")
     lake = frozenlake_dataset(tmp_path_factory)

@@ -155,7 +155,7 @@ def test_cards_render_exactly_as_the_hub_client_renders_them(cli, tmp_path, monk
     ``huggingface_hub.DatasetCard.from_template``'s, for both card templates."""
     from factories import make_minari_dataset
     from rlft.datasets import card, folder
-    from rlft.sources.collect import minari_root
+    from rlft.sources.minari_source import minari_root
 
     rendered = []
 

@@ -42,7 +42,8 @@ def collect(
 ) -> None:
     """Record policy rollouts as a Minari dataset (DataCollector), with seeds and reference scores."""
     from rlft.core.seeding import limit_threads
-    from rlft.sources.collect import CollectConfig, collect_to_minari, minari_root
+    from rlft.sources.collect import CollectConfig, collect_to_minari
+    from rlft.sources.minari_source import minari_root
 
     limit_threads()
     config = CollectConfig(

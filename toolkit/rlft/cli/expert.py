@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
@@ -31,17 +32,25 @@ def train(
     hyperparams: Path | None = typer.Option(
         None, "--hyperparams", help="YAML keyed by env id (default: the shipped rlft/sources/zoo/<algo>.yaml)."
     ),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing checkpoint."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing checkpoint (and replay dataset)."),
+    record_replay: str | None = typer.Option(
+        None, "--record-replay", help="Also write the run's whole replay buffer as this Minari dataset id "
+        "(namespace/name-vN): every transition seen while training, D4RL's medium-replay kind (sac, tqc, dqn)."),
+    data_path: Path | None = typer.Option(None, "--data-path", help="Minari datasets folder --record-replay writes "
+                                          "into (default: $MINARI_DATASETS_PATH, else ~/.minari/datasets)."),
 ) -> None:
     """Train an SB3 expert, evaluate it, and save FILE.zip + FILE.json."""
     from rlft.sources.experts import ExpertConfig, train_expert
+    from rlft.sources.minari_source import minari_root
 
     config = ExpertConfig(
         env_id=env, out=out, algo=algo.lower(), timesteps=timesteps, seed=seed, num_envs=num_envs,
         stop_at_return=stop_at_return, eval_episodes=eval_episodes, eval_freq=eval_freq,
         eval_freq_episodes=eval_freq_episodes, hyperparams=hyperparams, overwrite=overwrite,
+        record_replay=record_replay,
     )
-    meta = train_expert(config).metadata
+    with minari_root(data_path) if data_path is not None else contextlib.nullcontext():
+        meta = train_expert(config).metadata
     rows = {
         "env": meta["env_id"], "algo": meta["algo"], "timesteps": meta["timesteps"],
         "stopped early": meta["stopped_early"], "eval mean return": meta["eval"]["mean_return"],
@@ -49,6 +58,8 @@ def train(
         "normalized score (x100)": meta["normalized_score"] if meta["normalized_score"] is not None else "n/a",
         "train seconds": meta["train_seconds"], "steps/s": meta["steps_per_second"], "checkpoint": str(out),
     }
+    if meta["replay_dataset"]:
+        rows["replay dataset"] = meta["replay_dataset"]
     console.print(kv_table(f"Expert {meta['algo']} on {meta['env_id']}", rows))
 
 

@@ -10,25 +10,20 @@ dataset in episode order.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import shutil
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 import rlft
-from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OutputExistsError, require
 from rlft.core.seeding import seed_everything
 from rlft.envs.registry import action_space, check_env_id, make_env, reference_scores
 from rlft.sources.experts import check_expert_spaces, load_expert
-from rlft.sources.minari_source import check_dataset_id, datasets_root
+from rlft.sources.minari_source import check_dataset_id, datasets_root, env_requirements, staged_dataset
 from rlft.sources.rollouts import EpisodeStats, episode_blocks, noisy_execution, policy_act, run_episodes
 
 # --- Recording into Minari -------------------------------------------------------------------------------
@@ -107,24 +102,6 @@ def _check(config: CollectConfig) -> None:
         )
 
 
-@contextlib.contextmanager
-def minari_root(path: Path) -> Iterator[None]:
-    """Point Minari (which reads the variable on every call) at ``path`` for the duration (made absolute: Minari
-    joins a relative root onto itself when it writes)."""
-    if Path(path).exists() and not Path(path).is_dir():
-        raise InvalidInputError(f"--data-path {path} is a file, not a folder of Minari datasets",
-                                hint="give a folder (it is made if missing)")
-    old = os.environ.get("MINARI_DATASETS_PATH")
-    os.environ["MINARI_DATASETS_PATH"] = str(Path(path).resolve())
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("MINARI_DATASETS_PATH", None)
-        else:
-            os.environ["MINARI_DATASETS_PATH"] = old
-
-
 def _load_policy(config: CollectConfig):
     if config.policy == "random":
         return None, {}
@@ -148,21 +125,8 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
 
     seed_everything(config.seed)
     model, policy_meta = _load_policy(config)
-    root = datasets_root()
-    root.mkdir(parents=True, exist_ok=True)
-    stale = sorted(p.name for p in root.glob(".rlft-collect-*"))
-    if stale:  # named, not deleted: another collect may be running into the same root
-
-        err_console.print(f"[yellow]Warning:[/] temporary folder(s) of an interrupted collect in {root}: "
-                          f"{', '.join(stale)}; remove them if no other collect is running.", highlight=False,
-                          soft_wrap=True)
-    tmp_root = Path(tempfile.mkdtemp(prefix=".rlft-collect-", dir=root))
-    try:
-        with minari_root(tmp_root):
-            stats, seconds = _record(config, model, policy_meta, on_episode)
-        final = _move_into_place(tmp_root, root, config.dataset_id)
-    finally:
-        shutil.rmtree(tmp_root, ignore_errors=True)
+    with staged_dataset(config.dataset_id) as final:
+        stats, seconds = _record(config, model, policy_meta, on_episode)
     return CollectResult(config.dataset_id, final, stats, seconds)
 
 
@@ -212,9 +176,6 @@ def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
 
 
 def _dataset_kwargs(config: CollectConfig, policy_meta: dict) -> dict:
-    import gymnasium
-
-
     ref = reference_scores(config.env_id)
     policy = "uniformly random actions" if config.policy == "random" else (
         f"{policy_meta.get('algo', 'SB3').upper()} expert {Path(config.policy).name}"
@@ -224,14 +185,7 @@ def _dataset_kwargs(config: CollectConfig, policy_meta: dict) -> dict:
         f"{config.episodes} episodes of {policy} on {config.env_id}{noise}. Episode i was reset with seed "
         f"{config.seed} + i. Collected with rlft (Minari DataCollector)."
     )
-    requirements = [f"gymnasium=={gymnasium.__version__}"]
-    try:
-        import mujoco
-
-        if "mujoco" in str(gymnasium.spec(config.env_id).entry_point):
-            requirements.append(f"mujoco=={mujoco.__version__}")
-    except ImportError:  # pragma: no cover - mujoco is a dependency, but only MuJoCo envs need it
-        pass
+    requirements = env_requirements(config.env_id)
     kwargs = {
         "dataset_id": config.dataset_id,
         "algorithm_name": policy + noise,
@@ -285,26 +239,3 @@ def _rlft_metadata(config: CollectConfig, policy_meta: dict, n_envs: int, stats,
         "collect_seconds": round(seconds, 3),
         "steps_per_second": round(sum(s.length for s in stats) / seconds, 1) if seconds > 0 else None,
     }
-
-
-def _move_into_place(tmp_root: Path, root: Path, dataset_id: str) -> Path:
-    """Swap the new dataset folder in; the old one (if any) is deleted only after the new one is in place."""
-    from minari.dataset.minari_dataset import parse_dataset_id
-    from minari.namespace import create_namespace, list_local_namespaces
-
-    namespace = parse_dataset_id(dataset_id)[0]
-    if namespace is not None and namespace not in list_local_namespaces():
-        create_namespace(namespace)
-    new, final = tmp_root / dataset_id, root / dataset_id
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():
-        trash = tmp_root / ".old"
-        os.replace(final, trash)
-        try:
-            os.replace(new, final)
-        except BaseException:
-            os.replace(trash, final)
-            raise
-    else:
-        os.replace(new, final)
-    return final

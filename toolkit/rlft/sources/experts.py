@@ -23,9 +23,11 @@ from rlft.envs.registry import action_space, check_env_id, make_env, normalized_
 from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import check_spaces
 from rlft.sources.hyperparams import load_hyperparams, tuned_algos
+from rlft.sources.replay import check_replay_request, write_replay
 from rlft.sources.rollouts import policy_act, run_episodes
 
 ALGOS = ("ppo", "sac", "tqc", "dqn")
+SB3_BUFFER_SIZE = 1_000_000  # SAC's, TQC's and DQN's default replay buffer size
 # Evaluation episodes use seeds far from the training seeds so the score is measured on unseen starts.
 EVAL_SEED_OFFSET = 1_000_000
 
@@ -46,6 +48,7 @@ class ExpertConfig:
     eval_freq_episodes: int = 5
     hyperparams: Path | None = None
     overwrite: bool = False
+    record_replay: str | None = None  # a Minari dataset id: the run's whole replay buffer (medium-replay data)
 
 
 @dataclass
@@ -241,6 +244,9 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
         raise InvalidInputError(f"no tuned {config.algo} settings for {config.env_id} ({hp.source}), so the "
                                 "number of steps is unknown", hint=hint)
     n_envs = config.num_envs or hp.n_envs
+    if config.record_replay:
+        check_replay_request(config.record_replay, config.algo, hp.raw.get("buffer_size", SB3_BUFFER_SIZE),
+                             timesteps, config.overwrite)
     cls = algo_class(config.algo)
     kwargs = hp.algo_kwargs(cls)
     venv = make_vec_env(config.env_id, n_envs=n_envs, seed=config.seed)
@@ -261,6 +267,12 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     venv.close()
 
     ev = evaluate(model, config.env_id, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
+    if config.record_replay:  # before the checkpoint: a failure here leaves no expert without its replay
+        write_replay(model, config.env_id, config.record_replay,
+                     {"env_id": config.env_id, "algo": config.algo, "timesteps": int(model.num_timesteps),
+                      "seed": config.seed, "eval": {"mean_return": ev.mean, "episodes": ev.episodes},
+                      "normalized_score": normalized_score(config.env_id, ev.mean),
+                      "hyperparams_source": hp.source})
 
     # save then rename: an existing checkpoint is never half-written (SB3 insists on the .zip suffix)
     out = atomic_write_file(config.out, model.save, suffix=".zip")
@@ -281,6 +293,7 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
         "eval_history": history,
         "normalized_score": normalized_score(config.env_id, ev.mean),
         "reference_scores": _refs(config.env_id),
+        "replay_dataset": config.record_replay,
         "train_seconds": round(train_s, 2),
         "steps_per_second": round(model.num_timesteps / train_s, 1),
         "versions": _versions(rlft, stable_baselines3),

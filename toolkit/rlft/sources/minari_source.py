@@ -6,13 +6,18 @@ the remote host with a short timeout and fails at once with :class:`OfflineError
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OfflineError, require
 from rlft.core.net import check_reachable, host_port, hub_endpoint, hub_offline
 
@@ -39,6 +44,86 @@ def datasets_root() -> Path:
     from minari.storage.datasets_root_dir import get_dataset_path
 
     return Path(get_dataset_path())
+
+
+@contextlib.contextmanager
+def minari_root(path: Path) -> Iterator[None]:
+    """Point Minari (which reads the variable on every call) at ``path`` for the duration (made absolute: Minari
+    joins a relative root onto itself when it writes)."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise InvalidInputError(f"--data-path {path} is a file, not a folder of Minari datasets",
+                                hint="give a folder (it is made if missing)")
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(Path(path).resolve())
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = old
+
+
+STAGING_PREFIX = ".rlft-collect-"
+
+
+@contextlib.contextmanager
+def staged_dataset(dataset_id: str) -> Iterator[Path]:
+    """Write a Minari dataset under a hidden temporary root inside the real one (Minari skips hidden folders) and
+    move it into place when the block ends without an error; an existing dataset of that id is replaced only
+    then. Yields the final dataset folder's path (it exists once the block has ended)."""
+    root = datasets_root()
+    root.mkdir(parents=True, exist_ok=True)
+    stale = sorted(p.name for p in root.glob(STAGING_PREFIX + "*"))
+    if stale:  # named, not deleted: another writer may be running into the same root
+        err_console.print(f"[yellow]Warning:[/] temporary folder(s) of an interrupted collect in {root}: "
+                          f"{', '.join(stale)}; remove them if no other collect is running.", highlight=False,
+                          soft_wrap=True)
+    tmp_root = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
+    try:
+        with minari_root(tmp_root):
+            yield root / dataset_id
+        _move_into_place(tmp_root, root, dataset_id)
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+
+
+def _move_into_place(tmp_root: Path, root: Path, dataset_id: str) -> Path:
+    """Swap the new dataset folder in; the old one (if any) is deleted only after the new one is in place."""
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.namespace import create_namespace, list_local_namespaces
+
+    namespace = parse_dataset_id(dataset_id)[0]
+    if namespace is not None and namespace not in list_local_namespaces():
+        create_namespace(namespace)
+    new, final = tmp_root / dataset_id, root / dataset_id
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        trash = tmp_root / ".old"
+        os.replace(final, trash)
+        try:
+            os.replace(new, final)
+        except BaseException:
+            os.replace(trash, final)
+            raise
+    else:
+        os.replace(new, final)
+    return final
+
+
+def env_requirements(env_id: str) -> list[str]:
+    """The pip requirements a dataset of ``env_id`` records: gymnasium's version, and mujoco's for MuJoCo envs."""
+    import gymnasium
+
+    requirements = [f"gymnasium=={gymnasium.__version__}"]
+    try:
+        import mujoco
+
+        if "mujoco" in str(gymnasium.spec(env_id).entry_point):
+            requirements.append(f"mujoco=={mujoco.__version__}")
+    except ImportError:  # pragma: no cover - mujoco is a dependency, but only MuJoCo envs need it
+        pass
+    return requirements
 
 
 def remote_endpoint() -> tuple[str, int]:
