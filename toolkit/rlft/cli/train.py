@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from rlft.cli import train_bc, train_online
+from rlft.cli import train_bc, train_offline, train_online
 from rlft.cli.options import config_command
 from rlft.core.errors import InvalidInputError
 from rlft.train.configs import parse_trl_flags
@@ -55,5 +55,5 @@ def check_trl_flags(command: str, args: list[str]) -> None:
 
 
 # Commands defined in their own modules (each its own Typer group) join this one.
-for _group in (train_bc.app, train_online.app):
+for _group in (train_bc.app, train_offline.app, train_online.app):
     app.registered_commands += _group.registered_commands

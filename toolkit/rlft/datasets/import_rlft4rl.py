@@ -165,7 +165,9 @@ def import_rlft4rl(config: ImportConfig) -> dict:
             template="imported.md", splits={name: 0 for name in parts},
             tags=[config.env_id.split("-")[0].lower(), "offline-rl", "rlft4rl"],
             context={"summary": summary, "env_id": config.env_id, "source": config.path.name,
-                     "codec": codec.describe(), "glossary": GLOSSARY, "example_prompt": example["prompt"],
+                     "codec": codec.describe(), "example_prompt": example["prompt"],
+                     # no episodes in the file: no next observation column
+                     "glossary": {k: v for k, v in GLOSSARY.items() if k != "next_observation"},
                      "example_completion": example["completion"]},
         ))
     console.print(kv_table("Imported RLFT4RL file", [(k, summary[k]) for k in

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -150,3 +151,51 @@ def load_dataset_codec(path: str | os.PathLike) -> Codec:
 def has_q_values(path: str | os.PathLike) -> bool:
     files = sorted((Path(path) / DATA_DIR).glob("train-*.parquet"))
     return bool(files) and {"state", "q_values", "optimal_actions"} <= set(read_parquet_schema(files[0]).names)
+
+
+@dataclass
+class Transitions:
+    """A split's rows as (s, a, r, s', terminated) arrays, in row order, with each row's episode."""
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_observations: np.ndarray
+    terminated: np.ndarray
+    episode_id: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+    def episode_returns(self) -> np.ndarray:
+        """The sum of the rewards of each episode (of the rows present)."""
+        _, inverse = np.unique(self.episode_id, return_inverse=True)
+        return np.bincount(inverse, weights=self.rewards)
+
+
+def read_transitions(path: str | os.PathLike, split: str = "train", max_rows: int | None = None) -> Transitions:
+    """The transitions of a dataset folder's ``split`` (its first ``max_rows`` rows); a folder written without
+    next observations (before rlft wrote them, or imported without episodes) or without rewards is refused."""
+    root = Path(path)
+    if dataset_info(root).get("rewards") is False:
+        raise InvalidInputError(f"{root} holds no rewards (imported {dataset_info(root).get('source_format')} "
+                                "pairs), and a critic is learned from rewards",
+                                hint="use a dataset serialized from Minari episodes (rlft data collect, then "
+                                     "rlft data serialize)")
+    files = sorted((root / DATA_DIR).glob(f"{split}-*.parquet"))
+    names = read_parquet_schema(files[0]).names if files else []
+    if files and "next_observation" not in names:
+        raise InvalidInputError(f"{root} has no next_observation column, so its rows are not whole transitions",
+                                hint="serialize its Minari source again (rlft data serialize SOURCE --out DIR): "
+                                     "rlft writes s' on every row since issue #43")
+    columns = ["observation", "action", "reward", "next_observation", "terminated", "episode_id"]
+    table = read_split(root, columns, split)
+    if max_rows is not None:
+        table = table.slice(0, max_rows)
+    rewards = column_array(table, "reward").astype(np.float64)
+    if len(rewards) and not np.isfinite(rewards).all():
+        raise InvalidInputError(f"{root}: {int((~np.isfinite(rewards)).sum())} {split} row(s) have no finite reward; "
+                                "a critic is learned from rewards", hint="use a dataset recorded with rewards")
+    return Transitions(column_array(table, "observation"), column_array(table, "action"), rewards,
+                       column_array(table, "next_observation"), column_array(table, "terminated").astype(bool),
+                       column_array(table, "episode_id"))

@@ -32,6 +32,8 @@ GLOSSARY = {
     "conversation",
     "completion": "the recorded action in the codec's answer format, e.g. <action>0.123 -0.500</action>",
     "observation": "the raw observation (list of float, or the integer of a discrete space)",
+    "next_observation": "the observation the action led to (s'); on an episode's last row its final observation "
+    "(terminal or cut by the time limit), so every row is a whole transition",
     "action": "the raw action (list of float, or the integer of a discrete space)",
     "reward": "reward received after the action",
     "return_to_go": "undiscounted sum of the rewards from this step to the end of the episode",
@@ -44,7 +46,8 @@ GLOSSARY = {
 
 @dataclass
 class EpisodeChunk:
-    """Whole episodes concatenated: per-step arrays (N steps, N actions; the final observation is dropped)."""
+    """Whole episodes concatenated: per-step arrays (N steps, N actions), each step's next observation beside it
+    (an episode's T+1 observations are its rows' observations and, shifted by one, their next ones)."""
 
     observations: np.ndarray  # (N, D) float or (N,) int
     actions: np.ndarray  # (N, A) float or (N,) int
@@ -53,6 +56,7 @@ class EpisodeChunk:
     truncated: np.ndarray  # (N,) bool
     episode_id: np.ndarray  # (N,) int64
     step: np.ndarray  # (N,) int64
+    next_observations: np.ndarray | None = None  # (N, D) float or (N,) int; None: not known (no episodes)
 
     @property
     def n(self) -> int:
@@ -114,11 +118,13 @@ def build_records(chunk: EpisodeChunk, codec: Codec) -> pa.Table:
         prompt = messages(roles, contents, n)
     completion = answer if template.style == "plain" else messages(["assistant"], [answer], n)
 
+    next_obs = {} if chunk.next_observations is None else {"next_observation": _value_column(chunk.next_observations)}
     return pa.table(
         {
             "prompt": prompt,
             "completion": completion,
             "observation": _value_column(chunk.observations),
+            **next_obs,
             "action": _value_column(chunk.actions),
             "reward": from_numpy(chunk.rewards.astype(np.float64)),
             "return_to_go": from_numpy(rtg),

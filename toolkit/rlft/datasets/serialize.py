@@ -166,6 +166,12 @@ def _episode(raw, structure: dict | None = None) -> Episode:
     """An episode as arrays; a structured observation space's (Dict, Tuple...) observations as flat rows."""
 
     obs = np.asarray(raw.observations) if structure is None else flatten(structure, raw.observations, single=False)
+    steps = len(raw.rewards)
+    if len(obs) != steps + 1 or len(raw.actions) != steps:
+        raise InvalidInputError(
+            f"episode {raw.id} of the Minari source does not line up: {len(obs)} observations, {len(raw.actions)} "
+            f"actions and {steps} rewards, where Minari keeps T+1 observations for T actions and rewards",
+            hint="re-create the dataset with Minari's DataCollector or create_dataset_from_buffers")
     return Episode(int(raw.id), obs, np.asarray(raw.actions), np.asarray(raw.rewards),
                    np.asarray(raw.terminations), np.asarray(raw.truncations))
 
@@ -196,6 +202,7 @@ def _chunk(episodes: list[Episode]) -> EpisodeChunk:
     lengths = [len(e.rewards) for e in episodes]
     return EpisodeChunk(
         observations=np.concatenate([e.observations[: len(e.rewards)] for e in episodes]),
+        next_observations=np.concatenate([e.observations[1: len(e.rewards) + 1] for e in episodes]),
         actions=np.concatenate([e.actions for e in episodes]),
         rewards=np.concatenate([e.rewards for e in episodes]),
         terminated=np.concatenate([e.terminations for e in episodes]),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
 
-POLICY_KINDS = ("llm", "random", "constant", "expert", "bc", "q-greedy", "online")
+POLICY_KINDS = ("llm", "random", "constant", "expert", "bc", "q-greedy", "online", "offline")
 BACKENDS = ("transformers", "openai")
 
 
@@ -20,7 +20,7 @@ class EvalConfig:
     """Everything ``rlft eval`` takes: its options are generated from these fields (rlft.cli.options)."""
 
     policy: str = field(metadata={"help": "llm:MODEL (model folder, RUN folder or Hub id), random, constant[:VALUE], "
-                                          "expert:FILE.zip, bc:FILE, q-greedy, online:RUN."})
+                                          "expert:FILE.zip, bc:FILE, q-greedy, online:RUN, offline:RUN."})
     env_id: str | None = _opt(None, "Gymnasium env id (default: the codec's env).", aliases=["--env"])
     episodes: int = _opt(10, "Episodes N; episode i is seeded SEED + i.")
     num_envs: int = _opt(1, "Vector environments K stepped together (capped to N).")
@@ -78,16 +78,17 @@ class EvalConfig:
 
 def parse_policy_spec(spec: str) -> tuple[str, str | None]:
     """``llm:MODEL``, ``random``, ``constant[:VALUE]``, ``expert:FILE.zip``, ``bc:FILE``, ``q-greedy``,
-    ``online:RUN`` (an ``rlft train online`` run)."""
+    ``online:RUN`` (an ``rlft train online`` run), ``offline:RUN`` (an ``rlft train offline`` run)."""
     kind, _, arg = str(spec).partition(":")
     kind = kind.strip().lower()
     arg = arg.strip() or None
     if kind not in POLICY_KINDS:
         raise InvalidInputError(
             f"unknown policy {spec!r}",
-            hint="use llm:MODEL, random, constant[:VALUE], expert:FILE.zip, bc:FILE, q-greedy or online:RUN",
+            hint="use llm:MODEL, random, constant[:VALUE], expert:FILE.zip, bc:FILE, q-greedy, online:RUN or "
+                 "offline:RUN",
         )
-    if kind in ("expert", "bc", "online") and not arg:
+    if kind in ("expert", "bc", "online", "offline") and not arg:
         raise InvalidInputError(f"--policy {kind} needs a file: {kind}:FILE")
     if kind == "llm" and not arg:
         raise InvalidInputError("--policy llm needs a model: llm:MODEL (a model folder, a RUN folder or a Hub id)")

@@ -14,6 +14,7 @@ from rlft.datasets.loading import dataset_dir, dataset_info, has_q_values, load_
 from rlft.envs.registry import check_env_id, ensure_registered
 from rlft.envs.vector_envs import check_spaces
 from rlft.evaluate.config import BACKENDS, EvalConfig, parse_policy_spec
+from rlft.models.offline import OFFLINE_POLICY
 from rlft.models.run import load_policy_model, read_run_info
 from rlft.policy.backbone import load_online
 from rlft.policy.bc import BCPolicy
@@ -137,10 +138,11 @@ class _LoadedBaseline:
 
 
 def _load_baseline(kind: str, arg: str | None) -> _LoadedBaseline:
-    """Load the file of a ``bc:``, ``expert:`` or ``online:`` policy (nothing to load for the others)."""
-    if kind == "bc":
-
-        bc_policy = BCPolicy(arg)
+    """Load the file of a ``bc:``, ``offline:``, ``expert:`` or ``online:`` policy (nothing to load for the
+    others). An offline run's actor is a file of the BC format (RUN/policy.pt)."""
+    if kind in ("bc", "offline"):
+        bc_policy = BCPolicy(Path(arg) / OFFLINE_POLICY if kind == "offline" and Path(arg).is_dir() else arg)
+        bc_policy.kind = kind
         return _LoadedBaseline(bc_policy.info.get("env_id"), bc_policy.info.get("env_kwargs"), bc_policy=bc_policy)
     if kind == "expert":
 
@@ -171,8 +173,8 @@ def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _Lo
         policy.kind = kind
         check_expert_spaces(model, env_id, obs_space, act_space, str(path))
         return policy
-    if kind == "bc":
-        check_spaces(f"the behaviour-cloning policy {arg}", loaded.bc_policy.observation_space,
+    if kind in ("bc", "offline"):
+        check_spaces(f"the {'behaviour-cloning' if kind == 'bc' else 'offline-RL'} policy {arg}", loaded.bc_policy.observation_space,
                      loaded.bc_policy.action_space, env_id, obs_space, act_space)
         return loaded.bc_policy
     # q-greedy

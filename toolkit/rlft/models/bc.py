@@ -17,6 +17,7 @@ import numpy as np
 
 from rlft.codecs.structured import flat_box, flatten, is_structured, leaves
 from rlft.core.errors import InvalidInputError
+from rlft.core.io import atomic_write_file
 
 BC_FORMAT = "rlft-bc-v1"
 
@@ -110,6 +111,27 @@ def build_mlp(n_in: int, hidden: list[int], n_out: int, box: bool):
     if box:
         layers.append(nn.Tanh())
     return nn.Sequential(*layers)
+
+
+def save_mlp_policy(path, model, hidden: list[int], codec, features: BCFeatures, targets: BCActions,
+                    info: dict[str, Any]) -> Path:
+    """Write an MLP policy (its weights, spaces, normalisation and ``info``) to ``path`` atomically: the file
+    ``rlft train bc`` writes and ``rlft train offline`` writes its actor as; returns the path."""
+    import torch
+
+    payload = {
+        "format": BC_FORMAT,
+        "state_dict": model.state_dict(),
+        "hidden": list(hidden),
+        "observation_space": json.dumps(codec.observation_space),
+        "action_space": json.dumps(codec.action_space),
+        "obs_mean": None if features.mean is None else torch.from_numpy(features.mean),
+        "obs_std": None if features.std is None else torch.from_numpy(features.std),
+        "act_center": None if targets.center is None else torch.from_numpy(targets.center),
+        "act_scale": None if targets.scale is None else torch.from_numpy(targets.scale),
+        "info": json.dumps(info, default=str),
+    }
+    return atomic_write_file(path, lambda tmp: torch.save(payload, tmp))
 
 
 @dataclass

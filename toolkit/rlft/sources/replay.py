@@ -89,7 +89,6 @@ def _squeeze_discrete(array: np.ndarray, space) -> np.ndarray:
 def write_replay(model, env_id: str, dataset_id: str, expert_meta: dict) -> Path:
     """Write ``model.replay_buffer`` as the Minari dataset ``dataset_id`` (staged, then moved into place)."""
     import minari
-
     from gymnasium import spaces
 
     unscale = model.policy.unscale_action if isinstance(model.action_space, spaces.Box) else None

@@ -10,7 +10,6 @@ network and its loading are :mod:`rlft.models.bc`.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -20,9 +19,9 @@ import numpy as np
 
 from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import atomic_write_file, check_output_file
+from rlft.core.io import check_output_file
 from rlft.core.seeding import limit_threads, seed_everything
-from rlft.models.bc import BC_FORMAT, MAX_HIDDEN, BCActions, BCFeatures, build_mlp
+from rlft.models.bc import BC_FORMAT, MAX_HIDDEN, BCActions, BCFeatures, build_mlp, save_mlp_policy
 from rlft.train.bc_config import BCConfig
 from rlft.train.stage import check_finite_weights
 
@@ -75,7 +74,7 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
         **metrics,
     }
-    out = _save(config, model, codec, features, targets, info)
+    out = save_mlp_policy(config.out, model, config.hidden, codec, features, targets, info)
     console.print(kv_table(f"behaviour cloning -> {out}",
                            {k: v for k, v in info.items() if k not in ("config", "env_kwargs")}))
     return info
@@ -153,26 +152,6 @@ def _train_epochs(config: BCConfig, model, opt, loss_fn, xt, yt, train_idx: np.n
             history.append({"epoch": epoch + 1, "train_loss": total / max(1, len(order))})
             bar.advance(task)
     return history
-
-
-def _save(config: BCConfig, model, codec, features: BCFeatures, targets: BCActions, info: dict[str, Any]) -> Path:
-    """Write the weights, spaces, normalisation and ``info`` to ``config.out`` atomically; returns the path."""
-    import torch
-
-
-    payload = {
-        "format": BC_FORMAT,
-        "state_dict": model.state_dict(),
-        "hidden": list(config.hidden),
-        "observation_space": json.dumps(codec.observation_space),
-        "action_space": json.dumps(codec.action_space),
-        "obs_mean": None if features.mean is None else torch.from_numpy(features.mean),
-        "obs_std": None if features.std is None else torch.from_numpy(features.std),
-        "act_center": None if targets.center is None else torch.from_numpy(targets.center),
-        "act_scale": None if targets.scale is None else torch.from_numpy(targets.scale),
-        "info": json.dumps(info, default=str),
-    }
-    return atomic_write_file(config.out, lambda tmp: torch.save(payload, tmp))
 
 
 def _metrics(model, xt, yt, train_idx, val_idx, targets: BCActions, loss_fn) -> dict[str, float]:

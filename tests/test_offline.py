@@ -1,0 +1,126 @@
+"""``rlft train offline`` (TD3+BC, IQL with TorchRL's losses) on real rlft dataset folders: what it learns, what it
+saves, how evaluation and other stages load it, and what it refuses."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rlft.core.errors import InvalidInputError
+from rlft.models.offline import OFFLINE_CRITIC, OFFLINE_INFO, OFFLINE_POLICY, load_critic
+
+BEST = 1.0  # the bandit's best action
+
+
+def _bandit_dataset(cli, tmp_path, rows: int = 600):
+    """One-step episodes on Pendulum's spaces: random actions in [-2, 2], reward -(a - 1)^2, every episode
+    terminated. Behaviour cloning learns the data's mean action (about 0); offline RL must move towards 1."""
+    import gymnasium as gym
+    import minari
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    rng = np.random.default_rng(0)
+    buffers = []
+    for i in range(rows):
+        action = rng.uniform(-2, 2, (1, 1)).astype(np.float32)
+        buffers.append(EpisodeBuffer(id=i, observations=rng.uniform(-1, 1, (2, 3)).astype(np.float32),
+                                     actions=action, rewards=-((action[:, 0] - BEST) ** 2).astype(np.float64),
+                                     terminations=np.array([True]), truncations=np.array([False])))
+    minari.create_dataset_from_buffers("pendulum/bandit-v0", buffers, env=gym.make("Pendulum-v1"))
+    out = tmp_path / "bandit"
+    result = cli("data", "serialize", "pendulum/bandit-v0", "--format", "raw", "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _actor_mean(run) -> float:
+    from rlft.models.bc import load_bc
+
+    obs = np.random.default_rng(1).uniform(-1, 1, (200, 3)).astype(np.float32)
+    return float(load_bc(run / OFFLINE_POLICY).act(obs).mean())
+
+
+@pytest.mark.parametrize("algo", ["td3bc", "iql"])
+def test_offline_rl_moves_past_the_data_towards_reward(cli, tmp_path, algo):
+    data = _bandit_dataset(cli, tmp_path)
+    run = tmp_path / algo
+    result = cli("train", "offline", "--dataset", data, "--out", run, "--algo", algo, "--steps", "400",
+                 "--hidden", "32,32", "--learning-rate", "3e-3", "--seed", "0")
+    assert result.exit_code == 0, result.output
+    bc = tmp_path / "bc.pt"
+    assert cli("train", "bc", "--dataset", data, "--out", bc, "--epochs", "20").exit_code == 0
+    from rlft.models.bc import load_bc
+
+    obs = np.random.default_rng(1).uniform(-1, 1, (200, 3)).astype(np.float32)
+    bc_mean = float(load_bc(bc).act(obs).mean())
+    assert abs(bc_mean) < 0.4  # imitation: the data's mean action
+    assert _actor_mean(run) > bc_mean + 0.4  # offline RL: towards the rewarded action
+    critic = load_critic(run)
+    better, worse = np.full((50, 1), BEST, np.float32), np.full((50, 1), -1.5, np.float32)
+    assert (critic.q(obs[:50], better) > critic.q(obs[:50], worse)).mean() > 0.9
+    if algo == "iql":  # V and the advantage, in the data's reward units (the training scale divided out)
+        assert critic.v(obs[:5]).shape == (5,)
+        assert critic.advantage(obs[:50], better).mean() > critic.advantage(obs[:50], worse).mean()
+        assert -4.0 < float(critic.q(obs[:50], better).mean()) < 1.0
+    else:
+        with pytest.raises(InvalidInputError, match="no V network"):
+            critic.v(obs[:5])
+
+
+def test_offline_run_folder_plays_through_rlft_eval(cli, tmp_path):
+    data = _bandit_dataset(cli, tmp_path, rows=100)
+    run = tmp_path / "run"
+    result = cli("train", "offline", "--dataset", data, "--out", run, "--algo", "td3bc", "--steps", "50",
+                 "--hidden", "16", "--check-steps", "25", "--check-episodes", "2")
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in run.iterdir()} >= {OFFLINE_POLICY, OFFLINE_CRITIC, OFFLINE_INFO, "rlft_codec.json"}
+    info = json.loads((run / OFFLINE_INFO).read_text())
+    assert info["algo"] == "td3bc" and info["rows"] == 80  # the train split of 100 one-step episodes
+    assert [c["step"] for c in info["checks"]] == [25, 50] and info["versions"]["torchrl"]
+    assert info["curve"][-1]["step"] == 50 and "loss_q" in info["curve"][-1]
+    report = tmp_path / "r.json"
+    result = cli("eval", "--policy", f"offline:{run}", "--episodes", "2", "--out", report)
+    assert result.exit_code == 0, result.output
+    saved = json.loads(report.read_text())
+    assert saved["policy_kind"] == "offline" and saved["policy_info"]["kind"] == "offline"
+    assert saved["env_id"] == "Pendulum-v1" and saved["episodes"] == 2
+
+
+def test_offline_refusals_are_one_line_and_write_nothing(cli, tmp_path):
+    data = _bandit_dataset(cli, tmp_path, rows=20)
+    run = tmp_path / "run"
+    result = cli("train", "offline", "--dataset", data, "--out", run, "--algo", "cql")
+    assert result.exit_code == 2 and "--algo must be one of td3bc, iql" in result.output
+    # a folder serialized before rows carried s'
+    import pyarrow.parquet as pq
+
+    for path in (data / "data").glob("*.parquet"):
+        pq.write_table(pq.read_table(path).drop(["next_observation"]), path)
+    result = cli("train", "offline", "--dataset", data, "--out", run, "--steps", "5")
+    assert result.exit_code == 2 and "no next_observation column" in result.output and not run.exists()
+
+
+def test_a_critic_needs_rewards(cli, tmp_path):
+    """An RLFT4RL file holds (observation, action) pairs, no rewards: asked for a critic, one line."""
+    source = tmp_path / "pairs.json"
+    line = ('{"observation": "<observation>' + ",".join(["0.5"] * 17) + '</observation>", "action": "<action>'
+            + ",".join(["0.1"] * 6) + '</action>"}')
+    source.write_text("\n".join([line] * 10) + "\n")
+    out = tmp_path / "imported"
+    result = cli("data", "import", "rlft4rl", source, "--env", "HalfCheetah-v5", "--out", out)
+    assert result.exit_code == 0, result.output
+    result = cli("train", "offline", "--dataset", out, "--out", tmp_path / "run", "--steps", "5")
+    assert result.exit_code == 2 and "holds no rewards" in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_discrete_actions_are_refused(cli, tmp_path):
+    from factories import make_minari_dataset
+
+    make_minari_dataset("cartpole/off-v0", episodes=2)
+    out = tmp_path / "cp"
+    assert cli("data", "serialize", "cartpole/off-v0", "--format", "raw", "--out", out).exit_code == 0
+    result = cli("train", "offline", "--dataset", out, "--out", tmp_path / "run", "--steps", "5")
+    assert result.exit_code == 2 and "continuous (Box) actions" in result.output
