@@ -28,6 +28,10 @@ def collect(
         0.0, "--noise", callback=finite,
         help="Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random.",
     ),
+    stochastic: bool = typer.Option(
+        False, "--stochastic", help="Record the policy's own sampled actions (SB3 predict with deterministic=False: "
+        "SAC's squashed Gaussian, PPO's distribution), as D4RL recorded its datasets, instead of its mean action."
+    ),
     label_actions: str = typer.Option(
         "executed", "--label-actions", help="With --noise: record the action the env was stepped with (executed), "
         "or the policy's own action before the noise (clean: DART-style data, off-path states with expert labels)."
@@ -48,7 +52,7 @@ def collect(
     limit_threads()
     config = CollectConfig(
         env_id=env, dataset_id=dataset_id, episodes=episodes, policy=policy, num_envs=num_envs, seed=seed,
-        noise=noise, label_actions=label_actions.lower(), data_format=data_format.lower(), overwrite=overwrite,
+        noise=noise, stochastic=stochastic, label_actions=label_actions.lower(), data_format=data_format.lower(), overwrite=overwrite,
         max_episode_steps=max_episode_steps,
         author=author,
     )

@@ -107,8 +107,9 @@ def _resolve(variables: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]
 
 
 STEP_KEYS = ("command", "args", "enabled", "skip_if_exists", "force")
-PIPELINE_KEYS = ("name", "description", "vars", "presets", "steps", "seeds", "final", "sft",
+PIPELINE_KEYS = ("name", "description", "extends", "vars", "presets", "steps", "seeds", "final", "sft",
                  "grpo")  # sft, grpo: --config
+MAX_EXTENDS = 8  # a pipeline extends at most this many others in a chain (a circle is refused by name)
 UNDEFINED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SECRET_OPTIONS = ("--token", "--api-key", "--hf-token")
 
@@ -149,18 +150,41 @@ def _step_argvs(steps: list, variables: dict[str, Any], path: Path, section: str
     return runs
 
 
-def read_pipeline_spec(path: Path) -> dict:
-    """The pipeline file's mapping, with its top-level keys and step lists checked."""
+def read_pipeline_spec(path: Path, chain: tuple[Path, ...] = ()) -> dict:
+    """The pipeline file's mapping, with its top-level keys and step lists checked. ``extends: OTHER.yaml`` (next
+    to it) takes the other pipeline whole and changes only what this one states: its ``vars`` and ``presets`` are
+    laid over the other's, any other key replaces the other's."""
     spec = read_yaml_mapping(path, "a pipeline mapping (name, vars, steps)")
     unknown = sorted(set(spec) - set(PIPELINE_KEYS))
     if unknown:
         raise InvalidInputError(f"pipeline {path}: unknown key {', '.join(map(repr, unknown))}",
                                 hint=f"a pipeline has {', '.join(PIPELINE_KEYS)}")
+    if "extends" in spec:
+        spec = _extended(path, spec, chain)
     if not isinstance(spec.get("steps"), list) or not spec["steps"]:
         raise InvalidInputError(f"pipeline {path} has no steps")
     if not isinstance(spec.get("final") or [], list):
         raise InvalidInputError(f"'final:' of pipeline {path} must be a list of steps")
     return spec
+
+
+def _extended(path: Path, spec: dict, chain: tuple[Path, ...]) -> dict:
+    base_path = (path.parent / str(spec["extends"])).resolve()
+    chain = (*chain, path.resolve())
+    if base_path in chain:
+        raise InvalidInputError(f"pipeline {path} extends itself through {' -> '.join(p.name for p in chain)} -> "
+                                f"{base_path.name}")
+    if len(chain) > MAX_EXTENDS:
+        raise InvalidInputError(f"pipeline {path}: more than {MAX_EXTENDS} pipelines extend each other in a chain")
+    if not base_path.is_file():
+        raise InvalidInputError(f"pipeline {path} extends {spec['extends']}, which is not a file next to it")
+    merged = dict(read_pipeline_spec(base_path, chain))
+    for key in ("vars", "presets"):
+        if not isinstance(spec.get(key, {}), dict):
+            raise InvalidInputError(f"'{key}:' of pipeline {path} must be a mapping")
+        merged[key] = {**(merged.get(key) or {}), **(spec.get(key) or {})}
+    merged.update({k: v for k, v in spec.items() if k not in ("vars", "presets", "extends")})
+    return merged
 
 
 def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],

@@ -44,6 +44,7 @@ class CollectConfig:
     num_envs: int = 1
     seed: int = 0
     noise: float = 0.0
+    stochastic: bool = False  # sample the policy's own action distribution (D4RL's way) instead of its mean
     label_actions: str = "executed"
     data_format: str = "hdf5"
     overwrite: bool = False
@@ -89,6 +90,8 @@ def _check(config: CollectConfig) -> None:
     if config.label_actions == "clean" and (config.noise <= 0 or config.policy == "random"):
         raise InvalidInputError("--label-actions clean records a policy's own action while the env is stepped with "
                                 "noise: it needs --policy FILE.zip and --noise > 0")
+    if config.stochastic and config.policy == "random":
+        raise InvalidInputError("--stochastic samples a policy's own action distribution: it needs --policy FILE.zip")
     if config.data_format not in DATA_FORMATS:
         raise InvalidInputError(f"--data-format must be one of {', '.join(DATA_FORMATS)}, got {config.data_format!r}")
     if config.noise > 1 and not _is_box(config.env_id):
@@ -123,8 +126,8 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
     require("minari", package='"minari[create,hdf5]"')
     require("jax", extra="collect")  # Minari's DataCollector needs it; a one-line hint beats its ImportError
 
-    seed_everything(config.seed)
     model, policy_meta = _load_policy(config)
+    seed_everything(config.seed)  # after loading: torch is imported by then, and --stochastic draws from it
     with staged_dataset(config.dataset_id) as final:
         stats, seconds = _record(config, model, policy_meta, on_episode)
     return CollectResult(config.dataset_id, final, stats, seconds)
@@ -151,7 +154,8 @@ def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
         if model is not None:
             check_expert_spaces(model, config.env_id, collectors[0].observation_space, collectors[0].action_space,
                                 str(config.policy))
-        act = policy_act(model, collectors[0].action_space, config.seed, 0.0 if clean else config.noise)
+        act = policy_act(model, collectors[0].action_space, config.seed, 0.0 if clean else config.noise,
+                         deterministic=not config.stochastic)
         start = time.perf_counter()
         stats = run_episodes(collectors, act, config.episodes, config.seed, on_episode)
         seconds = time.perf_counter() - start
@@ -206,11 +210,12 @@ def _is_box(env_id: str) -> bool:
 
 
 def _noise_text(config: CollectConfig) -> str:
+    sampled = ", actions sampled from the policy (its stochastic samples, D4RL's way)" if config.stochastic else ""
     if config.noise <= 0:
-        return ""
+        return sampled
     labels = (", actions recorded before the noise (the policy's own, DART)" if config.label_actions == "clean"
               else "")
-    return f", action noise {config.noise} ({_noise_kind(config)}){labels}"
+    return f"{sampled}, action noise {config.noise} ({_noise_kind(config)}){labels}"
 
 
 def _noise_kind(config: CollectConfig) -> str:
@@ -226,7 +231,8 @@ def _rlft_metadata(config: CollectConfig, policy_meta: dict, n_envs: int, stats,
         "rlft_version": rlft.__version__,
         "policy": config.policy,
         "policy_metadata": {k: policy_meta[k] for k in keep if k in policy_meta},
-        "deterministic_policy": config.policy != "random",
+        "deterministic_policy": config.policy != "random" and not config.stochastic,
+        "stochastic": config.stochastic,
         "noise": config.noise,
         "noise_kind": _noise_kind(config) if config.noise > 0 else None,
         "action_labels": config.label_actions if config.noise > 0 else "executed",
