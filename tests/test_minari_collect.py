@@ -299,3 +299,24 @@ def test_collect_into_a_relative_data_path(cli, tmp_path, monkeypatch):
                  "--data-path", "runs/minari")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "runs" / "minari" / "cp" / "random-v0" / "data").is_dir()
+
+
+def test_stochastic_collection_records_the_policys_own_samples(cli):
+    """--stochastic: SAC's sampled actions (D4RL's way), reproducible with the same seed, unlike the mean's;
+    refused without a policy."""
+    expert = EXPERTS / "halfcheetah-medium-sac.zip"
+    common = ("--env", "HalfCheetah-v5", "--policy", expert, "--episodes", "2", "--max-episode-steps", "30",
+              "--num-envs", "2", "--seed", "4")
+    _collect(cli, *common, "--dataset-id", "hc/mean-v0")
+    _collect(cli, *common, "--stochastic", "--dataset-id", "hc/sampled-v0")
+    _collect(cli, *common, "--stochastic", "--dataset-id", "hc/sampled-v1")
+    mean, sampled, again = (np.concatenate([e.actions for e in minari.load_dataset(i).iterate_episodes()])
+                            for i in ("hc/mean-v0", "hc/sampled-v0", "hc/sampled-v1"))
+    np.testing.assert_array_equal(sampled, again)
+    assert np.abs(sampled - mean).mean() > 0.05
+    meta = minari.load_dataset("hc/sampled-v0").storage.metadata
+    assert meta["rlft"]["stochastic"] is True and meta["rlft"]["deterministic_policy"] is False
+    assert "sampled from the policy" in meta["algorithm_name"]
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "1", "--stochastic", "--dataset-id",
+                 "cp/x-v0")
+    assert result.exit_code == 2 and "--stochastic samples a policy's own action distribution" in result.output

@@ -13,7 +13,7 @@ from rlft.cli.pipeline import load_pipeline, parse_step, preflight
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "pipelines").rglob("*.yaml")
-               if "steps" in (yaml.safe_load(p.read_text(encoding="utf-8")) or {}))
+               if {"steps", "extends"} & set(yaml.safe_load(p.read_text(encoding="utf-8")) or {}))
 
 try:  # typer vendors click: its commands and errors are not the click package's classes
     from typer._click.exceptions import UsageError
@@ -72,3 +72,46 @@ def test_a_bad_recipe_fails_before_any_step_runs(cli, tmp_path, grpo_args, messa
     assert result.exit_code == 2
     assert "step 3" in result.output and message.replace("{out}", str(out)) in " ".join(result.output.split())
     assert not out.exists()  # nothing ran: not even the dataset export of step 1
+
+
+def _write(folder: Path, name: str, spec: dict) -> Path:
+    path = folder / name
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_a_pipeline_extends_another_changing_only_what_it_states(tmp_path):
+    _write(tmp_path, "base.yaml", {"name": "base", "vars": {"episodes": 5, "env": "CartPole-v1"},
+                                   "presets": {"quick": {"episodes": 1}},
+                                   "steps": [{"command": "expert eval x.zip", "args": {"episodes": "{episodes}"}}]})
+    child = _write(tmp_path, "child.yaml", {"name": "child", "extends": "base.yaml", "vars": {"episodes": 7,
+                                                                                           "quick": False}})
+    spec, runs = load_pipeline(child, tmp_path / "out", False, [])
+    assert spec["name"] == "child" and runs == [("", ["expert", "eval", "x.zip", "--episodes", "7"])]
+    assert spec["vars"] == {"episodes": 7, "env": "CartPole-v1", "quick": False}
+    _, runs = load_pipeline(child, tmp_path / "out", False, ["quick=true"])
+    assert runs[0][1][-1] == "1"  # the base's preset applies to the child's variables
+
+
+@pytest.mark.parametrize("case,message", [
+    ("circle", "extends itself through a.yaml -> b.yaml -> a.yaml"),
+    ("missing", "extends nope.yaml, which is not a file next to it"),
+    ("deep", "more than 8 pipelines extend each other in a chain"),
+])
+def test_extends_refusals(tmp_path, case, message):
+    from rlft.core.errors import InvalidInputError
+
+    step = [{"command": "expert eval x.zip"}]
+    if case == "circle":
+        _write(tmp_path, "a.yaml", {"extends": "b.yaml"})
+        _write(tmp_path, "b.yaml", {"extends": "a.yaml", "steps": step})
+        start = tmp_path / "a.yaml"
+    elif case == "missing":
+        start = _write(tmp_path, "a.yaml", {"extends": "nope.yaml"})
+    else:
+        for i in range(12):
+            _write(tmp_path, f"p{i}.yaml", {"extends": f"p{i + 1}.yaml"})
+        _write(tmp_path, "p12.yaml", {"steps": step})
+        start = tmp_path / "p0.yaml"
+    with pytest.raises(InvalidInputError, match=message.replace(".", r"\.")):
+        load_pipeline(start, tmp_path / "out", False, [])

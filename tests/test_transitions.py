@@ -10,9 +10,9 @@ import minari
 import numpy as np
 import pytest
 
+from factories import make_minari_dataset
 from rlft.core.errors import InvalidInputError
 from rlft.datasets.loading import read_split
-from factories import make_minari_dataset
 
 
 def _rows_by_transition(out, splits):
@@ -89,7 +89,7 @@ def test_replay_dataset_is_the_whole_buffer_in_order(cli, tmp_path, monkeypatch)
     """SAC on Pendulum for 450 steps: two whole 200-step episodes and an unfinished one of 50 (truncated), every
     observation, next observation, action (as the env received it), reward against SB3's own buffer."""
     captured = {}
-    import rlft.sources.replay as replay
+    from rlft.sources import replay
 
     real = replay.replay_episodes
 

@@ -29,7 +29,7 @@ def collect(
         help="Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random.",
     ),
     stochastic: bool = typer.Option(
-        False, "--stochastic", help="Record the policy's own sampled actions (SB3 predict with deterministic=False: "
+        False, "--stochastic/--no-stochastic", help="Record the policy's own sampled actions (SB3 predict with deterministic=False: "
         "SAC's squashed Gaussian, PPO's distribution), as D4RL recorded its datasets, instead of its mean action."
     ),
     label_actions: str = typer.Option(
@@ -52,7 +52,8 @@ def collect(
     limit_threads()
     config = CollectConfig(
         env_id=env, dataset_id=dataset_id, episodes=episodes, policy=policy, num_envs=num_envs, seed=seed,
-        noise=noise, stochastic=stochastic, label_actions=label_actions.lower(), data_format=data_format.lower(), overwrite=overwrite,
+        noise=noise, stochastic=stochastic, label_actions=label_actions.lower(), data_format=data_format.lower(),
+        overwrite=overwrite,
         max_episode_steps=max_episode_steps,
         author=author,
     )

@@ -174,8 +174,9 @@ def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _Lo
         check_expert_spaces(model, env_id, obs_space, act_space, str(path))
         return policy
     if kind in ("bc", "offline"):
-        check_spaces(f"the {'behaviour-cloning' if kind == 'bc' else 'offline-RL'} policy {arg}", loaded.bc_policy.observation_space,
-                     loaded.bc_policy.action_space, env_id, obs_space, act_space)
+        what = "behaviour-cloning" if kind == "bc" else "offline-RL"
+        check_spaces(f"the {what} policy {arg}", loaded.bc_policy.observation_space, loaded.bc_policy.action_space,
+                     env_id, obs_space, act_space)
         return loaded.bc_policy
     # q-greedy
     if qtable is None and getattr(codec, "kind", None) == "frozenlake-grid" and codec.lake is None:

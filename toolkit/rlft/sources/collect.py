@@ -84,14 +84,7 @@ def _check(config: CollectConfig) -> None:
     if config.max_episode_steps is not None and config.max_episode_steps < 1:
         raise InvalidInputError(f"--max-episode-steps must be at least 1, got {config.max_episode_steps}",
                                 hint="leave it out for the env's own time limit")
-    if config.label_actions not in ACTION_LABELS:
-        raise InvalidInputError(f"--label-actions must be one of {', '.join(ACTION_LABELS)}, "
-                                f"got {config.label_actions!r}")
-    if config.label_actions == "clean" and (config.noise <= 0 or config.policy == "random"):
-        raise InvalidInputError("--label-actions clean records a policy's own action while the env is stepped with "
-                                "noise: it needs --policy FILE.zip and --noise > 0")
-    if config.stochastic and config.policy == "random":
-        raise InvalidInputError("--stochastic samples a policy's own action distribution: it needs --policy FILE.zip")
+    _check_policy_options(config)
     if config.data_format not in DATA_FORMATS:
         raise InvalidInputError(f"--data-format must be one of {', '.join(DATA_FORMATS)}, got {config.data_format!r}")
     if config.noise > 1 and not _is_box(config.env_id):
@@ -103,6 +96,18 @@ def _check(config: CollectConfig) -> None:
             f"Minari dataset {config.dataset_id} already exists in {datasets_root()}",
             hint="pass --overwrite to replace it, or bump the version (-vN)",
         )
+
+
+def _check_policy_options(config: CollectConfig) -> None:
+    """How the policy's actions are recorded: --label-actions and --stochastic."""
+    if config.label_actions not in ACTION_LABELS:
+        raise InvalidInputError(f"--label-actions must be one of {', '.join(ACTION_LABELS)}, "
+                                f"got {config.label_actions!r}")
+    if config.label_actions == "clean" and (config.noise <= 0 or config.policy == "random"):
+        raise InvalidInputError("--label-actions clean records a policy's own action while the env is stepped with "
+                                "noise: it needs --policy FILE.zip and --noise > 0")
+    if config.stochastic and config.policy == "random":
+        raise InvalidInputError("--stochastic samples a policy's own action distribution: it needs --policy FILE.zip")
 
 
 def _load_policy(config: CollectConfig):
