@@ -29,7 +29,8 @@ def collect(
         help="Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random.",
     ),
     stochastic: bool = typer.Option(
-        False, "--stochastic/--no-stochastic", help="Record the policy's own sampled actions (SB3 predict with deterministic=False: "
+        False, "--stochastic/--no-stochastic", help="Record the policy's own sampled actions (SB3 predict with "
+        "deterministic=False: "
         "SAC's squashed Gaussian, PPO's distribution), as D4RL recorded its datasets, instead of its mean action."
     ),
     label_actions: str = typer.Option(

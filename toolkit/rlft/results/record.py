@@ -140,9 +140,34 @@ def episode_curve(run: Path) -> tuple[list[list[float]], str] | None:
     return None
 
 
+def offline_run_record(info: dict[str, Any]) -> dict[str, Any]:
+    """The fields of an offline RUN folder's ``rlft_offline.json`` (``rlft train offline``) or of a BC policy file's
+    info (``rlft train bc``), under the names the other runs use, with the closed-loop checks as the curve."""
+    config = info.get("config") or {}
+    stage = f"offline {info['algo']}" if info.get("algo") else "bc"
+    steps = config.get("steps") if info.get("algo") else None
+    seconds = info.get("train_seconds")
+    checks = info.get("checks") or []
+    record = {"stage": stage, "global_step": steps, "train_rows": info.get("train_rows", info.get("rows")),
+              "train_runtime_s": seconds, "train_steps_per_second": info.get("steps_per_second"),
+              "seconds_per_step": seconds / steps if steps and seconds else None,
+              "base_model": "mlp " + "x".join(str(h) for h in config.get("hidden") or [])}
+    if checks:
+        key = "normalized_score" if checks[-1].get("normalized_score") is not None else "mean_return"
+        record["curve"] = [[c["step"], c[key]] for c in checks]
+        record["curve_axes"] = ["gradient step", "check episodes' " + key.replace("_", " ")]
+    return record
+
+
 def read_run_record(path: Path) -> dict[str, Any]:
-    """What results keep of a RUN folder: a training run's summary.json (with an episodic run's curve) or an online
-    run's rlft_online.json."""
+    """What results keep of a RUN folder: a training run's summary.json (with an episodic run's curve), an online
+    run's rlft_online.json, an offline run's rlft_offline.json, or a BC policy file's info."""
+    if path.is_file() and path.suffix == ".pt":
+        from rlft.models.bc import load_bc
+
+        return offline_run_record(load_bc(path).info)
+    if (path / "rlft_offline.json").is_file():
+        return offline_run_record(_load_json(path / "rlft_offline.json", "offline run info"))
     if (path / "summary.json").is_file() or not (path / "rlft_online.json").is_file():
         summary = _load_json(path / "summary.json", "run summary")
         record = run_record(summary)

@@ -270,7 +270,8 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     if config.record_replay:  # before the checkpoint: a failure here leaves no expert without its replay
         write_replay(model, config.env_id, config.record_replay,
                      {"env_id": config.env_id, "algo": config.algo, "timesteps": int(model.num_timesteps),
-                      "seed": config.seed, "eval": {"mean_return": ev.mean, "episodes": ev.episodes},
+                      "seed": config.seed,
+                      "eval": {"mean_return": ev.mean, "std_return": ev.std, "episodes": ev.episodes},
                       "normalized_score": normalized_score(config.env_id, ev.mean),
                       "hyperparams_source": hp.source})
 
