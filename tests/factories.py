@@ -220,3 +220,29 @@ def register_structured_envs() -> None:
     for kind, env_id in STRUCTURED_ENV_IDS.items():
         if env_id not in gym.registry:
             gym.register(env_id, entry_point="factories:StructuredObsEnv", kwargs={"kind": kind})
+
+
+BANDIT_BEST = 1.0  # the bandit dataset's best action
+
+
+def make_bandit_dataset(cli, out: Path, rows: int = 600, fmt: str = "raw", bins: int = 16,
+                        dataset_id: str = "pendulum/bandit-v0") -> Path:
+    """One-step episodes on Pendulum's spaces: random actions in [-2, 2], reward -(a - 1)^2, every episode
+    terminated; serialized into ``out``. Behaviour cloning learns the data's mean action (about 0); offline RL and
+    advantage-weighted SFT must move towards 1."""
+    import gymnasium as gym
+    import minari
+    import numpy as np
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    rng = np.random.default_rng(0)
+    buffers = []
+    for i in range(rows):
+        action = rng.uniform(-2, 2, (1, 1)).astype(np.float32)
+        buffers.append(EpisodeBuffer(id=i, observations=rng.uniform(-1, 1, (2, 3)).astype(np.float32),
+                                     actions=action, rewards=-((action[:, 0] - BANDIT_BEST) ** 2).astype(np.float64),
+                                     terminations=np.array([True]), truncations=np.array([False])))
+    minari.create_dataset_from_buffers(dataset_id, buffers, env=gym.make("Pendulum-v1"))
+    result = cli("data", "serialize", dataset_id, "--format", fmt, "--bins", str(bins), "--out", out)
+    assert result.exit_code == 0, result.output
+    return out

@@ -9,30 +9,13 @@ import numpy as np
 import pytest
 
 from rlft.core.errors import InvalidInputError
+from factories import BANDIT_BEST as BEST
+from factories import make_bandit_dataset
 from rlft.models.offline import OFFLINE_CRITIC, OFFLINE_INFO, OFFLINE_POLICY, load_critic
-
-BEST = 1.0  # the bandit's best action
 
 
 def _bandit_dataset(cli, tmp_path, rows: int = 600):
-    """One-step episodes on Pendulum's spaces: random actions in [-2, 2], reward -(a - 1)^2, every episode
-    terminated. Behaviour cloning learns the data's mean action (about 0); offline RL must move towards 1."""
-    import gymnasium as gym
-    import minari
-    from minari.data_collector.episode_buffer import EpisodeBuffer
-
-    rng = np.random.default_rng(0)
-    buffers = []
-    for i in range(rows):
-        action = rng.uniform(-2, 2, (1, 1)).astype(np.float32)
-        buffers.append(EpisodeBuffer(id=i, observations=rng.uniform(-1, 1, (2, 3)).astype(np.float32),
-                                     actions=action, rewards=-((action[:, 0] - BEST) ** 2).astype(np.float64),
-                                     terminations=np.array([True]), truncations=np.array([False])))
-    minari.create_dataset_from_buffers("pendulum/bandit-v0", buffers, env=gym.make("Pendulum-v1"))
-    out = tmp_path / "bandit"
-    result = cli("data", "serialize", "pendulum/bandit-v0", "--format", "raw", "--out", out)
-    assert result.exit_code == 0, result.output
-    return out
+    return make_bandit_dataset(cli, tmp_path / "bandit", rows)
 
 
 def _actor_mean(run) -> float:

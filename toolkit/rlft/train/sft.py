@@ -15,6 +15,7 @@ from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.datasets.loading import load_dataset_dict
+from rlft.train.awr import WEIGHT_COLUMN, advantage_weights, load_checked_critic, weighted_sampling_trainer
 from rlft.train.bin_targets import BinTargets, bin_smoothing_trainer
 from rlft.train.configs import trl_overrides
 from rlft.train.sft_config import SFTStageConfig
@@ -49,7 +50,12 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
     limit_threads()
     inputs = load_inputs(config, "sft", SFT_COLUMNS)
     check_sft_settings(config)
+    critic = load_checked_critic(config.critic, inputs.codec) if config.critic else None
     train, evaluation, eval_name = sft_splits(config, inputs)
+    awr = _weigh_rows(config, critic, train) if critic is not None else {}
+    if critic is not None:
+        train = train.add_column(WEIGHT_COLUMN, awr.pop("weights").tolist()).select_columns(
+            [*SFT_COLUMNS, WEIGHT_COLUMN])
 
     criterion = criterion_callback(config, inputs)
     seed_everything(config.seed)
@@ -71,7 +77,7 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
             peft_config=lora_config(config) if config.lora else None,
             callbacks=sft_callbacks(config, criterion, run_dir, callbacks),
         )
-        metrics: dict[str, Any] = {"train_rows": len(train), "eval_split": eval_name,
+        metrics: dict[str, Any] = {**awr, "train_rows": len(train), "eval_split": eval_name,
                                    "eval_rows": len(evaluation) if evaluation is not None else 0,
                                    "train_rows_dropped": dropped_rows(len(train), trainer, config)}
         if evaluation is not None and config.eval_at_start and checkpoint is None:
@@ -90,10 +96,28 @@ def sft_trainer_class(config: SFTStageConfig, inputs: StageInputs, tokenizer):
     (:mod:`rlft.train.bin_targets`)."""
     from trl import SFTTrainer
 
-    if not config.bin_smoothing:
-        return SFTTrainer
+    trainer = SFTTrainer
+    if config.bin_smoothing:
+        trainer = bin_smoothing_trainer(trainer, BinTargets(inputs.codec, tokenizer, config.bin_smoothing))
+    return weighted_sampling_trainer(trainer, config.seed) if config.critic else trainer
 
-    return bin_smoothing_trainer(SFTTrainer, BinTargets(inputs.codec, tokenizer, config.bin_smoothing))
+
+def _weigh_rows(config: SFTStageConfig, critic, train) -> dict[str, Any]:
+    """The AWR weight of every training row (``--critic``) and a summary of them, printed and logged."""
+    import numpy as np
+
+    if "observation" not in train.column_names or "action" not in train.column_names:
+        raise InvalidInputError("--critic weighs rows by their observation and action columns; this dataset has "
+                                "none", hint="serialize the dataset from Minari episodes (rlft data serialize)")
+    rows = train.select_columns(["observation", "action"]).with_format("numpy")
+    found = advantage_weights(critic, np.asarray(rows["observation"], np.float32),
+                              np.asarray(rows["action"], np.float32), config.awr_temperature, config.awr_max_weight)
+    summary = found.summary(config.awr_temperature, config.awr_max_weight)
+    console.print(f"[bold]AWR[/] rows weighted by exp({config.awr_temperature} A) from {config.critic}: "
+                  f"advantage {summary['awr_advantage_mean']:+.3f} +- {summary['awr_advantage_std']:.3f}, "
+                  f"{summary['awr_capped_fraction']:.1%} capped, effective rows "
+                  f"{summary['awr_effective_rows_fraction']:.1%}")
+    return {"weights": found.weights, **summary}
 
 
 def dropped_rows(rows: int, trainer, config: SFTStageConfig) -> int | None:
@@ -123,6 +147,9 @@ def check_sft_settings(config: SFTStageConfig) -> None:
         raise InvalidInputError("--early-stopping-patience must be at least 1")
     if config.eval_steps < 1:
         raise InvalidInputError("--eval-steps must be at least 1")
+    if config.awr_temperature < 0 or config.awr_max_weight < 1:
+        raise InvalidInputError(f"--awr-temperature must be >= 0 and --awr-max-weight >= 1, got "
+                                f"{config.awr_temperature}, {config.awr_max_weight}")
     if not 0.0 <= config.bin_smoothing <= 16.0:
         raise InvalidInputError(f"--bin-smoothing must be in [0, 16] bins (0: off), got {config.bin_smoothing}")
 
@@ -137,7 +164,8 @@ def sft_splits(config: SFTStageConfig, inputs: StageInputs):
     if config.early_stopping_patience and evaluation is None:
         raise InvalidInputError("--early-stopping-patience needs an evaluation split",
                                 hint="the dataset has no validation/test split: pass --val-fraction 0.1")
-    train = train.select_columns(list(SFT_COLUMNS))
+    train = train.select_columns([c for c in (*SFT_COLUMNS, "observation", "action") if c in train.column_names]
+                                 if config.critic else list(SFT_COLUMNS))
     evaluation = evaluation.select_columns(list(SFT_COLUMNS)) if evaluation is not None else None
     return train, evaluation, eval_name
 

@@ -37,3 +37,12 @@ class SFTStageConfig(StageConfig):
         metadata={"help": "binned codecs: train each action bin against a Gaussian over its neighbouring bins of "
                           "this standard deviation in bins (HL-Gauss; about 0.75), not one-hot (0: off)."},
     )
+    critic: str | None = field(
+        default=None,
+        metadata={"help": "An rlft train offline --algo iql RUN on this dataset: draw training rows in proportion to "
+                          "exp(awr_temperature * A(s, a)) by its critic (advantage-weighted regression, IQL's policy "
+                          "extraction), so the model moves toward the data's better actions (off: plain SFT)."},
+    )
+    awr_temperature: float = field(default=3.0, metadata={"help": "With --critic: beta of exp(beta * A), in the "
+                                                                  "critic's reward units (IQL's temperature)."})
+    awr_max_weight: float = field(default=100.0, metadata={"help": "With --critic: cap on a row's weight (IQL's)."})

@@ -1,0 +1,103 @@
+"""Advantage-weighted SFT (``rlft train sft --critic RUN``): an IQL critic's advantages decide how often each row is
+trained on, so a tiny LLM moves from the data's mean action toward its rewarded one; bad critics are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from factories import make_bandit_dataset, make_continuous_minari_dataset
+from rlft.core.errors import InvalidInputError
+from rlft.models.offline import load_critic
+from rlft.train.awr import advantage_weights
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def bandit(tmp_path_factory):
+    """A binned bandit dataset, an IQL run on it and a tiny model (module-wide: training them is the slow part)."""
+    from typer.testing import CliRunner
+
+    from rlft.cli.main import app
+
+    root = tmp_path_factory.mktemp("awr")
+
+    def cli(*args):
+        return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+    import os
+
+    os.environ["MINARI_DATASETS_PATH"] = str(root / "minari")
+    data = make_bandit_dataset(cli, root / "data", rows=400, fmt="binned", bins=16)
+    iql = root / "iql"
+    assert cli("train", "offline", "--dataset", data, "--out", iql, "--algo", "iql", "--steps", "300",
+               "--hidden", "32,32", "--learning-rate", "3e-3").exit_code == 0
+    model = root / "model"
+    assert cli("model", "init", "--dataset", data, "--out", model, "--seed", "0").exit_code == 0
+    return cli, data, iql, model, root
+
+
+def test_weights_favour_the_rewarded_actions(bandit):
+    _, _, iql, _, _ = bandit
+    critic = load_critic(iql)
+    obs = np.random.default_rng(0).uniform(-1, 1, (200, 3)).astype(np.float32)
+    actions = np.linspace(-2, 2, 200, dtype=np.float32)[:, None]
+    found = advantage_weights(critic, obs, actions, temperature=3.0, max_weight=100.0)
+    near, far = np.abs(actions[:, 0] - 1.0) < 0.5, np.abs(actions[:, 0] - 1.0) > 2.0
+    assert found.weights[near].mean() > 3 * found.weights[far].mean()
+    assert found.weights.max() <= 100.0 and (found.weights >= 0).all()
+    summary = found.summary(3.0, 100.0)
+    assert 0 < summary["awr_effective_rows_fraction"] < 1
+    flat = advantage_weights(critic, obs, actions, temperature=0.0, max_weight=100.0)
+    np.testing.assert_allclose(flat.weights, 1.0)  # beta 0: plain SFT
+
+
+def _mean_action(run, data) -> float:
+    from rlft.datasets.loading import load_dataset_codec
+    from rlft.models.run import load_policy_model
+    from rlft.policy.bins import BinBackend
+
+    codec = load_dataset_codec(str(data))
+    model, tokenizer, _ = load_policy_model(str(run))
+    prompts = [codec.build_prompt(o) for o in np.random.default_rng(1).uniform(-1, 1, (40, 3))]
+    return float(np.mean([codec.decode_action(t)[0] for t in BinBackend(model, tokenizer, codec, "mean")
+                          .generate(prompts)]))
+
+
+def test_awr_sft_moves_the_llm_toward_the_rewarded_action(bandit):
+    cli, data, iql, model, root = bandit
+    common = ("--dataset", data, "--model", model, "--max-steps", "80", "--learning-rate", "3e-3",
+              "--batch-size", "32", "--no-lora", "--seed", "0", "--eval-split", "none", "--save-steps", "1000")
+    plain, weighted = root / "plain", root / "weighted"
+    assert cli("train", "sft", *common, "--out", plain).exit_code == 0
+    result = cli("train", "sft", *common, "--out", weighted, "--critic", iql)
+    assert result.exit_code == 0, result.output
+    import json
+
+    metrics = json.loads((weighted / "rlft_run.json").read_text())["metrics"]
+    assert metrics["awr_temperature"] == 3.0 and 0 < metrics["awr_effective_rows_fraction"] < 1
+    plain_mean, weighted_mean = _mean_action(plain, data), _mean_action(weighted, data)
+    assert abs(plain_mean) < 0.5  # imitation: the data's mean action
+    assert weighted_mean > plain_mean + 0.4  # AWR: toward the rewarded action, 1
+
+
+def test_critics_that_do_not_fit_are_refused(bandit, tmp_path):
+    cli, data, _, model, _ = bandit
+    td3 = tmp_path / "td3"
+    assert cli("train", "offline", "--dataset", data, "--out", td3, "--algo", "td3bc", "--steps", "5",
+               "--hidden", "8").exit_code == 0
+    result = cli("train", "sft", "--dataset", data, "--model", model, "--out", tmp_path / "a", "--critic", td3)
+    assert result.exit_code == 2 and "need a critic with a V network" in result.output
+    assert not (tmp_path / "a").exists()
+    make_continuous_minari_dataset("cheetah/awr-v0", episodes=3, steps=20)
+    other = tmp_path / "cheetah"
+    assert cli("data", "serialize", "cheetah/awr-v0", "--format", "raw", "--out", other).exit_code == 0
+    cheetah_iql = tmp_path / "cheetah-iql"
+    assert cli("train", "offline", "--dataset", other, "--out", cheetah_iql, "--steps", "5",
+               "--hidden", "8").exit_code == 0
+    result = cli("train", "sft", "--dataset", data, "--model", model, "--out", tmp_path / "b", "--critic",
+                 cheetah_iql)
+    assert result.exit_code == 2 and "learned on HalfCheetah-v5, the dataset is Pendulum-v1" in result.output
+    with pytest.raises(InvalidInputError, match="no critic"):
+        load_critic(tmp_path / "nowhere")
