@@ -97,3 +97,28 @@ def test_bad_closed_loop_settings_fail_before_anything_is_written(lake, tiny, cl
     assert result.exit_code == 2
     assert message in result.output
     assert not run.exists()
+
+
+@pytest.mark.slow
+def test_a_run_whose_checked_return_falls_below_its_start_warns(lake, tiny, cli_module, tmp_path):
+    """A trained policy continued with a learning rate that wrecks it: the first check whose return falls below the
+    start's by more than the noise is warned about and recorded; a run that keeps its level is not."""
+    start = tmp_path / "start"
+    common = ("--dataset", lake, "--no-lora", "--eval-split", "none", "--seed", "3", "--save-steps", "1000",
+              "--check-episodes", "12")
+    assert cli_module("train", "sft", "--config", "pipelines/sft.yaml", "--model", tiny, "--out", start,
+                      "--max-steps", "60", "--check-steps", "60", *common).exit_code == 0
+    assert json.loads((start / "summary.json").read_text())["criterion"]["final_return"] > 0.3
+    wrecked = tmp_path / "wrecked"
+    result = cli_module("train", "sft", "--model", start, "--out", wrecked, "--max-steps", "10", "--check-steps",
+                        "5", "--learning-rate", "5.0", *common)
+    assert result.exit_code == 0, result.output
+    episodes = json.loads((wrecked / "summary.json").read_text())["criterion"]["episodes"]
+    assert episodes["fell_below_start_at_step"] in (5, 10)
+    assert "fell below the start's" in " ".join(result.output.split())
+    kept = tmp_path / "kept"
+    result = cli_module("train", "sft", "--model", start, "--out", kept, "--max-steps", "10", "--check-steps", "5",
+                        "--learning-rate", "1e-6", *common)
+    assert result.exit_code == 0, result.output
+    assert json.loads((kept / "summary.json").read_text())["criterion"]["episodes"]["fell_below_start_at_step"] is None
+    assert "fell below the start's" not in " ".join(result.output.split())

@@ -231,3 +231,45 @@ def test_env_reward_with_an_expert_lookahead_scores_the_experts_return(tmp_path_
     with pytest.raises(InvalidInputError, match="trained on CartPole-v1"):
         EnvReward(make_codec("raw", space_to_dict(env.observation_space), space_to_dict(env.action_space),
                              precision=3, env_id="CartPole-v0"), policy=str(expert_path))
+
+
+def test_a_reward_that_cannot_score_any_answer_is_an_error_not_a_floor():
+    """--reward env on Pendulum (its state cannot be restored from an observation): every valid answer would have
+    scored the floor, silently; it is an error naming the cause, while an unparsable answer still gets the floor."""
+    codec = make_codec("raw", gym.spaces.Box(-8, 8, (3,), np.float32), gym.spaces.Box(-2, 2, (1,), np.float32),
+                       precision=2, env_id="Pendulum-v1")
+    reward = EnvReward(codec)
+    rows = {"observation": [[1.0, 0.0, 0.0]] * 2}
+    assert reward(completions=["garbage", "<answer>?</answer>"], **rows) == [reward.low, reward.low]
+    with pytest.raises(InvalidInputError, match="could not score any of 2 valid answers .*cannot restore"):
+        reward(completions=[codec.build_completion(np.array([0.5])), codec.build_completion(np.array([-0.5]))],
+               **rows)
+    with pytest.raises(InvalidInputError, match="stepping Pendulum-v1 from the row.s recorded state, and cannot restore"):
+        reward.preflight([{"observation": [1.0, 0.0, 0.0], "completion": codec.build_completion(np.array([0.5]))}])
+
+
+def test_preflight_refuses_rows_a_restorable_env_cannot_score():
+    """HalfCheetah can be restored, but not into an observation of infinities: said before step 1."""
+    pytest.importorskip("mujoco")
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (17,), np.float64)
+    codec = make_codec("raw", obs_space, gym.spaces.Box(-1, 1, (6,), np.float32), precision=2,
+                       env_id="HalfCheetah-v5")
+    reward = EnvReward(codec)
+    good = {"observation": [0.0] * 17, "action": [0.1] * 6}
+    reward.preflight([good])  # a real state scores
+    with pytest.raises(InvalidInputError, match="reward 'env' cannot score this data"):
+        reward.preflight([{"observation": [float("inf")] * 17, "action": [0.1] * 6}])
+
+
+@pytest.mark.slow
+def test_grpo_with_env_reward_on_a_non_restorable_env_fails_before_step_one(tmp_path_factory, tmp_path, cli):
+    from eval_factories import minari_dataset_folder, tiny_model
+
+    data = minari_dataset_folder(tmp_path_factory, "Pendulum-v1", "binned", episodes=2, max_steps=10, bins=8)
+    model = tiny_model(tmp_path_factory, data, "pendulum-env-reward")
+    out = tmp_path / "run"
+    result = cli("train", "grpo", "--dataset", data, "--model", model, "--out", out, "--reward", "env",
+                 "--max-steps", "2", "--num-generations", "2", "--batch-size", "2")
+    assert result.exit_code == 2
+    assert "cannot restore a recorded state into Pendulum-v1" in " ".join(result.output.split())
+    assert not out.exists()

@@ -67,12 +67,22 @@ class ReturnCheck:
         result = rollout(policy, env_fns, self.episodes, self.first_seed, fallback)
         returns = np.array([e.episode_return for e in result.episodes], dtype=float)
         figures = {"check_return": float(returns.mean()), "check_return_min": float(returns.min()),
+                   "check_return_stderr": float(returns.std(ddof=1) / np.sqrt(len(returns))) if len(returns) > 1
+                   else 0.0,
                    "check_length": float(np.mean([e.length for e in result.episodes])),
                    "check_invalid_rate": policy.invalid / max(1, policy.decisions)}
         score = normalized_score(self.codec.env_id, figures["check_return"])
         if score is not None and self.max_episode_steps is None:  # references are for whole episodes
             figures["check_normalized_score"] = score
         return figures
+
+    @staticmethod
+    def fell(start: dict[str, Any], now: dict[str, Any]) -> float | None:
+        """The noise band ``now`` fell below, when its mean return is below the start's by more than twice the
+        standard error of their difference (the same seeds are played each time, so the band is conservative);
+        None when it did not fall."""
+        band = 2.0 * float(np.hypot(start.get("check_return_stderr", 0.0), now.get("check_return_stderr", 0.0)))
+        return band if now["check_return"] < start["check_return"] - band else None
 
     def reached(self, figures: dict[str, Any]) -> bool:
         return self.target is not None and figures["check_return"] >= self.target

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlft.codecs.base import ActionParseError, Codec
+from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.policy.action_scores import MAX_CHOICES, ActionChoices, action_distribution, policy_signals
 from rlft.policy.bins import BinBackend, resolve_bin_decoding
@@ -231,6 +232,7 @@ class CriterionCallback(_callback_base()):
         self.signals: list[tuple[int, dict[str, float]]] = []
         self.episodes = episodes  # a closed-loop ReturnCheck (rlft.train.closed_loop), or None
         self.returns: list[tuple[int, dict[str, Any]]] = []
+        self.fell_at: int | None = None  # the first check whose return fell below the start's by more than noise
 
     def _measure(self, state, model, tokenizer, control, log: bool = True) -> None:
         if self.decoder is None:
@@ -247,6 +249,7 @@ class CriterionCallback(_callback_base()):
         played = self._play(model, tokenizer)
         if played:
             self.returns.append((step, played))
+            self._warn_if_fell(step, played)
         if log:  # the trainer logs at the current step: a check made at step N is logged at step N
             self._pending = {"decision_accuracy": accuracy, **signals, **played,
                              **{k: v for k, v in errors.items() if not isinstance(v, list)}}
@@ -279,6 +282,20 @@ class CriterionCallback(_callback_base()):
             return {}
         with inference(model, tokenizer):
             return self.episodes.play(model, self.decoder.backend(model))
+
+    def _warn_if_fell(self, step: int, played: dict[str, Any]) -> None:
+        """Said once, the first time the closed-loop return falls below the start's (the check before training)
+        by more than its noise: the training is making the policy worse, whatever its reward or loss says."""
+        first_step, start = self.returns[0]
+        if self.fell_at is not None or first_step != 0 or step == 0:
+            return
+        band = self.episodes.fell(start, played)
+        if band is not None:
+            self.fell_at = step
+            console.print(f"[yellow]Warning: at step {step} the closed-loop return ({played['check_return']:.4g}) "
+                          f"fell below the start's ({start['check_return']:.4g}) by more than its noise "
+                          f"({band:.3g}): training is making the policy worse[/] (lower the learning rate, raise "
+                          "--beta, or stop at the best check)", highlight=False, soft_wrap=True)
 
     def _reached(self, accuracy: float, errors: dict[str, Any]) -> bool:
         if self.target is not None:
@@ -327,6 +344,7 @@ class CriterionCallback(_callback_base()):
                 [step, round(r["check_return"], 4), round(r["check_return_min"], 4),
                  None if "check_normalized_score" not in r else round(r["check_normalized_score"], 3)]
                 for step, r in self.returns]}
+            record["episodes"]["fell_below_start_at_step"] = self.fell_at
             if self.returns:
                 record["final_return"] = self.returns[-1][1]["check_return"]
         if not self.check.discrete:  # the action error, scaled to each dimension's range, beside the accuracy

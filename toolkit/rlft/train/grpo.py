@@ -273,7 +273,10 @@ def check_sampling(config: GRPOStageConfig) -> None:
 def make_rewards(config: GRPOStageConfig, names: list[str], inputs: StageInputs, episodic: bool):
     """(reward functions, inputs to train on): episodic runs train on the env's start states instead of the rows."""
     if not episodic:
-        return build_rewards(names, inputs.codec, inputs.train.column_names, reward_options(config, names)), inputs
+        rewards = build_rewards(names, inputs.codec, inputs.train.column_names, reward_options(config, names))
+        for reward in rewards:
+            reward.preflight(inputs.train)
+        return rewards, inputs
     from dataclasses import replace
 
 

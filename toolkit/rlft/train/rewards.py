@@ -52,7 +52,7 @@ import numpy as np
 from rlft.codecs.base import Codec
 from rlft.codecs.structured import unflatten
 from rlft.core.errors import InvalidInputError
-from rlft.envs.state import LOOKAHEAD_POLICIES, step_from_state
+from rlft.envs.state import LOOKAHEAD_POLICIES, state_kind, step_from_state
 from rlft.sources.experts import load_expert
 
 # kwargs TRL passes to reward functions that are not dataset columns
@@ -90,22 +90,53 @@ class Reward:
         columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
         completions = list(completions or [])
         actions = [self.decode(c) for c in completions]
-        values = []
+        values, failures = [], []
         for i, action in enumerate(actions):
             row = {k: v[i] for k, v in columns.items() if isinstance(v, Sequence | np.ndarray) and len(v) > i}
             value = self.low
             if action is not None:
                 try:
                     value = float(self.score(action, row, i))
-                except Exception:  # noqa: BLE001 - a row the reward cannot score gets the lowest value
-                    value = self.low
+                except Exception as exc:  # noqa: BLE001 - an answer the reward cannot score gets the lowest value
+                    failures.append(exc)
             values.append(self.clip(value))
+        parsed = sum(a is not None for a in actions)
+        if parsed and len(failures) == parsed:  # not one answer scored: the reward is broken, not the answers
+            raise InvalidInputError(f"reward {self.name!r} could not score any of {parsed} valid answers "
+                                    f"({type(failures[0]).__name__}: {failures[0]})") from failures[0]
+        if log_metric is not None and failures:
+            log_metric("unscored_rate", len(failures) / max(1, parsed))
         if log_metric is not None and completions:
             log_metric("parse_rate", sum(a is not None for a in actions) / len(actions))
             if "optimal_actions" in columns and self.codec.is_discrete_action:
                 hits = [a is not None and _is_in(a, columns["optimal_actions"][i]) for i, a in enumerate(actions)]
                 log_metric("optimal_action_rate", sum(hits) / len(hits))
         return values
+
+    def preflight(self, rows) -> None:
+        """Score the first training row's recorded answer once, before step 1, letting any error out: a reward that
+        cannot score the data at all (its env cannot be put into a recorded state, a value it needs is missing or
+        not finite) is a configuration error, said now, not a floor given to every answer for the whole run."""
+        if len(rows) == 0:
+            return
+        row = dict(rows[0])
+        recorded = row.get("completion")
+        action = self.decode(recorded) if recorded is not None else None
+        if action is None and row.get("action") is not None:
+            action = np.asarray(row["action"]) if isinstance(row["action"], list) else row["action"]
+        if action is None:
+            return
+        try:
+            value = float(self.score(action, row, 0))
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"reward {self.name!r} cannot score this data: {exc.message}",
+                                    hint=exc.hint) from exc
+        except Exception as exc:  # noqa: BLE001 - any failure on the data's own answer is the reward's
+            raise InvalidInputError(f"reward {self.name!r} cannot score this data: the first row's recorded answer "
+                                    f"raised {type(exc).__name__}: {exc}") from exc
+        if not math.isfinite(value):
+            raise InvalidInputError(f"reward {self.name!r} scores the first row's recorded answer {value}: it would "
+                                    "train on its floor", hint="check the data's observations and rewards")
 
     def clip(self, value: float) -> float:
         if not math.isfinite(value):
@@ -254,6 +285,17 @@ class EnvReward(Reward):
         if self._env is None:
             self._env = self.codec.make_env()
         return self._env
+
+    def preflight(self, rows) -> None:
+        """The env must be one whose state can be restored from a row (refused by name), then the generic check."""
+        try:
+            state_kind(self.env)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"--reward env scores each answer by stepping {self.codec.env_id} from the row's "
+                                    f"recorded state, and {exc.message}",
+                                    hint="use --reward format,bc (the recorded action), or learn from the data with "
+                                         "rlft train offline and rlft train sft --critic RUN") from exc
+        super().preflight(rows)
 
     def __call__(self, *args, **kwargs) -> list[float]:
         self._calls += 1
