@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from factories import make_cartpole_text_model, make_continuous_minari_dataset, write_map
+from factories import lake_episode_config, make_cartpole_text_model, make_continuous_minari_dataset, write_map
 from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError
 from rlft.train.grpo_config import GRPOStageConfig
@@ -273,6 +273,26 @@ def test_bad_episode_settings_fail_before_training(lake, tmp_path):
     with pytest.raises(InvalidInputError, match="--episode-starts"):
         run_grpo(config(episode_starts=0))
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.slow
+def test_an_episodic_run_from_a_one_step_model_refuses_unless_asked(lake, tmp_path):
+    """An SFT run trained on one-step prompts, continued with episodes played as conversations: refused with the
+    reason before anything is written; --allow-format-change runs it; --credit answers keeps the format."""
+    from rlft.train.grpo import run_grpo
+    from rlft.train.sft import run_sft
+    from rlft.train.sft_config import SFTStageConfig
+
+    data, model_dir = lake
+    start = tmp_path / "sft"
+    run_sft(SFTStageConfig(dataset=str(data), model=str(model_dir), out=start, lora=False, max_steps=2,
+                           eval_split="none", save_steps=1000))
+    out = tmp_path / "grpo"
+    with pytest.raises(InvalidInputError, match="trained on one-step prompts .* conversation of up to 4 turns"):
+        run_grpo(lake_episode_config(data, start, out, max_steps=1))
+    assert not out.exists()
+    info = run_grpo(lake_episode_config(data, start, out, max_steps=1, allow_format_change=True))
+    assert info["status"] == "complete" and info["config"]["allow_format_change"] is True
 
 
 def test_the_context_check_bounds_every_turn_an_episode_plays(pole):

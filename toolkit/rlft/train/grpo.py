@@ -12,10 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rlft.codecs.base import Codec
+from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError, MissingDependencyError
 from rlft.core.seeding import limit_threads, seed_everything
+from rlft.models.run import read_run_info
 from rlft.policy.action_scores import MAX_CHOICES, ActionChoices
 from rlft.train.action_targets import action_set_trainer_class, check_advantage
 from rlft.train.configs import trl_overrides
@@ -310,6 +311,7 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
     row, or None (TRL's own sampling)."""
     if episodic:
 
+        check_start_format(config, inputs, conversation=group != "actions")
         rollout = EpisodeRollout(inputs.codec, tokenizer, config.max_turns, config.temperature, config.top_p,
                                  constrained, credit=config.credit, credit_gamma=config.credit_gamma,
                                  step_weight=config.step_weight,
@@ -330,6 +332,26 @@ def make_rollout(config: GRPOStageConfig, inputs: StageInputs, model, tokenizer,
 
         return StepRollout(GrammarSampler(inputs.codec, tokenizer, config.temperature, config.top_p))
     return None
+
+
+def check_start_format(config: GRPOStageConfig, inputs: StageInputs, conversation: bool) -> None:
+    """Episodes played as one growing conversation change the prompt format of a model trained on one-step prompts
+    (an SFT or step-GRPO RUN whose codec keeps no earlier turns): refused with the reason unless
+    ``--allow-format-change``. Untrained models learn whatever format they are given."""
+    if not conversation or config.allow_format_change:
+        return
+    run = Path(inputs.model_path)
+    info = read_run_info(run) if run.is_dir() else None
+    if not info or info.get("stage") not in ("sft", "grpo") or not (run / CODEC_FILENAME).is_file():
+        return
+    turns = load_codec(run).template.turns or 1
+    if turns <= 1:
+        raise InvalidInputError(
+            f"--model {config.model} was trained on one-step prompts (the current observation alone), and episode "
+            f"rollouts prompt each turn as a conversation of up to {config.max_turns} turns: the model would play "
+            "in a format it never saw (row 9b: 24.7 -> -1.3)",
+            hint="train the SFT start on conversations (rlft data serialize --turns N, row 9c), or use --credit "
+                 "answers (each turn prompted as the model was trained), or pass --allow-format-change")
 
 
 def run_record(config: GRPOStageConfig, rewards: list, episodic: bool, constrained: bool,

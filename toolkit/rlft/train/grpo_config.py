@@ -105,6 +105,9 @@ class GRPOStageConfig(StageConfig):
                                                                    "credit alone)."})
     credit_window: int = field(default=1, metadata={"help": "--credit action: steps whose turns are pooled into "
                                                              "the estimates (1: this step's only)."})
+    allow_format_change: bool = field(default=False, metadata={
+        "help": "episode rollout: play whole episodes as conversations even when --model was trained on one-step "
+                "prompts (refused by default: row 9b's SFT start fell from 24.7 to -1.3 when prompted so)."})
     credit_key: str = field(default="observation", metadata={"help": "--credit answers: what the critic's states "
                                                                       "are: observation (the text, within its "
                                                                       "episode's task) or local (the codec's coarser "
