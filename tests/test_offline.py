@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from rlft.core.errors import InvalidInputError
 from factories import BANDIT_BEST as BEST
 from factories import make_bandit_dataset
+from rlft.core.errors import InvalidInputError
 from rlft.models.offline import OFFLINE_CRITIC, OFFLINE_INFO, OFFLINE_POLICY, load_critic
 
 
