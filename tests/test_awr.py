@@ -101,3 +101,30 @@ def test_critics_that_do_not_fit_are_refused(bandit, tmp_path):
     assert result.exit_code == 2 and "learned on HalfCheetah-v5, the dataset is Pendulum-v1" in result.output
     with pytest.raises(InvalidInputError, match="no critic"):
         load_critic(tmp_path / "nowhere")
+
+
+def test_the_critic_reward_scores_answers_by_q_within_the_datas_range(bandit):
+    """GRPO's ``critic`` reward: Q(s, a) of the decoded answer, the rewarded action above the data's worst, bounds
+    from the data's own rows, garbage at the floor; a GRPO run with it trains."""
+    from rlft.datasets.loading import load_dataset_codec, load_dataset_dict
+    from rlft.train.rewards import build_rewards
+
+    cli, data, iql, model, root = bandit
+    codec = load_dataset_codec(str(data))
+    rows = load_dataset_dict(data)["train"]
+    [reward] = build_rewards("critic", codec, rows.column_names, {"critic": {"critic": str(iql)}})
+    reward.preflight(rows)
+    assert -1e6 < reward.low < reward.high < 1e6
+    obs = [rows[0]["observation"]] * 3
+    values = reward(completions=[codec.build_completion(np.array([1.0])), codec.build_completion(np.array([-2.0])),
+                                 "garbage"], observation=obs)
+    assert values[0] > values[1] > values[2] == reward.low
+    out = root / "grpo-critic"
+    result = cli("train", "grpo", "--dataset", data, "--model", model, "--out", out, "--reward", "critic",
+                 "--critic", iql, "--max-steps", "2", "--num-generations", "4", "--batch-size", "8", "--no-lora",
+                 "--constrained")
+    assert result.exit_code == 0, result.output
+    import json
+
+    record = json.loads((out / "rlft_run.json").read_text())
+    assert record["rewards"] == [{"name": "critic", "low": reward.low, "high": reward.high}]

@@ -70,6 +70,8 @@ def reward_options(config: GRPOStageConfig, names: list[str]) -> dict[str, dict[
     options: dict[str, dict[str, Any]] = {}
     if "q-advantage" in names:
         options["q-advantage"] = {"bonus": config.q_bonus}
+    if "critic" in names:
+        options["critic"] = {"critic": config.critic}
     if "env" in names:
         env: dict[str, Any] = {"horizon": config.env_horizon, "policy": config.env_policy,
                                "gamma": config.env_gamma, "samples": config.env_samples, "seed": config.seed}

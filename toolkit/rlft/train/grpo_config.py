@@ -72,6 +72,8 @@ class GRPOStageConfig(StageConfig):
     vllm_mode: str = field(default="colocate", metadata={"help": "vLLM mode: colocate or server."})
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "vLLM colocate GPU memory share."})
     q_bonus: float = field(default=0.1, metadata={"help": "q-advantage: bonus of an optimal action."})
+    critic: str | None = field(default=None, metadata={"help": "critic reward: an rlft train offline RUN on this "
+                                                               "dataset whose Q(s, a) scores each answer."})
     env_horizon: int = field(default=1, metadata={"help": "env reward: steps rolled out (1: the action only)."})
     env_policy: str = field(default="repeat", metadata={
         "help": "env reward lookahead policy: repeat, random or an SB3 checkpoint (.zip, the expert's Q)."})

@@ -32,6 +32,10 @@ env            the true environment reward of the action: the recorded state is 
                HalfCheetah [-20, 20], others [-100, 100], or ``bounds=``) give
                ``[min(lo, k*lo), max(hi, k*hi)]``; ``samples`` > 1 averages several
                seeded rollouts (slippery FrozenLake is stochastic)
+critic         Q(s, a) of an offline critic (``rlft train offline``, ``--critic      Q range     observation
+               RUN``): the minimum over its Q networks, in the data's reward units;  of the
+               GRPO compares the answers to one state, so Q - V would give the same  data's
+               advantages. No environment is stepped: any env, restorable or not     rows
 =============  ====================================================================  ==========  ===========
 
 Besides their own means, rewards report two rates through TRL's ``log_metric``: ``parse_rate`` (fraction of
@@ -361,8 +365,45 @@ def expert_lookahead(path: str, env_id: str) -> Callable[[Any], Any]:
     return act
 
 
+class CriticQReward(Reward):
+    """Q(s, a) of an offline critic for the decoded action at the row's observation (module table)."""
+
+    name = "critic"
+    columns = (("observation",), ("action",))
+    RANGE_ROWS = 2048  # rows whose recorded actions set the bounds
+
+    def __init__(self, codec: Codec, critic: str | None = None):
+        super().__init__(codec)
+        if not critic:
+            raise InvalidInputError("--reward critic needs --critic RUN (an rlft train offline run on this data)")
+        from rlft.train.awr import load_checked_critic
+
+        self.source = critic
+        self.critic = load_checked_critic(critic, codec)
+        self.low, self.high = -1e6, 1e6  # until preflight has seen the data's rows
+
+    def score(self, action, row, index) -> float:
+        obs = np.asarray(row["observation"], np.float32)[None]
+        return float(self.critic.q(obs, np.asarray(action, np.float32).reshape(1, -1))[0])
+
+    def preflight(self, rows) -> None:
+        """The bounds: the Q range of the recorded actions on the first rows, widened by half its span each side
+        (an answer the critic rates far outside what the data reached is clipped, not trusted)."""
+        n = min(len(rows), self.RANGE_ROWS)
+        if n:
+            sample = rows.select(range(n)) if hasattr(rows, "select") else rows[:n]
+            obs = np.asarray([r["observation"] for r in sample], np.float32)
+            acts = np.asarray([r["action"] for r in sample], np.float32).reshape(n, -1)
+            q = self.critic.q(obs, acts)
+            if not np.isfinite(q).all():
+                raise InvalidInputError(f"the critic {self.source} gives non-finite Q on the data's own actions")
+            span = max(float(q.max() - q.min()), 1e-6)
+            self.low, self.high = float(q.min() - span / 2), float(q.max() + span / 2)
+        super().preflight(rows)
+
+
 REWARDS: dict[str, type[Reward]] = {
-    cls.name: cls for cls in (FormatReward, BCReward, QAdvantageReward, EnvReward)
+    cls.name: cls for cls in (FormatReward, BCReward, QAdvantageReward, EnvReward, CriticQReward)
 }
 
 
