@@ -119,6 +119,10 @@ def test_the_critic_reward_scores_answers_by_q_within_the_datas_range(bandit):
     values = reward(completions=[codec.build_completion(np.array([1.0])), codec.build_completion(np.array([-2.0])),
                                  "garbage"], observation=obs)
     assert values[0] > values[1] > values[2] == reward.low
+    from test_rewards import GARBAGE
+
+    garbage = reward(completions=GARBAGE, observation=[rows[0]["observation"]] * len(GARBAGE))
+    assert all(np.isfinite(v) and reward.low <= v <= reward.high for v in garbage)
     out = root / "grpo-critic"
     result = cli("train", "grpo", "--dataset", data, "--model", model, "--out", out, "--reward", "critic",
                  "--critic", iql, "--max-steps", "2", "--num-generations", "4", "--batch-size", "8", "--no-lora",

@@ -242,6 +242,7 @@ def test_a_failed_swap_puts_the_old_folder_back(tmp_path, monkeypatch):
     out = tmp_path / "ds"
     out.mkdir()
     (out / "old.txt").write_text("old")
+    (out / "rlft_info.json").write_text("{}")  # an output rlft wrote: --overwrite may replace it
     real_replace = os.replace
 
     def replace(src, dst):
@@ -252,7 +253,7 @@ def test_a_failed_swap_puts_the_old_folder_back(tmp_path, monkeypatch):
     monkeypatch.setattr(io.os, "replace", replace)
     with pytest.raises(OSError, match="permission denied"), io.atomic_output_dir(out, overwrite=True) as tmp:
         (tmp / "new.txt").write_text("new")
-    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["old.txt", "rlft_info.json"]
     assert [p.name for p in tmp_path.iterdir()] == ["ds"], "temporary folders were left behind"
 
 

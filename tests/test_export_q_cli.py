@@ -147,9 +147,14 @@ def test_existing_output_is_refused_then_replaced_with_overwrite(cli, tmp_path):
     assert (out / "keep.txt").read_text() == "precious"
 
     result = cli("data", "export-q", "frozenlake", "--out", out, "--episodes", "10", "--overwrite")
+    assert result.exit_code == 2 and "holds files rlft did not write (keep.txt)" in result.output
+    assert (out / "keep.txt").read_text() == "precious"  # a folder rlft did not write is never replaced
+    result = cli("data", "export-q", "frozenlake", "--out", tmp_path / "new", "--episodes", "10")
     assert result.exit_code == 0
-    assert not (out / "keep.txt").exists() and (out / "README.md").exists()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no temp folders left behind
+    result = cli("data", "export-q", "frozenlake", "--out", tmp_path / "new", "--episodes", "10", "--overwrite")
+    assert result.exit_code == 0  # its own output is replaced
+    assert (tmp_path / "new" / "README.md").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folders left behind
 
 
 def test_failure_while_writing_keeps_the_old_folder(tmp_path, monkeypatch):

@@ -122,6 +122,7 @@ def test_ctrl_c_between_the_two_renames_is_held_until_both_are_done(tmp_path, mo
     out = tmp_path / "ds"
     out.mkdir()
     (out / "old.txt").write_text("old")
+    (out / "rlft_info.json").write_text("{}")  # an output rlft wrote: --overwrite may replace it
     real_replace = os.replace
 
     def replace_then_interrupt(src, dst):
@@ -176,3 +177,38 @@ def test_a_leftover_temporary_folder_is_named_on_the_next_run(cli, tmp_path):
     assert result.exit_code == 0, result.output
     assert ".ds.tmp-killed" in result.output and "interrupted run" in result.output
     assert stale.is_dir()  # named, never deleted: another run may own it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["set-aside", "checkpointed"])
+def test_a_killed_training_overwrite_gives_the_old_run_back_on_the_next_run(tmp_path, moment):
+    """SIGKILL (no handler runs) while ``train sft --overwrite`` replaces a good run, right after the old run was set
+    aside or once the new one has saved a checkpoint: the next command on that --out puts the old run back, byte for
+    byte, and keeps the unfinished one beside it, named."""
+    from factories import make_lake_q_model
+
+    (tmp_path / "inputs").mkdir()
+    data, model = make_lake_q_model(tmp_path / "inputs")
+    env = dict(os.environ)
+    run = tmp_path / "work" / "run"
+    base = [RLFT, "train", "sft", "--dataset", str(data), "--model", str(model), "--out", str(run), "--no-lora",
+            "--eval-split", "none"]
+    good = subprocess.run([*base, "--max-steps", "2"], env=env, capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr[-800:]
+    work = run.parent
+    if moment == "set-aside":
+        appears = lambda: any(work.glob(".run.old-*"))  # noqa: E731
+    else:
+        appears = lambda: (any(work.glob(".run.old-*"))  # noqa: E731 - the new run's own checkpoint, saved
+                           and any((run / "checkpoints").glob("checkpoint-*/trainer_state.json")))
+    result, before = _interrupt_when([*base, "--overwrite", "--max-steps", "100000", "--save-steps", "5"], appears,
+                                     signal.SIGKILL, env, lambda: _digest(run))
+    assert result.returncode == -signal.SIGKILL
+    assert any(work.glob(".run.old-*"))  # the old run waits aside: nothing could put it back
+    again = subprocess.run(base + ["--max-steps", "2"], env=env, capture_output=True, text=True)
+    assert again.returncode == 2 and "already holds a run" in again.stderr  # no --overwrite: refused, after...
+    assert "the previous content is back" in " ".join(again.stderr.split())  # ...the old run came back
+    assert _digest(run) == before
+    kept = list(work.glob(".run.unfinished-*"))
+    assert len(kept) == 1 and (kept[0] / "content" / "rlft_run.json").is_file()  # the killed run, named
+    assert not any(work.glob(".run.old-*"))

@@ -128,3 +128,38 @@ def test_inputs_reached_through_other_inputs_are_guarded_too(cli, tmp_path, tmp_
         assert result.exit_code == 2 and message in " ".join(result.output.split()), (args, result.output)
     assert _fingerprint(tmp_path) == before
     assert not (tmp_path / "new").exists() and not (tmp_path / "fl").exists()
+
+
+@pytest.mark.parametrize("out", [".", "..", "HOME", "", "mine"])
+def test_overwrite_replaces_only_what_rlft_wrote(cli, tmp_path, monkeypatch, out):
+    """--overwrite never replaces the current folder, a parent of it, the home folder, or a folder of the user's
+    files (no rlft marker); every command that replaces folders says so in one line and touches nothing."""
+    from factories import make_minari_dataset
+
+    home = tmp_path / "home"
+    (home / "work" / "mine").mkdir(parents=True)
+    (home / "work" / "mine" / "thesis.tex").write_text("years of work")
+    (home / "work" / "notes.txt").write_text("keep")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(home / "work")
+    make_minari_dataset("cartpole/guard-v0", episodes=2)
+    out = str(home) if out == "HOME" else out
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    for args in (["data", "serialize", "cartpole/guard-v0"], ["data", "export-q", "frozenlake", "--episodes", "10"]):
+        result = cli(*args, "--out", out, "--overwrite")
+        assert result.exit_code == 2, (args, result.output)
+        text = " ".join(result.output.split())
+        assert ("rlft never replaces it" in text) or ("holds files rlft did not write" in text), text
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    assert (home / "work" / "mine" / "thesis.tex").read_text() == "years of work"
+
+
+def test_replacing_a_foreign_folder_takes_an_explicit_setting(cli, tmp_path, monkeypatch):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "draft.txt").write_text("x")
+    result = cli("data", "export-q", "frozenlake", "--episodes", "10", "--out", out, "--overwrite")
+    assert result.exit_code == 2 and "RLFT_REPLACE_FOREIGN=1" in result.output
+    monkeypatch.setenv("RLFT_REPLACE_FOREIGN", "1")
+    result = cli("data", "export-q", "frozenlake", "--episodes", "10", "--out", out, "--overwrite")
+    assert result.exit_code == 0 and not (out / "draft.txt").exists()

@@ -113,7 +113,7 @@ def test_tokenized_out_of_range_token_gets_the_lowest_value():
     assert FormatReward(codec)(completions=["<action>9 0</action>", "<action>9 10</action>"]) == [1.0, 0.0]
 
 
-@pytest.mark.parametrize("name", sorted(REWARDS))
+@pytest.mark.parametrize("name", sorted(set(REWARDS) - {"critic"}))  # critic: tests/test_awr.py (a trained critic)
 def test_every_reward_is_bounded_on_garbage(name, lake_codec, box_codec):
     codec = lake_codec if name in ("q-advantage", "env") else box_codec
     reward = build_rewards([name], codec, ["prompt", "action", "q_values", "state", "optimal_actions"])[0]

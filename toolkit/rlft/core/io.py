@@ -83,11 +83,42 @@ def refuse_overlap(out: str | os.PathLike, inputs: Inputs, option: str = "--out"
                                 hint=f"choose an {option} outside every input; nothing was read or written")
 
 
+# Files rlft writes at the top of every output folder it makes: a folder holding none of them is not rlft's to replace.
+RLFT_MARKERS = ("rlft_codec.json", "rlft_run.json", "rlft_info.json", "rlft_model.json", "rlft_offline.json",
+                "rlft_online.json")
+# `RLFT_REPLACE_FOREIGN=1`: --overwrite may replace a folder without those files (the user's explicit choice).
+REPLACE_FOREIGN_ENV = "RLFT_REPLACE_FOREIGN"
+
+
+def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
+    """``--overwrite`` replaces only what rlft wrote: never the current folder, one of its parents or the home folder,
+    and no folder that holds none of :data:`RLFT_MARKERS` (unless ``RLFT_REPLACE_FOREIGN=1``)."""
+    path = Path(out).expanduser().absolute()
+    resolved = path.resolve()
+    cwd, home = Path.cwd().resolve(), Path.home().resolve()
+    if resolved in (cwd, home, Path(resolved.anchor)) or resolved in cwd.parents:
+        what = "the current folder" if resolved == cwd else "the home folder" if resolved == home else \
+            "a parent of the current folder"
+        raise OutputExistsError(f"{option} {out} is {what}: rlft never replaces it",
+                                hint=f"give {option} a new folder for this output")
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if any((path / marker).is_file() for marker in RLFT_MARKERS) or os.environ.get(REPLACE_FOREIGN_ENV) == "1":
+        return
+    names = sorted(p.name for p in path.iterdir())
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    raise OutputExistsError(f"{option} {out} holds files rlft did not write ({shown}), so --overwrite will not "
+                            "replace it", hint=f"choose another {option}; to replace it anyway, set "
+                                               f"{REPLACE_FOREIGN_ENV}=1")
+
+
 def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--out", inputs: Inputs = ()) -> Path:
     """Refuse an ``out`` that is, contains or lies inside an input (:func:`refuse_overlap`), that exists and is not an
-    empty folder (unless ``overwrite``), or that cannot be made."""
+    empty folder (unless ``overwrite``, and then only a folder rlft wrote: :func:`refuse_foreign`), or that cannot be
+    made. A replacement of ``out`` killed before it completed is undone first (:func:`recover_set_aside`)."""
     refuse_overlap(out, inputs, option)
     claim_output(out, option)
+    recover_set_aside(out)
     out = Path(out)
     if out.exists():
         if not out.is_dir():
@@ -96,6 +127,8 @@ def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--o
             raise OutputExistsError(
                 f"{option} {out} exists and is not empty", hint="pass --overwrite to replace it, or choose another path"
             )
+        if overwrite:
+            refuse_foreign(out, option)
     check_output_parent(out, option)
     return out
 
@@ -126,7 +159,8 @@ def leftovers(out: Path) -> list[Path]:
     """Temporary siblings of ``out`` that a killed run (SIGKILL, power loss) could not remove."""
     if not out.parent.is_dir():
         return []
-    return sorted(p for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*") for p in out.parent.glob(pattern))
+    return sorted(p for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*", f".{out.name}.unfinished-*")
+                  for p in out.parent.glob(pattern))
 
 
 def warn_leftovers(out: Path) -> None:
@@ -351,6 +385,7 @@ def set_aside(out: str | os.PathLike) -> Path | None:
         return None
     try:
         aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        (aside / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
         os.replace(out, aside / "content")
         out.mkdir()
     except OSError as exc:
@@ -359,6 +394,43 @@ def set_aside(out: str | os.PathLike) -> Path | None:
         atexit.register(restore_set_aside)
     _ASIDE[out] = aside
     return aside
+
+
+OWNER_FILE = "owner"  # beside the content set aside: the pid of the process replacing it
+
+
+def _owner_alive(aside: Path) -> bool:
+    try:
+        pid = int((aside / OWNER_FILE).read_text(encoding="utf-8").strip() or 0)
+    except (OSError, ValueError):
+        return False
+    return pid != os.getpid() and _alive(pid)
+
+
+def recover_set_aside(out: str | os.PathLike) -> Path | None:
+    """An old ``out`` set aside by a process that is gone (killed with SIGKILL, or the machine went down, before its
+    new content completed and before its exit handlers could put the old back) is put back at ``out``; the unfinished
+    new content, if any, is kept beside it as ``.NAME.unfinished-*`` and named, never deleted. Returns the aside
+    folder it came from, or None."""
+    out = Path(out).absolute()
+    if not out.parent.is_dir():
+        return None
+    for aside in sorted(out.parent.glob(f".{out.name}.old-*")):
+        if not (aside / "content").is_dir() or _owner_alive(aside) or aside in _ASIDE.values():
+            continue
+        kept = None
+        with signals_held():
+            if out.exists():
+                kept = Path(tempfile.mkdtemp(prefix=f".{out.name}.unfinished-", dir=out.parent))
+                os.replace(out, kept / "content")
+            os.replace(aside / "content", out)
+        shutil.rmtree(aside, ignore_errors=True)
+        err_console.print(f"[yellow]Note:[/] an earlier --overwrite of {out} was stopped before its new content was "
+                          f"complete (its process is gone): the previous content is back at {out}"
+                          + (f"; the unfinished one is kept at {kept / 'content'}" if kept else ""),
+                          highlight=False, soft_wrap=True)
+        return aside
+    return None
 
 
 def release_aside(out: str | os.PathLike) -> None:
@@ -377,6 +449,7 @@ def restore_set_aside() -> list[Path]:
             shutil.rmtree(out, ignore_errors=True)
             os.replace(aside / "content", out)
         with contextlib.suppress(OSError):
+            (aside / OWNER_FILE).unlink()
             aside.rmdir()
         del _ASIDE[out]
         restored.append(out)

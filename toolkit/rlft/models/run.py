@@ -33,6 +33,8 @@ from rlft.core.io import (
     check_output_parent,
     claim_output,
     read_json_mapping,
+    recover_set_aside,
+    refuse_foreign,
     set_aside,
 )
 from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
@@ -120,8 +122,11 @@ def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: 
     out = Path(out)
     if overwrite and resume:
         raise InvalidInputError("--overwrite and --resume exclude each other")
+    recover_set_aside(out)  # a run that replaced this one was killed before it completed: the old one comes back
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"--out {out} exists and is not a folder")
+    if overwrite and not resume:
+        refuse_foreign(out)
 
     check_output_parent(out)
     empty = not out.exists() or not any(out.iterdir())
