@@ -88,6 +88,7 @@ def test_training_stops_once_the_check_return_reaches_its_target(tmp_path_factor
     (["--check-episodes", "2"], "play episodes every --check-steps N"),
     (["--check-steps", "5", "--stop-at-return", "1"], "need --check-episodes N"),
     (["--check-steps", "5", "--check-max-episode-steps", "10"], "need --check-episodes N"),
+    (["--check-steps", "5", "--keep-best-check"], "need --check-episodes N"),
     (["--check-steps", "5", "--check-episodes", "-1"], "Invalid value for '--check-episodes'"),
     (["--check-steps", "5", "--check-episodes", "2", "--stop-at-return", "nan"], "must be a finite number"),
 ])
@@ -122,3 +123,28 @@ def test_a_run_whose_checked_return_falls_below_its_start_warns(lake, tiny, cli_
     assert result.exit_code == 0, result.output
     assert json.loads((kept / "summary.json").read_text())["criterion"]["episodes"]["fell_below_start_at_step"] is None
     assert "fell below the start's" not in " ".join(result.output.split())
+
+
+@pytest.mark.slow
+def test_keep_best_check_saves_the_best_checked_model(lake, tiny, cli_module, tmp_path):
+    """The wrecking run of the test above with --keep-best-check: the start's check stays the best, so the saved
+    model is the start's, weight for weight."""
+    from safetensors.torch import load_file
+
+    start = tmp_path / "start"
+    common = ("--dataset", lake, "--no-lora", "--eval-split", "none", "--seed", "3", "--save-steps", "1000",
+              "--check-episodes", "12")
+    assert cli_module("train", "sft", "--config", "pipelines/sft.yaml", "--model", tiny, "--out", start,
+                      "--max-steps", "60", "--check-steps", "60", *common).exit_code == 0
+    kept = tmp_path / "kept"
+    result = cli_module("train", "sft", "--model", start, "--out", kept, "--max-steps", "10", "--check-steps", "5",
+                        "--learning-rate", "5.0", "--keep-best-check", *common)
+    assert result.exit_code == 0, result.output
+    episodes = json.loads((kept / "summary.json").read_text())["criterion"]["episodes"]
+    assert episodes["kept_step"] == 0 and episodes["kept_return"] == pytest.approx(episodes["history"][0][1], abs=1e-4)
+    assert "kept the check of step 0" in " ".join(result.output.split())
+    before, after = load_file(start / "model.safetensors"), load_file(kept / "model.safetensors")
+    assert before.keys() == after.keys() and all((before[k] == after[k]).all() for k in before)
+    result = cli_module("train", "sft", "--model", start, "--out", tmp_path / "x", "--max-steps", "2",
+                        "--keep-best-check", "--dataset", lake, "--no-lora")
+    assert result.exit_code == 2 and "--keep-best-check play episodes every --check-steps N" in result.output

@@ -108,6 +108,12 @@ class StageConfig:
         metadata={"help": "Stop once the mean return of the check episodes reaches this (needs check_episodes); "
                           "max_steps stays the cap."},
     )
+    keep_best_check: bool = field(
+        default=False,
+        metadata={"help": "Save the model of the check with the highest mean return (the start's check before "
+                          "training included) instead of the last one (needs check_episodes): a run can then only "
+                          "end below its start by the check episodes' luck."},
+    )
     check_states: int = field(default=256, metadata={"help": "Decision states checked (a seeded sample beyond)."})
     check_constrained: bool = field(
         default=True, metadata={"help": "Check with constrained decoding (rlft eval --constrained)."}

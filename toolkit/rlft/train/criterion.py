@@ -203,7 +203,7 @@ class CriterionCallback(_callback_base()):
     (discrete actions) or once the action error is at most ``error_target`` (continuous actions)."""
 
     def __init__(self, check: DecisionCheck, every: int, target: float | None = None, constrained: bool = True,
-                 error_target: float | None = None, episodes: Any = None):
+                 error_target: float | None = None, episodes: Any = None, keep_best: bool = False):
         if every < 1:
             raise InvalidInputError(f"--check-steps must be at least 1, got {every}")
         if target is not None and not 0.0 < target <= 1.0:
@@ -233,6 +233,8 @@ class CriterionCallback(_callback_base()):
         self.episodes = episodes  # a closed-loop ReturnCheck (rlft.train.closed_loop), or None
         self.returns: list[tuple[int, dict[str, Any]]] = []
         self.fell_at: int | None = None  # the first check whose return fell below the start's by more than noise
+        self.keep_best = keep_best
+        self.best: tuple[int, float, dict] | None = None  # (step, check return, the weights then) with keep_best
 
     def _measure(self, state, model, tokenizer, control, log: bool = True) -> None:
         if self.decoder is None:
@@ -250,6 +252,7 @@ class CriterionCallback(_callback_base()):
         if played:
             self.returns.append((step, played))
             self._warn_if_fell(step, played)
+            self._keep_if_best(step, played, model)
         if log:  # the trainer logs at the current step: a check made at step N is logged at step N
             self._pending = {"decision_accuracy": accuracy, **signals, **played,
                              **{k: v for k, v in errors.items() if not isinstance(v, list)}}
@@ -282,6 +285,27 @@ class CriterionCallback(_callback_base()):
             return {}
         with inference(model, tokenizer):
             return self.episodes.play(model, self.decoder.backend(model))
+
+    def _keep_if_best(self, step: int, played: dict[str, Any], model) -> None:
+        """--keep-best-check: a copy of the trainable weights (all of a small model's, a LoRA adapter's) of the best
+        check so far, on the CPU."""
+        if not self.keep_best or (self.best is not None and played["check_return"] <= self.best[1]):
+            return
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in model.named_parameters() if v.requires_grad}
+        self.best = (step, played["check_return"], weights)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        """--keep-best-check: the best check's weights go back into the model before it is saved."""
+        if self.keep_best and self.best is not None and model is not None and self.best[0] != state.global_step:
+            import torch
+
+            params = dict(model.named_parameters())
+            with torch.no_grad():
+                for name, value in self.best[2].items():
+                    params[name].copy_(value.to(params[name].device))
+            console.print(f"[bold]kept the check of step {self.best[0]}[/] (return {self.best[1]:.4g}, the best of "
+                          f"{len(self.returns)} checks), not the last", highlight=False)
+        return control
 
     def _warn_if_fell(self, step: int, played: dict[str, Any]) -> None:
         """Said once, the first time the closed-loop return falls below the start's (the check before training)
@@ -345,6 +369,9 @@ class CriterionCallback(_callback_base()):
                  None if "check_normalized_score" not in r else round(r["check_normalized_score"], 3)]
                 for step, r in self.returns]}
             record["episodes"]["fell_below_start_at_step"] = self.fell_at
+            if self.keep_best:
+                record["episodes"]["kept_step"] = self.best[0] if self.best is not None else None
+                record["episodes"]["kept_return"] = self.best[1] if self.best is not None else None
             if self.returns:
                 record["final_return"] = self.returns[-1][1]["check_return"]
         if not self.check.discrete:  # the action error, scaled to each dimension's range, beside the accuracy

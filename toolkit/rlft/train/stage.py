@@ -325,8 +325,9 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
     if (config.stop_at_accuracy is not None or config.stop_at_action_error is not None) and every == 0:
         every = 10
     if every == 0:
-        if config.check_episodes or config.stop_at_return is not None:
-            raise InvalidInputError("--check-episodes and --stop-at-return play episodes every --check-steps N",
+        if config.check_episodes or config.stop_at_return is not None or config.keep_best_check:
+            raise InvalidInputError("--check-episodes, --stop-at-return and --keep-best-check play episodes every "
+                                    "--check-steps N",
                                     hint="e.g. --check-steps 500 --check-episodes 5")
         return None
     if not 0.0 <= config.check_tolerance < 1.0:
@@ -335,14 +336,15 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
     rows, split = check_rows(inputs)
     check = decision_check(rows, inputs.codec, config.check_states, config.seed, config.check_tolerance, split)
     return CriterionCallback(check, every, config.stop_at_accuracy, config.check_constrained,
-                             config.stop_at_action_error, return_check(config, inputs))
+                             config.stop_at_action_error, return_check(config, inputs), config.keep_best_check)
 
 
 def return_check(config: StageConfig, inputs: StageInputs):
     """The closed-loop check of ``config`` (:mod:`rlft.train.closed_loop`), or None without --check-episodes."""
     if not config.check_episodes:
-        if config.stop_at_return is not None or config.check_max_episode_steps is not None:
-            raise InvalidInputError("--stop-at-return and --check-max-episode-steps need --check-episodes N")
+        if config.stop_at_return is not None or config.check_max_episode_steps is not None or config.keep_best_check:
+            raise InvalidInputError("--stop-at-return, --check-max-episode-steps and --keep-best-check need "
+                                    "--check-episodes N")
         return None
 
     return ReturnCheck(inputs.codec, config.check_episodes, config.seed, config.check_max_episode_steps,
