@@ -16,6 +16,7 @@ import typer
 from rlft.core.console import err_console
 from rlft.core.errors import FaultError, RlftError
 from rlft.core.io import release_outputs, restore_set_aside
+from rlft.core.secrets import redact_text
 
 EXIT_USAGE = 2  # the input is wrong
 EXIT_FAULT = 1  # the disk, the network or a remote failed (FaultError)
@@ -86,7 +87,8 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             from rich.markup import escape
 
             # the message is data, not markup: "rlft[collect]" must print as written
-            err_console.print(f"[bold red]Error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]Error:[/] {escape(redact_text(str(exc)))}", markup=True, highlight=False,
+                              soft_wrap=True)
             raise typer.Exit(EXIT_FAULT if isinstance(exc, FaultError) else EXIT_USAGE) from exc
         except KeyboardInterrupt as exc:
             err_console.print(

@@ -32,6 +32,7 @@ from rlft.cli.train import check_trl_flags
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import read_yaml_mapping
+from rlft.core.secrets import redact_argv
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -111,7 +112,6 @@ PIPELINE_KEYS = ("name", "description", "extends", "vars", "presets", "steps", "
                  "grpo")  # sft, grpo: --config
 MAX_EXTENDS = 8  # a pipeline extends at most this many others in a chain (a circle is refused by name)
 UNDEFINED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-SECRET_OPTIONS = ("--token", "--api-key", "--hf-token")
 
 
 def _undefined(value: Any) -> list[str]:
@@ -298,8 +298,8 @@ def _refuse_repeated_scalars(command, words: list[str]) -> None:
 
 
 def mask_secrets(argv: list[str]) -> list[str]:
-    """The argv as printed: values of token and API-key options replaced by ***."""
-    return [("***" if i and argv[i - 1] in SECRET_OPTIONS else w) for i, w in enumerate(argv)]
+    """The step's words as its banner shows them: every secret masked, in either option form (rlft.core.secrets)."""
+    return redact_argv(argv)
 
 
 def _options(argv: list[str]) -> list[tuple[str, str]]:

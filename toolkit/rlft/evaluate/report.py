@@ -16,6 +16,7 @@ from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text, read_json_mapping
 from rlft.core.plotting import figure, save_figure
+from rlft.core.secrets import redact
 from rlft.envs.frozenlake import is_frozenlake, map_rows
 from rlft.envs.registry import normalized_score, reference_scores
 
@@ -177,7 +178,7 @@ def _policy_map(setup, result) -> dict[str, Any] | None:
 
 
 def atomic_write_json(path: Path, data: Any) -> Path:
-    return atomic_write_text(path, json.dumps(data, indent=2, default=_default) + "\n")
+    return atomic_write_text(path, json.dumps(redact(data), indent=2, default=_default) + "\n")
 
 
 def _default(value):

@@ -37,6 +37,7 @@ from rlft.core.io import (
     refuse_foreign,
     set_aside,
 )
+from rlft.core.secrets import redact
 from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
 
 RUN_FILENAME = "rlft_run.json"
@@ -55,7 +56,7 @@ def read_run_info(path: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def write_run_info(run_dir: Path, info: dict[str, Any]) -> Path:
-    return atomic_write_text(Path(run_dir) / RUN_FILENAME, json.dumps(info, indent=2, default=str) + "\n")
+    return atomic_write_text(Path(run_dir) / RUN_FILENAME, json.dumps(redact(info), indent=2, default=str) + "\n")
 
 
 def run_identity(stage: str, base_model: str, dataset: str) -> dict[str, Any]:

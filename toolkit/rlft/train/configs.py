@@ -390,8 +390,20 @@ def _coerce_values(cls, names: list[str], yaml_values: dict[str, Any],
 
 
 def trl_overrides(config: StageConfig, args: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of TRL's config class: rlft's ``args``, then the user's ``config.trl`` over them."""
-    return {**args, **config.trl}
+    """The keyword arguments of TRL's config class: rlft's ``args``, then the user's ``config.trl`` over them. A
+    secret among them (``--hub-token``) never enters TRL's config, which transformers pickles whole into every
+    checkpoint (``training_args.bin``): it goes to the process's ``HF_TOKEN``, where huggingface_hub reads it."""
+    import os
+
+    from rlft.core.secrets import is_secret_name
+
+    given = dict(config.trl)
+    for key in [k for k in given if is_secret_name(k)]:
+        value = given.pop(key)
+        if value and key in ("hub_token", "push_to_hub_token"):
+            os.environ.setdefault("HF_TOKEN", str(value))
+    config.trl = given
+    return {**args, **given}
 
 
 def build_config(cls, section: str, config_file: Path | None, cli_values: dict[str, Any],

@@ -25,6 +25,7 @@ from rlft.core.io import (
     refuse_overlap,
     release_aside,
 )
+from rlft.core.secrets import redact
 from rlft.datasets.loading import load_dataset_dict, resolve_dataset
 from rlft.models.resolve import count_parameters, resolve_model
 from rlft.models.run import (
@@ -488,7 +489,7 @@ def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, 
     release_aside(run_dir)  # the run replacing an --overwrite'd one is complete: the old one can go
     summary = {"stage": info["stage"], "base_model": info["base_model"], "dataset": info["dataset"],
                "lora": info["lora"], **metrics, "run": str(run_dir)}
-    atomic_write_text(run_dir / SUMMARY_FILENAME, json.dumps(summary, indent=2, default=str) + "\n")
+    atomic_write_text(run_dir / SUMMARY_FILENAME, json.dumps(redact(summary), indent=2, default=str) + "\n")
     console.print(kv_table(title, {k: v for k, v in summary.items() if k != "criterion"}))
     if criterion is not None:
         console.print(criterion_line(metrics["criterion"]))

@@ -1,0 +1,84 @@
+"""A token planted in every way a user can hand one to rlft is found in no file a run writes, no report and no output
+of the command: saved arguments (TRL pickles them whole into checkpoints), run records, summaries, TensorBoard logs,
+reports, URLs, error lines and pipeline banners in both option forms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from factories import make_lake_q_model
+from rlft.core.secrets import MASK, is_secret_name, redact, redact_argv, redact_text
+
+TOKEN = "hf_PLANTEDsecret123"
+
+
+def _files_holding(root: Path, needle: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def test_redaction_rules():
+    assert [is_secret_name(n) for n in ("--hub-token", "HF_TOKEN", "api_key", "--token", "client_secret")] == [True] * 5
+    assert not any(is_secret_name(n) for n in ("pad_token", "max_new_tokens", "tokens", "tokenizer", "eos_token"))
+    assert redact_argv(["--token", TOKEN, f"--hub-token={TOKEN}", "--max-new-tokens", "8"]) == [
+        "--token", MASK, f"--hub-token={MASK}", "--max-new-tokens", "8"]
+    assert redact_text(f"http://me:{TOKEN}@host:8000/v1?api_key={TOKEN}&x=1") == \
+        f"http://me:{MASK}@host:8000/v1?api_key={MASK}&x=1"
+    assert redact({"a": [{"hub_token": TOKEN}], "url": f"https://u:{TOKEN}@h"}) == {"a": [{"hub_token": MASK}],
+                                                                                   "url": f"https://u:{MASK}@h"}
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    root = tmp_path_factory.mktemp("secrets")
+    return make_lake_q_model(root)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["sft", "grpo"])
+def test_a_hub_token_reaches_no_file_of_the_run(cli, lake, tmp_path, stage, monkeypatch):
+    """--hub-token (a TRL field rlft passes through): not in rlft_run.json, summary.json, training_args.bin of the
+    checkpoints, the logs or the command's output; huggingface_hub still gets it (HF_TOKEN of the process)."""
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    data, model = lake
+    run = tmp_path / "run"
+    extra = ["--num-generations", "2", "--batch-size", "4", "--reward", "format"] if stage == "grpo" else []
+    result = cli("train", stage, "--dataset", data, "--model", model, "--out", run, "--no-lora", "--max-steps", "2",
+                 "--save-steps", "1", "--hub-token", TOKEN, *extra)
+    assert result.exit_code == 0, result.output
+    assert list((run / "checkpoints").glob("checkpoint-*/training_args.bin"))  # the pickled arguments were written
+    assert _files_holding(run, TOKEN) == []
+    assert TOKEN not in result.output
+    import os
+
+    assert os.environ["HF_TOKEN"] == TOKEN
+
+
+def test_an_api_url_or_key_reaches_no_output(cli, lake, tmp_path):
+    """A token in --api-url (user:TOKEN@host) and --api-key: the error line of an unreachable server names the
+    server without them."""
+    data, model = lake
+    report = tmp_path / "r.json"
+    result = cli("eval", "--policy", "llm:served", "--backend", "openai", "--codec", data, "--api-model", "m",
+                 "--api-url", f"http://me:{TOKEN}@127.0.0.1:9/v1", "--api-key", TOKEN, "--episodes", "1",
+                 "--api-timeout", "1", "--out", report)
+    assert result.exit_code != 0 and TOKEN not in result.output
+    assert f"cannot reach the OpenAI-compatible server at http://me:{MASK}@127.0.0.1:9/v1" in \
+        " ".join(result.output.split())
+    assert not report.exists()
+
+
+def test_a_pipeline_banner_masks_both_option_forms(cli, tmp_path, monkeypatch):
+    """A pipeline step written with --token=VALUE or --token VALUE: the banner shows neither; the push itself fails
+    fast against an endpoint that is not there, and its error line holds no token either."""
+    folder = tmp_path / "ds"
+    assert cli("data", "export-q", "frozenlake", "--episodes", "10", "--out", folder).exit_code == 0
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for form in (f"--token={TOKEN}", f"--token {TOKEN}"):
+        pipeline = tmp_path / "p.yaml"
+        pipeline.write_text(f"name: p\nsteps:\n  - command: data push {form} --repo-id me/x {folder}\n")
+        result = cli("pipeline", "run", pipeline, "--out", tmp_path / "out")
+        assert result.exit_code != 0
+        assert TOKEN not in result.output and "data push --token" in result.output and MASK in result.output

@@ -1,0 +1,59 @@
+"""One redaction for every secret a user can hand rlft: saved settings, run records, reports, URLs, pipeline banners
+and error lines all pass through here, so a token typed once is written nowhere.
+
+A secret is the value of a key or option whose name says so (token, api key, password, secret, credential,
+authorization), the password part of a URL (``https://user:TOKEN@host``) and a URL query parameter of such a name.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MASK = "***"
+# by name: a token of a service (never a tokenizer's pad_token or max_new_tokens), keys, passwords and the like
+_SECRET_NAME = re.compile(r"^(?:token|(?:.*_)?(?:hub|hf|api|access|auth|bearer|github|wandb|openai|push_to_hub)_token)$"
+                          r"|api_?key|passw(?:or)?d|secret|credential|authorization")
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<secret>[^@/\s]+)@")
+_QUERY_SECRET = re.compile(r"(?P<key>[?&][^=&#\s]*(token|key|password|secret)[^=&#\s]*=)(?P<value>[^&#\s]+)",
+                           re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    """True for a key or option name that holds a secret (``hub_token``, ``--api-key``, ``HF_TOKEN``...)."""
+    return bool(_SECRET_NAME.search(str(name).lstrip("-").lower().replace("-", "_")))
+
+
+def redact_text(text: str) -> str:
+    """``text`` with URL passwords and secret query values masked (``https://u:***@host``, ``?token=***``)."""
+    text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", str(text))
+    return _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """A copy of ``value`` (mappings, lists, strings, anything JSON-able) with every secret masked: the values of
+    secret-named keys whole, and the secrets inside other strings (URLs)."""
+    if key and is_secret_name(key) and value not in (None, "", False):
+        return MASK
+    if isinstance(value, dict):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact(v) for v in value)
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """Command words with secret option values masked, in both forms (``--token VALUE``, ``--token=VALUE``), and URL
+    secrets in any word."""
+    out: list[str] = []
+    for i, word in enumerate(argv):
+        name, eq, _ = word.partition("=")
+        if word.startswith("--") and eq and is_secret_name(name):
+            out.append(f"{name}={MASK}")
+        elif i and argv[i - 1].startswith("--") and "=" not in argv[i - 1] and is_secret_name(argv[i - 1]):
+            out.append(MASK)
+        else:
+            out.append(redact_text(word))
+    return out
