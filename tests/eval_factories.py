@@ -109,7 +109,8 @@ class FakeOpenAIServer:
     """An OpenAI-format server on 127.0.0.1 answering every prompt with ``answer(prompt_text) -> str``.
 
     ``mode`` "ok" answers properly, "garbage" sends non-JSON, "nochoices" sends JSON without choices,
-    "http500" fails; ``die_after`` N: from request N+1 on, connections are closed without an answer (a server
+    "http500" fails, "drip" sends a valid answer one byte every 0.2 s (a stalled stream that every per-read timeout
+    lets through); ``die_after`` N: from request N+1 on, connections are closed without an answer (a server
     that died mid-run). Requests are recorded (endpoint, payload) for assertions.
     """
 
@@ -117,6 +118,7 @@ class FakeOpenAIServer:
         self.answer, self.mode, self.stop_strips, self.die_after = answer, mode, stop_strips, die_after
         self.requests: list[tuple[str, dict]] = []
         self.lock = threading.Lock()
+        self.stopped = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -155,14 +157,27 @@ class FakeOpenAIServer:
                 self._send(200, json.dumps(body).encode())
 
             def _send(self, code: int, body: bytes):
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                server._send(self, code, body)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def _send(self, handler, code: int, body: bytes) -> None:
+        handler.send_response(code)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        if self.mode != "drip":
+            handler.wfile.write(body)
+            return
+        for i in range(len(body)):
+            if self.stopped.wait(0.2):  # the test is over: stop dripping
+                return
+            try:
+                handler.wfile.write(body[i:i + 1])
+                handler.wfile.flush()
+            except OSError:
+                return
 
     def _choice(self, prompt_text: str, payload: dict, chat: bool) -> dict:
         text = self.answer(prompt_text)
@@ -184,6 +199,7 @@ class FakeOpenAIServer:
         return self
 
     def __exit__(self, *exc):
+        self.stopped.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)

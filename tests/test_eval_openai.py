@@ -154,7 +154,8 @@ def test_a_server_that_never_answers_times_out_with_one_line(tmp_path_factory, c
     finally:
         server.close()
     text = " ".join(result.output.split())
-    assert result.exit_code == 1 and "sent no answer within 0.5 s (3 tries)" in text and "--api-timeout" in text
+    assert result.exit_code == 1 and "sent no complete answer within 0.5 s (3 tries)" in text
+    assert "--api-timeout" in text
     assert seconds < 30  # three tries of 0.5 s and the client's back-off, not the 60 s default
 
 
@@ -184,3 +185,19 @@ def test_ctrl_c_stops_a_run_waiting_on_a_silent_server_within_two_seconds(tmp_pa
     assert proc.returncode == 130 and "Interrupted" in output and "Traceback" not in output
     assert seconds < 2.0
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_server_that_drips_its_answer_is_stopped_by_the_timeout(tmp_path_factory, cli):
+    """A server that sends its answer a byte at a time resets every per-read timeout: each try is still held to
+    --api-timeout in all, so the run ends within the stated tries instead of after the whole drip."""
+    import time
+
+    data = frozenlake_dataset(tmp_path_factory)
+    with FakeOpenAIServer(lambda prompt: "<answer>LEFT</answer>" * 20, mode="drip") as server:
+        start = time.perf_counter()
+        result = cli("eval", "--policy", "llm:m", "--codec", data, "--backend", "openai", "--api-url", server.url,
+                     "--episodes", "1", "--api-timeout", "1")
+        seconds = time.perf_counter() - start
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1 and "sent no complete answer within 1 s (3 tries)" in text
+    assert seconds < 20  # 3 tries of 1 s and the connect allowance, not the minutes the drip would take

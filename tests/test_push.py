@@ -173,3 +173,42 @@ def test_cards_render_exactly_as_the_hub_client_renders_them(cli, tmp_path, monk
         result = cli("data", "serialize", "test/card-v0", "--out", tmp_path / "cp")
     assert result.exit_code == 0, result.output
     assert rendered == ["frozenlake_q.md", "offline_rl.md"]
+
+
+@pytest.fixture
+def mute_hub(monkeypatch):
+    """A local HF_ENDPOINT that accepts every connection and never answers (the audit's hung push)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held = []
+
+    def accept():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)  # read nothing, answer nothing
+
+    threading.Thread(target=accept, daemon=True).start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    yield
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+def test_a_push_to_a_hub_that_never_answers_ends_within_its_timeout(cli, dataset_dir, mute_hub):
+    import time
+
+    start = time.monotonic()
+    result = cli("data", "push", dataset_dir, "--repo-id", "alice/x", "--token", "hf_x", "--timeout", "2")
+    elapsed = time.monotonic() - start
+    assert result.exit_code == 1 and "did not finish within 2 s" in " ".join(result.output.split())
+    assert elapsed < 10

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rlft.cli.common import command
+from rlft.cli.common import command, finite
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 
@@ -83,9 +83,11 @@ def push(
     private: bool = typer.Option(False, help="Create the repo as private."),
     revision: str | None = typer.Option(None, help="Branch to push to (created if missing)."),
     token: str | None = typer.Option(None, help="Hub token (default: HF_TOKEN or the saved login)."),
+    timeout: float = typer.Option(900.0, "--timeout", callback=finite, min=0.001,
+                                  help="Seconds the whole push may take (each request waits at most 60 s)."),
 ) -> None:
     """Upload a dataset folder (Parquet, card, codec, plots) to the Hugging Face Hub."""
     from rlft.datasets.push import push_dataset
 
-    url = push_dataset(folder, repo_id, private=private, revision=revision, token=token)
+    url = push_dataset(folder, repo_id, private=private, revision=revision, token=token, timeout=timeout)
     console.print(f"[green]Pushed[/] {folder} -> {url}")

@@ -56,3 +56,31 @@ def check_reachable(host: str, port: int, timeout: float, what: str, hint: str) 
     if not outcome or outcome[0] is not None:
         reason = "timed out" if not outcome else f"{outcome[0].__class__.__name__}: {outcome[0]}"
         raise OfflineError(f"cannot reach {what} {host}:{port} ({reason})", hint=hint)
+
+
+class DeadlineError(TimeoutError):
+    """:func:`within_deadline`'s call did not return in time (it may still be running, on a daemon thread)."""
+
+
+def within_deadline(fn, seconds: float):
+    """``fn()`` run on a daemon thread and waited for at most ``seconds`` in all: a server that accepts and never
+    answers, or answers one byte at a time (which resets every per-read timeout), cannot hold the caller longer.
+    Its exception is raised here; past the deadline :class:`DeadlineError` is (the thread is left to the
+    process's exit)."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, daemon=True, name="rlft-deadline")
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        raise DeadlineError(f"no complete answer within {seconds:g} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value

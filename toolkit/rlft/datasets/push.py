@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rlft.codecs.base import CODEC_FILENAME
 from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
-from rlft.core.net import check_reachable, host_port, hub_endpoint, hub_offline
+from rlft.core.net import DeadlineError, check_reachable, host_port, hub_endpoint, hub_offline, within_deadline
 from rlft.datasets.layout import CARD_FILENAME, DATA_DIR
 
 # Hidden files and folders at any depth stay local (temporary files, caches): fnmatch's "*" crosses "/",
@@ -14,12 +14,25 @@ from rlft.datasets.layout import CARD_FILENAME, DATA_DIR
 UPLOAD_IGNORE = (".*", "*/.*")
 
 
+PUSH_TIMEOUT_S = 900.0  # the whole push, default of data push --timeout
+READ_TIMEOUT_S = 60.0  # one request's wait for the Hub's next bytes (huggingface_hub's own client waits forever)
+
+
 def hf_api(token: str | None):
     """The client used to upload, at ``HF_ENDPOINT`` when set (a seam for tests: they pass a fake with the same
-    methods)."""
-    from huggingface_hub import HfApi
+    methods), its HTTP requests bounded in time."""
+    import huggingface_hub
+    from huggingface_hub.utils import _http
 
-    return HfApi(token=token, endpoint=hub_endpoint())
+    def bounded_client():
+        import httpx2
+
+        return httpx2.Client(event_hooks={"request": [_http.hf_request_event_hook]}, follow_redirects=True,
+                             timeout=httpx2.Timeout(READ_TIMEOUT_S, connect=10.0))
+
+    if hasattr(huggingface_hub, "set_client_factory") and hasattr(_http, "hf_request_event_hook"):
+        huggingface_hub.set_client_factory(bounded_client)
+    return huggingface_hub.HfApi(token=token, endpoint=hub_endpoint())
 
 
 def check_dataset_folder(folder: Path) -> None:
@@ -63,8 +76,10 @@ def push_dataset(
     token: str | None = None,
     commit_message: str | None = None,
     api=None,
+    timeout: float = PUSH_TIMEOUT_S,
 ) -> str:
-    """Create the dataset repo if needed and upload the whole folder; return the repo URL."""
+    """Create the dataset repo if needed and upload the whole folder within ``timeout`` seconds in all; return the
+    repo URL."""
     folder = Path(folder)
     check_dataset_folder(folder)
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
@@ -75,7 +90,10 @@ def push_dataset(
         token = resolve_token(token)
         check_hub_online()
         api = hf_api(token)
-    try:
+    if not timeout > 0:
+        raise InvalidInputError(f"--timeout must be > 0 seconds, got {timeout}")
+
+    def push() -> str:
         url = api.create_repo(repo_id=repo_id, repo_type="dataset", private=private, exist_ok=True)
         if revision:
             api.create_branch(repo_id=repo_id, repo_type="dataset", branch=revision, exist_ok=True)
@@ -87,9 +105,16 @@ def push_dataset(
             commit_message=commit_message or f"Upload {folder.name} with rlft",
             ignore_patterns=list(UPLOAD_IGNORE),
         )
+        return str(url)
+
+    try:
+        return within_deadline(push, timeout)
+    except DeadlineError as exc:
+        raise OfflineError(f"the push to {repo_id} at {hub_endpoint()} did not finish within {timeout:g} s",
+                           hint="a slow or stalled Hub: push again, or raise --timeout; the dataset folder is "
+                                "unchanged") from exc
     except Exception as exc:  # the network boundary: any HTTP or connection failure becomes one line
         raise hub_error(exc, repo_id) from exc
-    return str(url)
 
 
 # What a Hub status means for the person pushing.

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
+from rlft.core.net import DeadlineError, within_deadline
 from rlft.policy.generation import GenerationBackend, Prompt
 
 CONNECT_TIMEOUT_S = 5.0
@@ -124,10 +125,13 @@ class OpenAIBackend(GenerationBackend):
         create = self.client.chat.completions.create if endpoint == "chat/completions" \
             else self.client.completions.create
         url = f"{self.base}/{endpoint}"
+        # the client's timeout is per read: a server dripping its answer resets it with every byte, so each try is
+        # also held to --api-timeout in all
+        deadline = self.timeout * (1 + self.max_retries) + CONNECT_TIMEOUT_S
         try:
-            return create(**self._params(), **payload)
-        except openai.APITimeoutError as exc:
-            raise OfflineError(f"the server at {self.base} sent no answer within {self.timeout:g} s "
+            return within_deadline(lambda: create(**self._params(), **payload), deadline)
+        except (openai.APITimeoutError, DeadlineError) as exc:
+            raise OfflineError(f"the server at {self.base} sent no complete answer within {self.timeout:g} s "
                                f"({1 + self.max_retries} tries)",
                                hint="a slow model: raise --api-timeout, or lower --concurrency") from exc
         except openai.APIConnectionError as exc:
