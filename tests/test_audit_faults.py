@@ -149,3 +149,38 @@ def test_maze_envs_leave_no_model_file_in_the_temp_folder(cli, tmp_path):
                  "--dataset-id", "me/pm-v0", "--data-path", tmp_path / "minari")
     assert result.exit_code == 0, result.output
     assert set(Path(tempfile.gettempdir()).glob("ant_maze*.xml")) == before
+
+
+# -- sizes bounded before work starts (issue #45) --------------------------------------------------------------------
+def test_sizes_a_user_passes_are_bounded_before_work(cli, tmp_path):
+    from rlft.cli.pipeline import parse_seeds
+    from rlft.core.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="more than 1,000 seeds"):
+        parse_seeds("0-1000000000")
+    assert parse_seeds("0-999") == list(range(1000))
+    result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "5", "--num-envs", "1000000")
+    assert result.exit_code == 2 and "--num-envs must be from 1 to 1024" in result.output
+    bomb = tmp_path / "bomb.yaml"
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    bomb.write_text("\n".join(lines) + "\nsteps: [{command: eval}]\n")
+    result = cli("pipeline", "run", bomb, "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "more than 100,000 values once its aliases" in result.output
+
+
+def test_a_self_including_pipeline_and_a_card_file_that_never_ends_are_refused(cli, tmp_path):
+    import os
+
+    loop = tmp_path / "loop.yaml"
+    loop.write_text(f"name: loop\nsteps:\n  - command: pipeline run {loop}\n    args: {{out: '{{out}}/x'}}\n")
+    result = cli("pipeline", "run", loop, "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "runs itself" in result.output
+    fifo = tmp_path / "card.md"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    result = cli("data", "export-q", "frozenlake", "--episodes", "10", "--out", tmp_path / "d", "--card-extra", fifo)
+    assert result.exit_code == 2 and "not a regular file" in result.output
+    big = tmp_path / "big.md"
+    big.write_bytes(b"x" * (16 * 2**20 + 1))
+    result = cli("data", "export-q", "frozenlake", "--episodes", "10", "--out", tmp_path / "d", "--card-extra", big)
+    assert result.exit_code == 2 and "larger than 16 MiB" in result.output

@@ -88,7 +88,10 @@ def parse_seeds(text: str) -> list[int]:
             raise InvalidInputError(f"--seeds {text!r}: {part!r} is not a seed or a range A-B") from exc
         if sep and low and not values:
             raise InvalidInputError(f"--seeds {text!r}: the range {part} runs backwards", hint=f"write {high}-{low}")
-        seeds += [v for v in values if v not in seeds]
+        if len(seeds) + len(values) > MAX_SEEDS:  # counted before the range is expanded
+            raise InvalidInputError(f"--seeds {text!r} names more than {MAX_SEEDS:,} seeds",
+                                    hint="an experiment runs every step once per seed: give a few")
+        seeds += [v for v in values if v not in set(seeds)]
     if not seeds or any(v < 0 for v in seeds):
         raise InvalidInputError(f"--seeds {text!r} must list seeds >= 0")
     return seeds
@@ -111,6 +114,8 @@ STEP_KEYS = ("command", "args", "enabled", "skip_if_exists", "force")
 PIPELINE_KEYS = ("name", "description", "extends", "vars", "presets", "steps", "seeds", "final", "sft",
                  "grpo")  # sft, grpo: --config
 MAX_EXTENDS = 8  # a pipeline extends at most this many others in a chain (a circle is refused by name)
+MAX_NESTING = 8  # pipeline run steps inside pipelines, at most this deep
+MAX_SEEDS = 1000  # --seeds of an experiment
 UNDEFINED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -329,8 +334,14 @@ def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | No
             sets = [v for k, v in options if k == "--set"]
             seeds = next((v for k, v in options if k == "--seeds"), None)
             out = next(v for k, v in options if k == "--out")
-            _, nested = load_pipeline(Path(argv[2]), Path(out), "--overwrite" in argv, sets, seeds)
-            preflight(nested, root, produced, [*sources, Path(argv[2])])
+            nested_path = Path(argv[2])
+            if nested_path.resolve() in [s.resolve() for s in sources]:
+                raise InvalidInputError(f"{where}: the pipeline {nested_path} runs itself, through "
+                                        f"{' -> '.join(s.name for s in sources)}")
+            if len(sources) >= MAX_NESTING:
+                raise InvalidInputError(f"{where}: pipelines nested more than {MAX_NESTING} deep")
+            _, nested = load_pipeline(nested_path, Path(out), "--overwrite" in argv, sets, seeds)
+            preflight(nested, root, produced, [*sources, nested_path])
             continue
         episodic = ("--rollout", "episode") in options
         for key, value in options:

@@ -327,16 +327,27 @@ def staged_text(path: str | os.PathLike | None, text: str, option: str = "--out"
         raise
 
 
-def read_text_file(path: str | os.PathLike, what: str = "file") -> str:
-    """A UTF-8 text file's content; one clear error when it is missing, a folder, unreadable or binary."""
+MAX_TEXT_FILE_BYTES = 16 * 2**20  # a settings, card or pipeline file larger than this is not one
+
+
+def read_text_file(path: str | os.PathLike, what: str = "file", limit: int = MAX_TEXT_FILE_BYTES) -> str:
+    """A UTF-8 text file's content; one clear error when it is missing, a folder, not a regular file (a FIFO or a
+    device would be read forever), larger than ``limit`` bytes, unreadable or binary."""
 
     path = Path(path)
     if not path.exists():
         raise InvalidInputError(f"{what} {path} does not exist")
     if path.is_dir():
         raise InvalidInputError(f"{what} {path} is a folder, not a file")
+    if not path.is_file():
+        raise InvalidInputError(f"{what} {path} is not a regular file (a pipe or a device?)")
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise InvalidInputError(f"{what} {path} is larger than {limit / 2**20:g} MiB",
+                                    hint="give a small text file")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInputError(f"{what} {path} is not UTF-8 text (a binary file?)") from exc
     except OSError as exc:
@@ -364,13 +375,46 @@ def read_yaml_mapping(path: str | os.PathLike, expected: str = "a mapping") -> d
 
 
     path = Path(path)
+    text = read_text_file(path, "YAML file")
     try:
-        data = yaml.safe_load(read_text_file(path, "YAML file")) or {}
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None and _expanded_size(node) > MAX_YAML_NODES:
+            raise InvalidInputError(f"{path} holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are "
+                                    "expanded", hint="a settings file is small: is an alias repeated on purpose?")
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise InvalidInputError(f"{path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidInputError(f"{path} must hold {expected}")
     return data
+
+
+MAX_YAML_NODES = 100_000  # values of a YAML file with every alias expanded (a "billion laughs" file has 10^9)
+
+
+def _expanded_size(node, memo: dict | None = None) -> int:
+    """How many values ``node`` holds with aliases expanded (an alias repeats a node object: each distinct node's
+    count is computed once, so a file whose expansion is huge is measured in its own size), stopping past the cap."""
+    import yaml
+
+    memo = {} if memo is None else memo
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # a node reached again while counting itself (recursive alias) counts once
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    else:
+        children = []
+    for child in children:
+        size += _expanded_size(child, memo)
+        if size > MAX_YAML_NODES:
+            break
+    memo[key] = size
+    return size
 
 
 # -- a folder replaced by a long job (a training run): the old content waits aside until the new one completes ----

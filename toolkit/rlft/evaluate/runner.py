@@ -102,12 +102,16 @@ def _action_error(setup, held_out) -> dict[str, Any]:
     return {**policy_action_error(setup.policy, observations, actions, space), "action_error_split": split}
 
 
+MAX_ENVS = 1024  # environments stepped together (1,000,000 filled memory before the first step)
+
+
 def _check_config(config: EvalConfig) -> None:
     """Refuse bad numbers and a bad --out before anything slow is loaded."""
     if config.episodes < 1:
         raise InvalidInputError(f"--episodes must be at least 1, got {config.episodes}")
-    if config.num_envs < 1:
-        raise InvalidInputError(f"--num-envs must be at least 1, got {config.num_envs}")
+    if not 1 <= config.num_envs <= MAX_ENVS:
+        raise InvalidInputError(f"--num-envs must be from 1 to {MAX_ENVS}, got {config.num_envs}",
+                                hint="each env is a live simulator in memory; batches of tens are where speed is")
     if config.max_episode_steps is not None and config.max_episode_steps < 1:
         raise InvalidInputError("--max-episode-steps must be at least 1")
     if config.bin_decoding not in BIN_DECODINGS:  # every policy, not only llm: (a typo never passes silently)
