@@ -65,21 +65,34 @@ def test_serialize_refuses_to_write_over_its_minari_source(cli, tmp_path):
 
 
 def test_a_second_writer_is_refused_and_a_stale_lock_is_taken_over(cli, tmp_path):
-    import os
     import subprocess
+    import sys
 
     from rlft.core import io
 
     out = tmp_path / "ds"
     lock = io._lock_path(out.absolute())
-    lock.write_text(f"{os.getppid()}\n")  # a live process other than this one holds it
-    result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out)
-    assert result.exit_code != 0 and f"being written by another rlft process (pid {os.getppid()})" in result.output
-    assert not out.exists()
+    assert lock.parent == tmp_path  # beside the output, whatever TMPDIR says
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "rlft-writer"],  # noqa: S603
+                              stdin=subprocess.PIPE)  # a live rlft process other than this one holds it
+    try:
+        lock.write_text(f"{holder.pid}\n")
+        result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out)
+        assert result.exit_code != 0 and f"being written by another rlft process (pid {holder.pid})" in result.output
+        assert not out.exists()
+    finally:
+        holder.communicate(b"")
+    other = subprocess.Popen(["cat"], stdin=subprocess.PIPE)  # noqa: S603, S607 - alive, but not rlft
+    try:
+        lock.write_text(f"{other.pid}\n")  # the pid was reused by another program: the lock is stale
+        result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out, "--overwrite")
+        assert result.exit_code == 0, result.output
+    finally:
+        other.communicate(b"")
     gone = subprocess.Popen(["true"])  # noqa: S603, S607 - a process that has exited and been reaped
     gone.wait()
     lock.write_text(f"{gone.pid}\n")
-    result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out)
+    result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out, "--overwrite")
     assert result.exit_code == 0, result.output
     assert not lock.exists()  # released when the command ended
 

@@ -500,18 +500,29 @@ def restore_set_aside() -> list[Path]:
     return restored
 
 
-# -- one writer per output: a lock file (in a temporary folder) holds the writer's pid ------------------------------
+# -- one writer per output: a lock file beside it holds the writer's pid -------------------------------------------
 _LOCKS: set[Path] = set()
 
 
 def _lock_path(out: Path) -> Path:
-    """Locks live in one temporary folder, named by the output's absolute path: nothing is created beside an output
-    before the command writes it."""
-    import hashlib
+    """The lock of ``out`` lies beside it (its parent is made first): every process that writes ``out`` sees the same
+    file, whatever its ``TMPDIR`` (batch schedulers give each job its own)."""
+    out = out.resolve()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output_error(out, exc) from exc
+    return out.parent / f".{out.name}.rlft-lock"
 
-    root = Path(tempfile.gettempdir()) / f"rlft-locks-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
-    root.mkdir(exist_ok=True)
-    return root / (hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24] + ".lock")
+
+def _is_rlft(pid: int) -> bool:
+    """A live ``pid`` that runs rlft (its command line names rlft, or pytest running it in-process). Where
+    /proc cannot say (not Linux), any live process counts."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return _alive(pid)
+    return b"rlft" in cmdline or b"pytest" in cmdline
 
 
 def _alive(pid: int) -> bool:
@@ -539,11 +550,11 @@ def claim_output(out: str | os.PathLike, option: str = "--out") -> None:
                 pid = int(lock.read_text(encoding="utf-8").strip() or 0)
             except (OSError, ValueError):
                 pid = 0
-            if pid and pid != os.getpid() and _alive(pid):
+            if pid and pid != os.getpid() and _alive(pid) and _is_rlft(pid):
                 raise OutputError(f"{option} {out} is being written by another rlft process (pid {pid})",
                                   hint=f"wait for it, or choose another {option} (its lock: {lock})") from None
             with contextlib.suppress(OSError):
-                lock.unlink()  # stale: its process is gone
+                lock.unlink()  # stale: its process is gone, or the pid now belongs to another program
             continue
         except OSError as exc:
             raise output_error(out, exc, option) from exc
