@@ -405,3 +405,20 @@ def test_a_model_that_cannot_read_the_dataset_is_refused_before_training(cli, tm
     result = cli("train", "sft", "--dataset", lake, "--model", short, "--out", tmp_path / "r", "--max-steps", "1",
                  "--allow-tokenizer-mismatch", "--eval-split", "none", "--no-lora")
     assert result.exit_code == 0, result.output  # the user's call: trained anyway
+
+
+@pytest.mark.slow
+def test_rlfts_own_metrics_reach_the_trackers_report_to_names(cli, tmp_path, lake, tiny_model):
+    """A tracker named by --report-to (TensorBoard here, through transformers' integration: the same path W&B and
+    trackio take) records decision_accuracy, which rlft's criterion adds to the logs; a comma list is taken."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = tmp_path / "run"
+    result = cli("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", run, "--no-lora", "--max-steps",
+                 "4", "--check-steps", "2", "--eval-split", "none", "--report-to", "tensorboard,tensorboard")
+    assert result.exit_code == 0, result.output
+    # rlft's own TensorBoard writes RUN/logs; the tracker report_to adds writes elsewhere in the run
+    events = [p.parent for p in run.rglob("events.out.tfevents.*") if "logs" not in p.relative_to(run).parts[:1]]
+    assert events, "the tracker wrote nothing"
+    tags = set().union(*(EventAccumulator(str(e)).Reload().Tags()["scalars"] for e in events))
+    assert "train/decision_accuracy" in tags, sorted(tags)

@@ -402,6 +402,8 @@ def trl_overrides(config: StageConfig, args: dict[str, Any]) -> dict[str, Any]:
         value = given.pop(key)
         if value and key in ("hub_token", "push_to_hub_token"):
             os.environ.setdefault("HF_TOKEN", str(value))
+    if isinstance(given.get("report_to"), str) and "," in given["report_to"]:  # --report-to wandb,trackio
+        given["report_to"] = [name.strip() for name in given["report_to"].split(",") if name.strip()]
     config.trl = given
     return {**args, **given}
 

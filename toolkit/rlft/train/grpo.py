@@ -40,6 +40,7 @@ from rlft.train.stage import (
     StageInputs,
     checkpointing_field,
     criterion_callback,
+    criterion_first,
     finish_run,
     first_logged,
     last_logged,
@@ -137,6 +138,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
             callbacks=stage_callbacks(criterion, run_dir, [*watch, *(callbacks or [])]),
             **({"rollout_func": rollout} if rollout is not None else {}),
         )
+        criterion_first(trainer, criterion)
         console.print(f"[bold]GRPO[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}; rewards "
                       + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
         result = train_then_close(trainer, checkpoint, rewards, rollout)

@@ -23,6 +23,7 @@ from rlft.train.stage import (
     StageInputs,
     checkpointing_field,
     criterion_callback,
+    criterion_first,
     finish_run,
     first_logged,
     last_logged,
@@ -77,6 +78,7 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
             peft_config=lora_config(config) if config.lora else None,
             callbacks=sft_callbacks(config, criterion, run_dir, callbacks),
         )
+        criterion_first(trainer, criterion)
         metrics: dict[str, Any] = {**awr, "train_rows": len(train), "eval_split": eval_name,
                                    "eval_rows": len(evaluation) if evaluation is not None else 0,
                                    "train_rows_dropped": dropped_rows(len(train), trainer, config)}

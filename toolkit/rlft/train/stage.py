@@ -369,6 +369,16 @@ def check_rows(inputs: StageInputs) -> tuple[Any, str]:
     return inputs.train, "train"
 
 
+def criterion_first(trainer, criterion) -> None:
+    """The criterion's ``on_log`` runs before every reporter's: transformers puts the trackers named by
+    ``report_to`` (W&B, trackio, TensorBoard...) ahead of the callbacks a trainer is given, and a tracker that logs
+    first never sees decision_accuracy, action_error or the policy signals the criterion adds."""
+    if criterion is not None:
+        callbacks = trainer.callback_handler.callbacks
+        callbacks.remove(criterion)
+        callbacks.insert(0, criterion)
+
+
 def stage_callbacks(criterion, run_dir: Path, extra: list | None) -> list:
     """The criterion first (it adds ``decision_accuracy`` to the logs TensorBoard then writes), TensorBoard,
     then the caller's callbacks."""
