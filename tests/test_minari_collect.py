@@ -320,3 +320,26 @@ def test_stochastic_collection_records_the_policys_own_samples(cli):
     result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "1", "--stochastic", "--dataset-id",
                  "cp/x-v0")
     assert result.exit_code == 2 and "--stochastic samples a policy's own action distribution" in result.output
+
+
+def test_combine_keeps_every_episode_and_the_reference_scores(cli):
+    """D4RL's medium-expert is medium and expert together: Minari's combine_datasets behind one command; datasets of
+    another env are refused by name, and nothing is written."""
+    from factories import make_minari_dataset
+
+    make_minari_dataset("cartpole/a-v0", episodes=3, seed=0, ref_scores=(22.1, 500.0))
+    make_minari_dataset("cartpole/b-v0", episodes=2, seed=7, ref_scores=(22.1, 500.0))
+    make_minari_dataset("pendulum/c-v0", env_id="Pendulum-v1", episodes=1, max_steps=5)
+    result = cli("data", "combine", "cartpole/a-v0", "cartpole/b-v0", "--dataset-id", "cartpole/ab-v0")
+    assert result.exit_code == 0, result.output
+    ds = minari.load_dataset("cartpole/ab-v0")
+    a, b = minari.load_dataset("cartpole/a-v0"), minari.load_dataset("cartpole/b-v0")
+    assert ds.total_episodes == 5 and ds.total_steps == a.total_steps + b.total_steps
+    meta = ds.storage.metadata
+    assert meta["combined_from"] == ["cartpole/a-v0", "cartpole/b-v0"]
+    assert (meta["ref_min_score"], meta["ref_max_score"]) == (22.1, 500.0)
+    result = cli("data", "combine", "cartpole/a-v0", "pendulum/c-v0", "--dataset-id", "cartpole/ac-v0")
+    assert result.exit_code == 2 and "share one env" in result.output
+    assert not (minari_source.datasets_root() / "cartpole" / "ac-v0").exists()
+    result = cli("data", "combine", "cartpole/a-v0", "cartpole/b-v0", "--dataset-id", "cartpole/ab-v0")
+    assert result.exit_code == 2 and "already exists" in result.output

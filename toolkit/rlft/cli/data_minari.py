@@ -81,6 +81,25 @@ def collect(
     console.print(kv_table(f"Collected {result.dataset_id}", rows))
 
 
+@command(app, "combine")
+def combine(
+    sources: list[str] = typer.Argument(..., help="Two or more Minari datasets (local ids or folders) of one env."),
+    dataset_id: str = typer.Option(..., "--dataset-id", help="Minari id of the combination, NAMESPACE/NAME-vK."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing id (only after success)."),
+    data_path: Path | None = typer.Option(None, "--data-path", help="Minari datasets folder (default: "
+                                          "$MINARI_DATASETS_PATH, else ~/.minari/datasets)."),
+) -> None:
+    """Combine datasets of one env into one Minari dataset (D4RL's medium-expert is medium and expert together)."""
+    from rlft.sources.minari_source import combine as combine_datasets
+    from rlft.sources.minari_source import dataset_summary, load_minari, minari_root
+
+    with minari_root(data_path) if data_path is not None else contextlib.nullcontext():
+        final = combine_datasets(list(sources), dataset_id, overwrite)
+        summary = dataset_summary(load_minari(str(final)))
+    console.print(kv_table(f"Combined {dataset_id}", {k: summary[k] for k in (
+        "env_id", "episodes", "steps", "return_mean", "return_min", "return_max", "normalized_score_x100", "path")}))
+
+
 @command(app, "info")
 def info(
     dataset: str = typer.Argument(..., help="A local Minari id (namespace/name-vN) or a dataset folder."),

@@ -317,3 +317,47 @@ def dataset_summary(ds) -> dict[str, Any]:
         summary["seed"] = rlft_meta.get("seed")
         summary["policy"] = rlft_meta.get("policy")
     return summary
+
+
+def combine(sources: list[str], dataset_id: str, overwrite: bool = False) -> Path:
+    """Minari's ``combine_datasets`` over local datasets of one env and the same spaces (D4RL's medium-expert is
+    medium and expert together), written staged; the sources' reference scores and their ids are kept. Datasets of
+    different envs or spaces are refused by name before anything is written."""
+    import warnings
+
+    import minari
+
+    check_dataset_id(dataset_id)
+    if len(sources) < 2:
+        raise InvalidInputError("rlft data combine needs at least two datasets")
+    if (datasets_root() / dataset_id).exists() and not overwrite:
+        raise InvalidInputError(f"Minari dataset {dataset_id} already exists in {datasets_root()}",
+                                hint="pass --overwrite to replace it, or bump the version (-vN)")
+    opened = [load_minari(s) for s in sources]
+    first = opened[0]
+    for source, ds in zip(sources[1:], opened[1:], strict=True):
+        env_a = first.spec.env_spec.id if first.spec.env_spec else None
+        env_b = ds.spec.env_spec.id if ds.spec.env_spec else None
+        if env_a != env_b:
+            raise InvalidInputError(f"cannot combine {sources[0]} ({env_a}) with {source} ({env_b}): the datasets "
+                                    "of a combination share one env")
+        for what in ("observation_space", "action_space"):
+            if getattr(first, what) != getattr(ds, what):
+                raise InvalidInputError(f"cannot combine {sources[0]} with {source}: their {what.replace('_', ' ')}s "
+                                        f"differ ({space_line(getattr(first, what))} vs "
+                                        f"{space_line(getattr(ds, what))})")
+    refs = {(d.storage.metadata.get("ref_min_score"), d.storage.metadata.get("ref_max_score")) for d in opened}
+    with staged_dataset(dataset_id) as final, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        (datasets_root() / dataset_id).parent.mkdir(parents=True, exist_ok=True)  # Minari makes only the last part
+        try:
+            combined = minari.combine_datasets(opened, dataset_id)
+        except ValueError as exc:  # Minari's own env-spec check
+            raise InvalidInputError(f"Minari cannot combine {', '.join(sources)}: {exc}") from exc
+        meta = {"combined_from": list(sources)}
+        if len(refs) == 1:  # the sources agree: the combination is scored on the same scale
+            low, high = next(iter(refs))
+            if low is not None and high is not None:
+                meta.update(ref_min_score=low, ref_max_score=high)
+        combined.storage.update_metadata(meta)
+    return final
