@@ -184,3 +184,63 @@ def test_a_self_including_pipeline_and_a_card_file_that_never_ends_are_refused(c
     big.write_bytes(b"x" * (16 * 2**20 + 1))
     result = cli("data", "export-q", "frozenlake", "--episodes", "10", "--out", tmp_path / "d", "--card-extra", big)
     assert result.exit_code == 2 and "larger than 16 MiB" in result.output
+
+
+@pytest.mark.parametrize("case", ["long-name", "link-loop"])
+def test_paths_the_file_system_refuses_are_one_line(cli, tmp_path, case):
+    """A 300-character file name and a symlink loop as --out: one line, exit 2, nothing written."""
+    import os
+
+    if case == "long-name":
+        out = tmp_path / ("x" * 300)
+    else:
+        os.symlink(tmp_path / "b", tmp_path / "a")
+        os.symlink(tmp_path / "a", tmp_path / "b")
+        out = tmp_path / "a" / "ds"
+    result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) <= 2
+    assert ("name is too long" in result.output) or ("loops" in result.output)
+
+
+def test_an_ipv6_typo_in_the_api_url_is_one_line(cli, tmp_path):
+    from rlft.policy.openai_backend import api_base
+
+    with pytest.raises(Exception, match="is not a valid URL"):
+        api_base("http://[::1:8000/v1")
+    assert api_base("http://[::1]:8000") == "http://[::1]:8000/v1"
+
+
+def test_a_number_where_text_is_expected_is_one_line(cli, tmp_path):
+    """A dataset whose completion column holds integers (made by hand): SFT refuses it before loading a model."""
+    import datasets
+
+    from factories import make_lake_q_model
+
+    data, model = make_lake_q_model(tmp_path)
+    table = datasets.load_dataset("parquet", data_files=str(data / "data" / "*.parquet"), split="train")
+    broken = tmp_path / "broken"
+    shutil.copytree(data, broken)
+    for f in (broken / "data").glob("*.parquet"):
+        f.unlink()
+    table.remove_columns(["completion"]).add_column("completion", list(range(len(table)))).to_parquet(
+        broken / "data" / "train-00000-of-00001.parquet")
+    result = cli("train", "sft", "--dataset", broken, "--model", model, "--out", tmp_path / "run")
+    assert result.exit_code == 2 and "column 'completion'" in result.output and "int64 values" in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_full_disk_deep_inside_a_command_is_one_line(cli, monkeypatch):
+    """ENOSPC raised where no nearer handler names it (inside Minari's writer, here): one line naming the file,
+    exit 1 (the machine's fault), no traceback."""
+    import errno
+
+    from rlft.sources import collect
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", "/data/minari/main_data.hdf5")
+
+    monkeypatch.setattr(collect, "_record", full)
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "2", "--dataset-id", "cp/full-v0")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "the disk is full: /data/minari/main_data.hdf5" in " ".join(result.output.split())

@@ -212,3 +212,36 @@ def test_a_push_to_a_hub_that_never_answers_ends_within_its_timeout(cli, dataset
     elapsed = time.monotonic() - start
     assert result.exit_code == 1 and "did not finish within 2 s" in " ".join(result.output.split())
     assert elapsed < 10
+
+
+@pytest.mark.parametrize("body", [b"<html>a proxy's login page</html>", b"{}"])
+def test_a_hub_that_answers_something_else_is_one_line(cli, dataset_dir, monkeypatch, body):
+    """HF_ENDPOINT pointing at something that answers 200 with a page that is not a Hub reply (or JSON without the
+    fields huggingface_hub needs): one line, exit 1."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Other(BaseHTTPRequestHandler):
+        def _answer(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_HEAD = _answer  # noqa: N815 - http.server's handler names
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    try:
+        result = cli("data", "push", dataset_dir, "--repo-id", "alice/x", "--token", "hf_x", "--timeout", "20")
+    finally:
+        server.shutdown()
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert len(result.output.strip().splitlines()) <= 3

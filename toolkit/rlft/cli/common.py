@@ -4,6 +4,7 @@ nothing was written."""
 from __future__ import annotations
 
 import _thread
+import errno
 import functools
 import signal
 import sys
@@ -12,11 +13,27 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from rlft.core.console import err_console
 from rlft.core.errors import FaultError, RlftError
 from rlft.core.io import release_outputs, restore_set_aside
 from rlft.core.secrets import redact_text
+
+# OSErrors that say what went wrong with a path or the machine, as one line: a full disk, a file-size limit, a name
+# too long, a symlink loop...
+SYSTEM_FAULTS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                 errno.EFBIG: "the file is larger than this process may write (a file-size limit)",
+                 errno.ENAMETOOLONG: "a file name is too long", errno.ELOOP: "a symbolic link loops",
+                 errno.EROFS: "the file system is read-only", errno.EIO: "an input/output error of the device",
+                 errno.EACCES: "permission denied", errno.EPERM: "permission denied"}
+MACHINE_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)  # the machine's, not the input's
+
+
+def system_fault(exc: OSError) -> str:
+    names = " -> ".join(str(n) for n in (exc.filename, getattr(exc, "filename2", None)) if n)
+    return f"{SYSTEM_FAULTS[exc.errno]}" + (f": {names}" if names else "")
+
 
 EXIT_USAGE = 2  # the input is wrong
 EXIT_FAULT = 1  # the disk, the network or a remote failed (FaultError)
@@ -84,12 +101,16 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
                 _put_back_set_aside()
                 raise
         except RlftError as exc:
-            from rich.markup import escape
-
             # the message is data, not markup: "rlft[collect]" must print as written
             err_console.print(f"[bold red]Error:[/] {escape(redact_text(str(exc)))}", markup=True, highlight=False,
                               soft_wrap=True)
             raise typer.Exit(EXIT_FAULT if isinstance(exc, FaultError) else EXIT_USAGE) from exc
+        except OSError as exc:  # not an RlftError: a file-system fault nothing nearer turned into one line
+            if exc.errno not in SYSTEM_FAULTS:
+                raise
+            err_console.print(f"[bold red]Error:[/] {escape(redact_text(system_fault(exc)))}", markup=True,
+                              highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_FAULT if exc.errno in MACHINE_FAULTS else EXIT_USAGE) from exc
         except KeyboardInterrupt as exc:
             err_console.print(
                 f"[bold red]{'Terminated' if isinstance(exc, Terminated) else 'Interrupted'}:[/] dataset folders "

@@ -31,6 +31,7 @@ _REASONS = {
     errno.ENOTDIR: "a parent of it is a file, not a folder",
     errno.EEXIST: "a parent of it is a file, not a folder",
     errno.ENAMETOOLONG: "the name is too long",
+    errno.ELOOP: "a symbolic link in it loops",
 }
 
 
@@ -62,11 +63,21 @@ def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
 Inputs = Iterable[tuple[str, "str | os.PathLike | None"]]
 
 
+def _resolved(path: str | os.PathLike, option: str) -> Path:
+    """``path`` made absolute with its links followed; a link loop or a name too long is one line."""
+    try:
+        return Path(path).expanduser().absolute().resolve()
+    except RuntimeError as exc:  # Python 3.11's resolve() on a symlink loop
+        raise OutputError(f"cannot write {option} {path}: a symbolic link in it loops") from exc
+    except OSError as exc:
+        raise output_error(path, exc, option) from exc
+
+
 def refuse_overlap(out: str | os.PathLike, inputs: Inputs, option: str = "--out") -> None:
     """Refuse an output that is, contains or lies inside one of the command's ``inputs`` ((option, path) pairs;
     paths that are not local files or folders, such as Hub ids, are skipped): writing there, with ``--overwrite``
     above all, would destroy or alter what the command reads."""
-    target = Path(out).expanduser().absolute().resolve()
+    target = _resolved(out, option)
     for name, path in inputs:
         if path is None or not Path(path).expanduser().exists():
             continue

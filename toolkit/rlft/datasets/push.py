@@ -136,7 +136,12 @@ def hub_error(exc: Exception, repo_id: str) -> Exception:
         hint = STATUS_HINTS.get(status, "the Hub failed: push again later" if status >= 500 else None)
         return RemoteError(f"the Hub at {hub_endpoint()} refused the push to {repo_id}: HTTP {status}",
                            hint=(hint or "") + ("; " if hint else "") + "the dataset folder is unchanged")
-    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "requests"):
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "requests"):
         return OfflineError(f"the push to {repo_id} at {hub_endpoint()} failed: {type(exc).__name__}: {exc}",
                             hint="check the network and push again; the dataset folder is unchanged")
-    return exc
+    if isinstance(exc, InvalidInputError):
+        return exc
+    # anything else came from an answer huggingface_hub could not read (not JSON, JSON without the fields it needs)
+    return RemoteError(f"the Hub at {hub_endpoint()} answered the push to {repo_id} with something that is not a Hub "
+                       f"reply ({type(exc).__name__}: {str(exc)[:160]})",
+                       hint="is HF_ENDPOINT a Hugging Face Hub? the dataset folder is unchanged")

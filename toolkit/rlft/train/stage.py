@@ -149,6 +149,12 @@ def _train_split(config: StageConfig, data, stage: str, needed_columns: tuple[st
         )
     if len(train) == 0:
         raise InvalidInputError(f"split {config.train_split!r} of {config.dataset} is empty")
+    for name in needed_columns:  # text, or chat messages: a number there is no prompt a tokenizer can read
+        feature = train.features[name]
+        kind = getattr(feature, "dtype", None) if not isinstance(feature, list) else "list"
+        if kind not in ("string", "large_string", "list", None):
+            raise InvalidInputError(f"column {name!r} of {config.dataset} holds {kind} values, not text or chat "
+                                    "messages", hint="serialize the data with rlft data serialize, which writes text")
     if config.max_train_samples is not None:
         if config.max_train_samples < 1:
             raise InvalidInputError("--max-train-samples must be at least 1")
