@@ -90,8 +90,6 @@ def test_backend_options_are_checked(tmp_path_factory):
         api_base("127.0.0.1:8000")
     with pytest.raises(InvalidInputError, match="--api-url"):
         _run(policy="llm:m", codec=str(data), episodes=1)
-    with pytest.raises(InvalidInputError, match="--constrained needs --backend transformers"):
-        _run(policy="llm:m", codec=str(data), api_url="http://127.0.0.1:9/v1", constrained=True, episodes=1)
     with pytest.raises(InvalidInputError, match="no codec"):
         _run(policy="llm:m", api_url="http://127.0.0.1:9/v1", episodes=1)
 
@@ -201,3 +199,22 @@ def test_a_server_that_drips_its_answer_is_stopped_by_the_timeout(tmp_path_facto
     text = " ".join(result.output.split())
     assert result.exit_code == 1 and "sent no complete answer within 1 s (3 tries)" in text
     assert seconds < 20  # 3 tries of 1 s and the connect allowance, not the minutes the drip would take
+
+
+def test_constrained_through_a_server_sends_the_codecs_grammar_as_a_regex(tmp_path_factory):
+    """--constrained with --backend openai: every request carries the codec's answer grammar as a regex (vLLM's
+    structured outputs), the same language constrained local decoding allows."""
+    import re
+
+    from rlft.codecs import load_codec
+    from rlft.policy.grammar import answer_grammar
+
+    data = frozenlake_dataset(tmp_path_factory)
+    with FakeOpenAIServer(lambda prompt: "<answer>DOWN</answer>") as server:
+        report = _run(policy="llm:m", codec=str(data), api_url=server.url, episodes=2, constrained=True,
+                      max_episode_steps=5)
+    regex = server.requests[0][1]["structured_outputs"]["regex"]
+    grammar = answer_grammar(load_codec(data))
+    assert regex == grammar.regex() and report["policy_info"]["constrained"].startswith("server-side regex")
+    for text in ("<answer>DOWN</answer>", "<answer>LEFT</answer>", "<answer>JUMP</answer>", "DOWN", "<answer></answer>"):
+        assert bool(re.fullmatch(regex, text)) == grammar.matches(text), text

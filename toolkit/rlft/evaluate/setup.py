@@ -21,6 +21,7 @@ from rlft.policy.bc import BCPolicy
 from rlft.policy.bins import BinBackend, resolve_bin_decoding
 from rlft.policy.constrained import build_token_table
 from rlft.policy.generation import TransformersBackend, default_max_new_tokens
+from rlft.policy.grammar import answer_grammar
 from rlft.policy.llm_policy import LLMPolicy, load_few_shot
 from rlft.policy.openai_backend import OpenAIBackend
 from rlft.policy.policies import (
@@ -235,9 +236,6 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
                                                                 notes)
     else:
         codec, codec_source = _codec_or_local_codec(model_arg, codec, codec_source)
-        if config.constrained:
-            raise InvalidInputError("--constrained needs --backend transformers (the logits are not reachable "
-                                    "through the OpenAI API)")
     if codec is None:
         raise InvalidInputError(f"no codec for {model_arg}: pass --codec DATASET_DIR (the dataset the model was "
                                 "trained on)", hint="a RUN folder written by rlft train carries rlft_codec.json")
@@ -246,7 +244,8 @@ def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_so
     fallback = _fallback_action(config, codec, act_space)
     few_shot = _few_shot(config, codec)
     bins = _bin_decoding(config, codec, tokenizer)
-    table = build_token_table(codec, tokenizer, model) if config.constrained and bins == "off" else None
+    local = config.backend == "transformers"  # through a server, --constrained is its regex (_generation_backend)
+    table = build_token_table(codec, tokenizer, model) if config.constrained and bins == "off" and local else None
     precompute = table.describe() if table is not None else None
     max_new = _max_new_tokens(config, codec, table, notes)
     backend = _generation_backend(config, model_arg, codec, model, tokenizer, max_new, table, bins)
@@ -386,4 +385,7 @@ def _generation_backend(config: EvalConfig, model_arg: str, codec: Codec, model,
                          config.top_p, config.concurrency, api_key=config.api_key or os.environ.get(
                              "OPENAI_API_KEY"), stop=[suffix] if suffix and config.api_stop else None,
                          answer_prefix=codec.template.answer_prefix, answer_suffix=suffix,
-                         seed=config.seed, timeout=config.api_timeout)
+                         seed=config.seed, timeout=config.api_timeout,
+                         # --constrained: the codec's grammar as a regex the server constrains sampling with (vLLM's
+                         # structured outputs); the logits themselves never leave the server
+                         regex=answer_grammar(codec).regex() if config.constrained else None)

@@ -4,6 +4,7 @@ separators, and the literal suffix, as a deterministic character automaton (used
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from rlft.codecs.base import Codec
@@ -12,6 +13,10 @@ from rlft.core.errors import InvalidInputError
 
 class Segment:
     """One piece of the answer. Sub-states are small hashable values; ``None`` means "rejected"."""
+
+    def regex(self) -> str:
+        """The same language as a regular expression (for servers that constrain output by regex: vLLM)."""
+        raise NotImplementedError
 
     def start(self):
         raise NotImplementedError
@@ -37,6 +42,9 @@ class Segment:
 @dataclass
 class Literal(Segment):
     text: str
+
+    def regex(self) -> str:
+        return re.escape(self.text)
 
     def start(self):
         return 0
@@ -81,6 +89,9 @@ class Choice(Segment):
                 node = nxt
             self._ends[node] = True
 
+    def regex(self) -> str:
+        return "(?:" + "|".join(re.escape(o) for o in sorted(self.options, key=len, reverse=True)) + ")"
+
     def start(self):
         return 0
 
@@ -109,6 +120,9 @@ class Number(Segment):
 
     # sub-states: ("s",) start, ("m",) after the minus sign, ("i", k) k integer digits, ("f", k) k decimals
     # (("f", 0) is just after the point)
+    def regex(self) -> str:
+        return f"-?[0-9]{{1,{self.int_digits}}}" + (rf"\.[0-9]{{{self.decimals}}}" if self.decimals else "")
+
     def start(self):
         return ("s",)
 
@@ -204,6 +218,10 @@ class AnswerGrammar:
 
     def max_chars(self) -> int:
         return sum(s.max_len() for s in self.segments)
+
+    def regex(self) -> str:
+        """Every valid answer text as one regular expression (the language :meth:`matches` accepts)."""
+        return "".join(segment.regex() for segment in self.segments)
 
     def matches(self, text: str) -> bool:
         state = self.start()

@@ -101,7 +101,8 @@ class OpenAIBackend(GenerationBackend):
     def __init__(self, api_url: str, model: str, max_new_tokens: int, temperature: float = 0.0,
                  top_p: float = 1.0, concurrency: int = 8, prompts_per_request: int = 16, timeout: float = 120.0,
                  api_key: str | None = None, stop: list[str] | None = None, answer_prefix: str = "",
-                 answer_suffix: str = "", seed: int | None = None, cache: bool = True, max_retries: int = 2):
+                 answer_suffix: str = "", seed: int | None = None, cache: bool = True, max_retries: int = 2,
+                 regex: str | None = None):
         super().__init__(cache)
         if not model:
             raise InvalidInputError("--backend openai needs --api-model NAME (the model name the server serves)")
@@ -122,6 +123,7 @@ class OpenAIBackend(GenerationBackend):
         self.stop = list(stop or [])
         self.answer_prefix, self.answer_suffix = answer_prefix, answer_suffix
         self.seed = seed
+        self.regex = regex
         # servers started without a key accept any: the client insists on one
         self.max_retries = int(max_retries)
         self.client = openai.OpenAI(base_url=self.base, api_key=api_key or "EMPTY", max_retries=self.max_retries,
@@ -170,6 +172,8 @@ class OpenAIBackend(GenerationBackend):
             params["stop"] = self.stop
         if self.seed is not None:
             params["seed"] = self.seed
+        if self.regex is not None:  # vLLM's structured outputs (servers that do not know the field ignore it)
+            params["extra_body"] = {"structured_outputs": {"regex": self.regex}}
         return params
 
     def _finish(self, text: str, finish_reason: str | None) -> str:
@@ -233,7 +237,8 @@ class OpenAIBackend(GenerationBackend):
         return {"backend": self.name, "api_url": self.base, "api_model": self.model,
                 "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
                 "concurrency": self.concurrency, "prompts_per_request": self.prompts_per_request,
-                "stop": self.stop, "decoding": "sampling" if self.temperature > 0 else "greedy"}
+                "stop": self.stop, "decoding": "sampling" if self.temperature > 0 else "greedy",
+                "constrained": "server-side regex (structured outputs)" if self.regex else None}
 
     def close(self) -> None:
         self.client.close()
