@@ -125,10 +125,11 @@ def test_the_critic_reward_scores_answers_by_q_within_the_datas_range(bandit):
     assert all(np.isfinite(v) and reward.low <= v <= reward.high for v in garbage)
     out = root / "grpo-critic"
     result = cli("train", "grpo", "--dataset", data, "--model", model, "--out", out, "--reward", "critic",
-                 "--critic", iql, "--max-steps", "2", "--num-generations", "4", "--batch-size", "8", "--no-lora",
-                 "--constrained")
+                 "--critic", iql, "--max-steps", "2", "--num-generations", "4", "--batch-size", "8", "--no-lora")
     assert result.exit_code == 0, result.output
     import json
 
     record = json.loads((out / "rlft_run.json").read_text())
     assert record["rewards"] == [{"name": "critic", "low": reward.low, "high": reward.high}]
+    # continuous actions, nothing said: sampled within the codec's grammar, with a KL to the start
+    assert record["constrained_sampling"] is True and record["config"]["beta"] == 0.05

@@ -18,7 +18,8 @@ def init(
     out: Path = typer.Option(..., "--out", help="Model folder to write."),
     layers: int = typer.Option(2, help="Transformer layers."),
     hidden: int = typer.Option(64, help="Hidden size."),
-    heads: int = typer.Option(4, help="Attention heads (hidden must be a multiple)."),
+    heads: int = typer.Option(2, help="Attention heads (hidden must be a multiple; head size hidden/heads >= 32 "
+                              "for vLLM's CPU attention)."),
     kv_heads: int | None = typer.Option(None, help="Key/value heads (default: heads)."),
     intermediate: int | None = typer.Option(None, help="MLP size (default: 4 x hidden)."),
     max_positions: int | None = typer.Option(None, help="Context length (default: fitted to the data)."),

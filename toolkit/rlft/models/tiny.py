@@ -26,7 +26,7 @@ class ModelInitConfig:
     out: Path
     layers: int = 2
     hidden: int = 64
-    heads: int = 4
+    heads: int = 2  # head size 32 at hidden 64: vLLM's CPU attention needs 32, 64, 80 or more
     kv_heads: int | None = None
     intermediate: int | None = None  # default 4 * hidden
     max_positions: int | None = None  # default: fitted to the longest example (x2, at least 256)

@@ -102,6 +102,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     limit_threads()
     episodic, constrained = check_grpo_settings(config)
     inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
+    config, constrained = action_space_defaults(config, inputs.codec, episodic, constrained)
     names = reward_names(config, episodic, inputs.train.column_names)
     if "q-advantage" in names and "q_values" in inputs.train.column_names:  # a missing column is named later
         check_finite_q_values(inputs.train, inputs.dataset)
@@ -168,12 +169,31 @@ def check_grpo_settings(config: GRPOStageConfig) -> tuple[bool, bool]:
         raise InvalidInputError(f"--stall-steps must be at least 0, got {config.stall_steps}")
     check_credit(config, episodic)
     check_sampling(config)
-    constrained = episodic if config.constrained is None else bool(config.constrained)
+    constrained = episodic if config.constrained is None else bool(config.constrained)  # Box: action_space_defaults
     if constrained and config.use_vllm:
         raise InvalidInputError("--constrained sampling runs on the transformers backend, not with --use-vllm",
                                 hint="drop --use-vllm, or sample unconstrained (--no-constrained)")
     check_vllm(config)
     return episodic, constrained
+
+
+BOX_BETA = 0.05  # the KL coefficient continuous actions get by default (a trust region around the start)
+
+
+def action_space_defaults(config: GRPOStageConfig, codec, episodic: bool, constrained: bool):
+    """The defaults that depend on the data (given settings stay): continuous actions are sampled within the codec's
+    grammar and trained with a KL to the start (``BOX_BETA``). Measured before (issue #44): unconstrained, an
+    unparsable answer took the floor (-400 at horizon 20) while real actions differed by about 7, and without a KL
+    one-step env rewards took a HalfCheetah SFT policy from 34.2 to 0.5 normalized. Discrete actions keep their
+    defaults (no KL; constrained only for episodes)."""
+    from dataclasses import replace
+
+    box = codec.action_space.get("type") == "box"
+    if config.constrained is None and box and not config.use_vllm:  # vLLM samples on its own, unconstrained
+        constrained = True
+    if config.beta is None:
+        config = replace(config, beta=BOX_BETA if box else 0.0)
+    return config, constrained
 
 
 def check_credit(config: GRPOStageConfig, episodic: bool) -> None:

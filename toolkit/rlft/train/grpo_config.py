@@ -58,8 +58,9 @@ class GRPOStageConfig(StageConfig):
     max_completion_length: int = field(default=32, metadata={"help": "Longest generated completion, in tokens."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling.", "min": 0.0, "max": 1.0})
-    beta: float = field(default=0.0, metadata={"help": "KL coefficient against the reference model (0: none).",
-                                               "min": 0.0})
+    beta: float | None = field(default=None, metadata={
+        "help": "KL coefficient against the reference (start) model (0: none; default: 0.05 for continuous actions, "
+                "a trust region around the start, 0 for discrete ones).", "min": 0.0})
     epsilon: float = field(default=0.2, metadata={"help": "Clipping range of the policy ratio."})
     num_iterations: int = field(default=1, metadata={"help": "Optimisation passes per generated batch."})
     scale_rewards: str = field(default="group", metadata={"help": "Advantage scaling: group, batch or none."})
@@ -117,9 +118,10 @@ class GRPOStageConfig(StageConfig):
                                                                       "and 3x3 neighbourhood, for random maps)."})
     constrained: bool | None = field(
         default=None,
-        metadata={"help": "Sample answers within the codec's grammar (default: on for episode rollouts; off for "
-                          "step rollouts, where the format reward teaches the format; on lets a model that does "
-                          "not know the format yet learn from the other rewards, see rlft.train.sampling)."},
+        metadata={"help": "Sample answers within the codec's grammar (default: on for episode rollouts and for "
+                          "continuous actions, where an unparsable answer's floor would drown the real actions' "
+                          "differences; off for discrete step rollouts, where the format reward teaches the format; "
+                          "see rlft.train.sampling)."},
     )
     env_bounds: list[float] | None = field(
         default=None, metadata={"help": "env reward: per-step reward bounds low,high (default per env)."}
