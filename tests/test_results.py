@@ -188,6 +188,29 @@ def test_overview_renders_every_planned_row_with_its_headline_or_why_not(tmp_pat
     assert lines[4] == "| 2 | Lake | GPU run | not run: no GPU here | | | | |"
     assert lines[5] == "| 3 | Pole | later | not run: no results yet | | | | |"
     assert lines[6].startswith("| 4 | Lake | baselines only | success: no LLM in this row | random 0.000 | 1 |")
+    # a miss is marked as one; the README's headline block holds the rows marked headline, with their short name
+    (results / "rows.yaml").write_text(
+        "rows:\n"
+        "  - {id: '1', task: Lake, method: tiny SFT, recipe: toy, headline: true, short: the demo}\n"
+        "  - {id: '4', task: Lake, method: baselines only, recipe: probe, miss: no LLM was trained}\n")
+    readme.write_text("<!-- results:overview -->\n<!-- /results:overview -->\n"
+                      "<!-- results:headlines -->\n<!-- /results:headlines -->\n")
+    assert render_readme(readme, results) == ["overview", "headlines"]
+    text = readme.read_text()
+    assert "| 4 | Lake | **miss**: no LLM was trained. baselines only | success:" in text
+    headlines = text.split("<!-- results:headlines -->\n")[1].splitlines()
+    assert headlines[0] == "| row | task | what | LLM | baselines (same episodes) | seeds |"
+    assert headlines[2].startswith("| 1 | Lake | the demo | success: llm-sft 0.750") and headlines[3].startswith("<!--")
+
+
+def test_the_readme_is_a_front_door():
+    """At most 120 lines and 10,000 characters: what it is, the two commands, the headline results, where things
+    live; the whole results table lives on the results page."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 120 and len(readme) <= 10_000
+    assert "make test" in readme and "make demo" in readme and "<!-- results:headlines -->" in readme
 
 
 def test_scores_between_random_and_the_expert_on_the_same_episodes():

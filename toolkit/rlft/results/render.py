@@ -25,6 +25,7 @@ VERSION_KEYS = ("torch", "transformers", "trl", "peft", "gymnasium", "stable-bas
 
 
 OVERVIEW = "overview"
+HEADLINE_BLOCK = "headlines"  # the README's few rows: those marked ``headline: true`` in rows.yaml
 ROWS_FILENAME = "rows.yaml"
 HEADLINES = (("success_rate", "success", ".3f"), ("normalized_score", "normalized score", ".1f"),
              ("expert_normalized_score", "score (random 0, expert 100)", ".1f"), ("return_mean", "return", ".1f"))
@@ -140,6 +141,44 @@ def _headline(summary: dict[str, Any]) -> tuple[str, str] | None:
     return next(((key, fmt) for key, _, fmt in HEADLINES if key in keys), None)
 
 
+def _method(row: dict[str, Any]) -> str:
+    """The row's method, a miss marked as one with what it missed (rows.yaml ``miss:``)."""
+    return f"**miss**: {row['miss']}. {row['method']}" if row.get("miss") else str(row["method"])
+
+
+def _metrics(summary: dict[str, Any]) -> tuple[str, str]:
+    """(the LLM policies' headline metric, the baselines' on the same episodes) of a summary."""
+    headline = _headline(summary)
+    if not headline:
+        return "-", "-"
+    reports = next((t for t in summary["tables"] if t.get("kind") == "reports"), {"rows": []})
+    llm = [r["label"] for r in reports["rows"] if r["label"].startswith("llm")]
+    base = [r["label"] for r in reports["rows"] if not r["label"].startswith("llm")]
+    key, fmt = headline
+    llm_text = "; ".join(f"{lab} {format_cell(_cell(summary, 'reports', lab, key), fmt)}" for lab in llm)
+    base_text = "; ".join(f"{lab} {format_cell(_cell(summary, 'reports', lab, key), fmt)}" for lab in base)
+    agreement = [format_cell(_cell(summary, "reports", lab, "expert_agreement"), ".3f") for lab in llm]
+    if any(a != "-" for a in agreement):
+        llm_text += f" (agreement {', '.join(agreement)})"
+    return f"{dict((k, lab) for k, lab, _ in HEADLINES)[key]}: {llm_text or 'no LLM in this row'}", base_text
+
+
+def headlines_markdown(results_dir: Path) -> str:
+    """The README's rows (``headline: true`` in rows.yaml): the LLM against the baselines, and where the whole row
+    lives (docs/results.md)."""
+    plan = read_yaml_mapping(results_dir / ROWS_FILENAME, "a mapping with a 'rows' list")
+    lines = ["| row | task | what | LLM | baselines (same episodes) | seeds |", "|---|---|---|---|---|---|"]
+    for row in plan.get("rows", []):
+        path = results_dir / str(row.get("recipe")) / "summary.json"
+        if not row.get("headline") or not path.is_file():
+            continue
+        summary = read_json_mapping(path, "an experiment summary")
+        llm_text, base_text = _metrics(summary)
+        lines.append(f"| {row['id']} | {row['task']} | {row.get('short', _method(row))} | {llm_text} | {base_text} | "
+                     f"{len(summary.get('seeds', []))} |")
+    return "\n".join(lines) + "\n"
+
+
 def overview_markdown(results_dir: Path) -> str:
     """One line per planned row of ``results/rows.yaml``: the LLM's headline metric next to the baselines', the
     seeds and training cost from the row's summary, or why the row was not run."""
@@ -150,25 +189,12 @@ def overview_markdown(results_dir: Path) -> str:
     for row in plan.get("rows", []):
         recipe = row.get("recipe")
         path = results_dir / str(recipe) / "summary.json" if recipe else None
-        head = f"| {row['id']} | {row['task']} | {row['method']} |"
+        head = f"| {row['id']} | {row['task']} | {_method(row)} |"
         if path is None or not path.is_file():
             lines.append(f"{head} not run: {row.get('not_run', 'no results yet')} | | | | |")
             continue
         summary = read_json_mapping(path, "an experiment summary")
-        headline = _headline(summary)
-        reports = next((t for t in summary["tables"] if t.get("kind") == "reports"), {"rows": []})
-        llm = [r["label"] for r in reports["rows"] if r["label"].startswith("llm")]
-        base = [r["label"] for r in reports["rows"] if not r["label"].startswith("llm")]
-        if headline:
-            key, fmt = headline
-            llm_text = "; ".join(f"{lab} {format_cell(_cell(summary, 'reports', lab, key), fmt)}" for lab in llm)
-            base_text = "; ".join(f"{lab} {format_cell(_cell(summary, 'reports', lab, key), fmt)}" for lab in base)
-            agreement = [format_cell(_cell(summary, "reports", lab, "expert_agreement"), ".3f") for lab in llm]
-            if any(a != "-" for a in agreement):
-                llm_text += f" (agreement {', '.join(agreement)})"
-            llm_text = f"{dict((k, lab) for k, lab, _ in HEADLINES)[key]}: {llm_text or 'no LLM in this row'}"
-        else:
-            llm_text = base_text = "-"
+        llm_text, base_text = _metrics(summary)
         runs = next((t for t in summary["tables"] if t.get("kind") == "runs"), {"rows": []})
         training = "; ".join(
             f"{r['label']} {format_cell(r['cells'].get('global_step'), '.0f')} steps, "
@@ -205,8 +231,8 @@ def render_text(text: str, results_dir: Path, base: Path) -> tuple[str, list[str
 
     def replace(match: re.Match) -> str:
         name = match.group("name")
-        if name == OVERVIEW:
-            body = overview_markdown(results_dir)
+        if name in (OVERVIEW, HEADLINE_BLOCK):
+            body = (overview_markdown if name == OVERVIEW else headlines_markdown)(results_dir)
             if body != match.group("body"):
                 changed.append(name)
             return match.group(1) + body + match.group(4)
