@@ -216,5 +216,6 @@ def test_constrained_through_a_server_sends_the_codecs_grammar_as_a_regex(tmp_pa
     regex = server.requests[0][1]["structured_outputs"]["regex"]
     grammar = answer_grammar(load_codec(data))
     assert regex == grammar.regex() and report["policy_info"]["constrained"].startswith("server-side regex")
-    for text in ("<answer>DOWN</answer>", "<answer>LEFT</answer>", "<answer>JUMP</answer>", "DOWN", "<answer></answer>"):
+    for text in ("<answer>DOWN</answer>", "<answer>LEFT</answer>", "<answer>JUMP</answer>", "DOWN",
+                 "<answer></answer>"):
         assert bool(re.fullmatch(regex, text)) == grammar.matches(text), text
