@@ -11,6 +11,7 @@ not select on the episodes that are reported.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,13 +65,18 @@ class ReturnCheck:
         fallback = default_action(space)
         policy = LLMPolicy(self.codec, backend, fallback, space)
         env_fns = [lambda: self.codec.make_env(**steps)] * min(self.episodes, MAX_CHECK_ENVS)
+        start = time.perf_counter()
         result = rollout(policy, env_fns, self.episodes, self.first_seed, fallback)
+        seconds = time.perf_counter() - start
         returns = np.array([e.episode_return for e in result.episodes], dtype=float)
         figures = {"check_return": float(returns.mean()), "check_return_min": float(returns.min()),
                    "check_return_stderr": float(returns.std(ddof=1) / np.sqrt(len(returns))) if len(returns) > 1
                    else 0.0,
                    "check_length": float(np.mean([e.length for e in result.episodes])),
-                   "check_invalid_rate": policy.invalid / max(1, policy.decisions)}
+                   "check_invalid_rate": policy.invalid / max(1, policy.decisions),
+                   # the rollout speed RL pays for: the LLM policy's env steps/s over min(episodes, 10) envs at once
+                   "check_env_steps_per_second": sum(e.length for e in result.episodes) / max(seconds, 1e-9),
+                   "check_envs": len(env_fns)}
         score = normalized_score(self.codec.env_id, figures["check_return"])
         if score is not None and self.max_episode_steps is None:  # references are for whole episodes
             figures["check_normalized_score"] = score

@@ -369,6 +369,10 @@ class CriterionCallback(_callback_base()):
                  None if "check_normalized_score" not in r else round(r["check_normalized_score"], 3)]
                 for step, r in self.returns]}
             record["episodes"]["fell_below_start_at_step"] = self.fell_at
+            if self.returns:  # the rollout speed of the policy being trained, at the checks' envs
+                record["episodes"]["env_steps_per_second"] = round(float(np.mean(
+                    [r["check_env_steps_per_second"] for _, r in self.returns])), 1)
+                record["episodes"]["envs"] = self.returns[-1][1]["check_envs"]
             if self.keep_best:
                 record["episodes"]["kept_step"] = self.best[0] if self.best is not None else None
                 record["episodes"]["kept_return"] = self.best[1] if self.best is not None else None
