@@ -107,3 +107,19 @@ def test_discrete_actions_are_refused(cli, tmp_path):
     assert cli("data", "serialize", "cartpole/off-v0", "--format", "raw", "--out", out).exit_code == 0
     result = cli("train", "offline", "--dataset", out, "--out", tmp_path / "run", "--steps", "5")
     assert result.exit_code == 2 and "continuous (Box) actions" in result.output
+
+
+def test_bc_on_the_best_episodes_keeps_only_their_rows(cli, tmp_path):
+    """--best-episodes 0.1 (D4RL's 10% BC): the rows of the tenth of the episodes with the highest return."""
+    from rlft.datasets.loading import observations_actions
+
+    data = _bandit_dataset(cli, tmp_path, rows=200)  # one-step episodes: return = -(a - 1)^2
+    obs, actions = observations_actions(data, "train")
+    best_obs, best_actions = observations_actions(data, "train", best_episodes=0.1)
+    assert len(best_actions) == round(0.1 * len(actions))
+    assert np.abs(best_actions - BEST).max() <= np.sort(np.abs(actions - BEST).ravel())[len(best_actions) - 1] + 1e-6
+    with pytest.raises(InvalidInputError, match="fraction in"):
+        observations_actions(data, "train", best_episodes=1.5)
+    result = cli("train", "bc", "--dataset", data, "--out", tmp_path / "bc.pt", "--best-episodes", "0.1",
+                 "--epochs", "2")
+    assert result.exit_code == 0, result.output

@@ -515,14 +515,14 @@ def restore_set_aside() -> list[Path]:
 _LOCKS: set[Path] = set()
 
 
-def _lock_path(out: Path) -> Path:
+def _lock_path(out: Path, option: str = "--out") -> Path:
     """The lock of ``out`` lies beside it (its parent is made first): every process that writes ``out`` sees the same
     file, whatever its ``TMPDIR`` (batch schedulers give each job its own)."""
     out = out.resolve()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise output_error(out, exc) from exc
+        raise output_error(out, exc, option) from exc
     return out.parent / f".{out.name}.rlft-lock"
 
 
@@ -550,7 +550,7 @@ def claim_output(out: str | os.PathLike, option: str = "--out") -> None:
     """Refuse ``out`` while another live process writes it; a lock left by a killed process is taken over. The
     lock is released by :func:`release_outputs` (when the command ends) or at exit."""
     out = Path(out).absolute()
-    lock = _lock_path(out)
+    lock = _lock_path(out, option)
     if lock in _LOCKS:
         return
     for _ in range(2):

@@ -127,14 +127,31 @@ def observation_column(table) -> str:
     raise InvalidInputError("the dataset has no observation (or state) column")
 
 
-def observations_actions(path: str | os.PathLike, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
-    """The dataset's raw observation (or FrozenLake state) and action columns."""
+def observations_actions(path: str | os.PathLike, split: str = "train",
+                         best_episodes: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The dataset's raw observation (or FrozenLake state) and action columns; with ``best_episodes`` F, only the
+    rows of the F highest-return episodes (a fraction in (0, 1]: "%BC", filtered behaviour cloning)."""
     root = Path(path)
     files = sorted((root / DATA_DIR).glob(f"{split}-*.parquet"))
     names = read_parquet_schema(files[0]).names if files else []
     obs_col = "observation" if "observation" in names else "state"
-    table = read_split(root, [obs_col, "action"], split)
-    return column_array(table, obs_col), column_array(table, "action")
+    extra = ["episode_id", "reward"] if best_episodes is not None else []
+    table = read_split(root, [obs_col, "action", *extra], split)
+    obs, actions = column_array(table, obs_col), column_array(table, "action")
+    if best_episodes is None:
+        return obs, actions
+    if not 0 < best_episodes <= 1:
+        raise InvalidInputError(f"--best-episodes must be a fraction in (0, 1], got {best_episodes}")
+    episode, reward = column_array(table, "episode_id"), column_array(table, "reward").astype(np.float64)
+    if not np.isfinite(reward).all():
+        raise InvalidInputError(f"{root}: --best-episodes ranks episodes by their return, and this data has no "
+                                "rewards")
+    ids, inverse = np.unique(episode, return_inverse=True)
+    returns = np.bincount(inverse, weights=reward)
+    keep = max(1, int(round(best_episodes * len(ids))))
+    best = np.argsort(-returns, kind="stable")[:keep]
+    rows = np.isin(inverse, best)
+    return obs[rows], actions[rows]
 
 
 def dataset_info(path: str | os.PathLike) -> dict:

@@ -86,7 +86,7 @@ def _load_rows(config: BCConfig):
 
     root = dataset_dir(config.dataset)
     codec = load_dataset_codec(root)
-    obs, actions = observations_actions(root, config.split)
+    obs, actions = observations_actions(root, config.split, config.best_episodes)
     if config.max_train_samples is not None:
         obs, actions = obs[: config.max_train_samples], actions[: config.max_train_samples]
     if len(obs) == 0:

@@ -23,5 +23,8 @@ class BCConfig:
     max_train_samples: int | None = field(default=None, metadata={
         "help": "Train on the split's first N rows only (as train sft's --max-train-samples: the same rows).",
         "min": 1})
+    best_episodes: float | None = field(default=None, metadata={
+        "help": "Train on the rows of this fraction of the episodes with the highest return only (0.1: D4RL's 10% "
+                "BC, filtered behaviour cloning)."})
     seed: int = field(default=0, metadata={"help": "Seeds the split, the weights and the batches.", "min": 0})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing --out."})
