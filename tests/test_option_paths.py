@@ -37,6 +37,7 @@ CASES = [
     ("data collect --env CartPole-v1 --policy {bad} --episodes 1 --dataset-id a/b-v0", "--policy",
      [MISSING, EMPTY]),
     ("data collect --env CartPole-v1 --episodes 1 --dataset-id a/b-v0 --data-path {bad}", "--data-path", [FILE]),
+    ("data combine a/b-v0 a/c-v0 --dataset-id a/d-v0 --data-path {bad}", "--data-path", [FILE]),
     ("expert eval {bad}", "checkpoint", [MISSING, FILE, EMPTY]),
     ("expert train --env CartPole-v1 --timesteps 64 --out {out} --hyperparams {bad}", "--hyperparams",
      [MISSING, EMPTY]),

@@ -262,6 +262,8 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        release_output(out)
 
 
 def atomic_write_file(path: str | os.PathLike, write, option: str = "--out", suffix: str = "") -> Path:
@@ -576,6 +578,16 @@ def claim_output(out: str | os.PathLike, option: str = "--out") -> None:
         _LOCKS.add(lock)
         return
     raise OutputError(f"{option} {out}: its lock {lock} could not be taken", hint="remove it if no rlft runs")
+
+
+def release_output(out: str | os.PathLike) -> None:
+    """Drop this process's lock of ``out`` (its output is in place, or given up): nothing of rlft's is left beside it
+    once it is written."""
+    lock = Path(out).absolute().resolve().parent / f".{Path(out).name}.rlft-lock"
+    if lock in _LOCKS:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        _LOCKS.discard(lock)
 
 
 def release_outputs() -> None:
