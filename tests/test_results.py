@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlft.core.errors import InvalidInputError
@@ -288,3 +289,32 @@ def test_a_record_written_long_after_its_runs_says_so(tmp_path):
     assert recorded_after([run], finished + 60) == {"runs_finished": "2026-01-01T10:00:00"}
     assert recorded_after([run], finished + 7200)["recorded_later"] is True
     assert recorded_after([tmp_path / "missing"], finished) == {}
+
+
+def test_paired_differences_on_the_same_episodes(tmp_path):
+    """--paired A,B: A minus B episode by episode, in return and normalized points, with its standard error and
+    the share of episodes won; reports of other episodes are refused; the summary aggregates the seeds."""
+    from rlft.core.errors import InvalidInputError
+    from rlft.results.record import write_seed_record
+    from rlft.results.summary import summarize
+
+    def report(path, returns, seeds):
+        path.write_text(json.dumps({"rlft_report_version": 1, "env_id": "HalfCheetah-v5", "policy": "x",
+                                    "policy_kind": "llm", "episodes": len(returns), "seed": seeds[0],
+                                    "seeds": seeds, "returns": returns, "return_mean": sum(returns) / len(returns),
+                                    "reference_scores": {"random": -280.0, "expert": 12135.0}}))
+        return path
+
+    for seed in (0, 1):
+        a = report(tmp_path / f"a{seed}.json", [110.0, 220.0, 330.0, 400.0], [0, 1, 2, 3])
+        b = report(tmp_path / f"b{seed}.json", [100.0, 200.0, 300.0, 440.0], [0, 1, 2, 3])
+        path = write_seed_record("toy", seed, {"a": a, "b": b}, {}, tmp_path, "cmd", paired=[("a", "b")])
+    pair = json.loads(path.read_text())["paired"]["a - b"]
+    assert pair["return_diff"] == pytest.approx(5.0) and pair["wins"] == 0.75 and pair["episodes"] == 4
+    assert pair["normalized_diff"] == pytest.approx(5.0 * 100 / (12135.0 + 280.0))
+    assert pair["return_diff_stderr"] == pytest.approx(np.std([10, 20, 30, -40], ddof=1) / 2)
+    other = report(tmp_path / "c.json", [1.0, 2.0, 3.0, 4.0], [4, 5, 6, 7])
+    with pytest.raises(InvalidInputError, match="not played on the same episodes"):
+        write_seed_record("toy2", 0, {"a": a, "c": other}, {}, tmp_path, "cmd", paired=[("a", "c")])
+    table = next(t for t in summarize("toy", tmp_path)["tables"] if t["kind"] == "paired")
+    assert table["rows"][0]["label"] == "a - b" and table["rows"][0]["cells"]["wins"]["mean"] == 0.75

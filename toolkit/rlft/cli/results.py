@@ -25,13 +25,19 @@ def record(
     dataset: list[str] = typer.Option([], "--dataset", help="LABEL=DATASET folder whose rlft_info.json facts to "
                                                             "keep (repeatable)."),
     reproduce: str = typer.Option(..., "--reproduce", help="The command that reproduces this seed."),
+    paired: list[str] = typer.Option([], "--paired", help="A,B: report A minus report B episode by episode, on the "
+                                                          "same episodes (repeatable)."),
     results_dir: Path = _RESULTS_DIR,
 ) -> None:
     """Write RESULTS_DIR/NAME/seed-SEED.json from the seed's reports, runs and datasets (no weights)."""
+    from rlft.core.errors import InvalidInputError
     from rlft.results.record import parse_labelled, write_seed_record
 
+    pairs = [tuple(p.split(",")) for p in paired]
+    if any(len(p) != 2 or not all(p) for p in pairs):
+        raise InvalidInputError(f"--paired takes A,B (two report labels), got {paired}")
     path = write_seed_record(name, seed, parse_labelled(report, "report"), parse_labelled(run, "run"), results_dir,
-                             reproduce, parse_labelled(dataset, "dataset"))
+                             reproduce, parse_labelled(dataset, "dataset"), pairs)
     console.print(f"recorded seed {seed} of {name} -> {path}")
 
 

@@ -226,8 +226,29 @@ def _load_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
+def paired_difference(a: dict[str, Any], b: dict[str, Any], labels: tuple[str, str]) -> dict[str, Any]:
+    """Report ``a`` minus report ``b`` episode by episode (an RL stage judged against the start it improves, on the
+    same episodes): the mean difference of returns, its standard error, the share of episodes ``a`` won, and the
+    difference in normalized points where the reports carry reference scores. Reports of other episodes are
+    refused."""
+    seeds_a, seeds_b = a.get("seeds") or [], b.get("seeds") or []
+    if not seeds_a or seeds_a != seeds_b or a.get("env_id") != b.get("env_id"):
+        raise InvalidInputError(f"--paired {labels[0]},{labels[1]}: the two reports were not played on the same "
+                                "episodes (env and episode seeds must match)")
+    diff = np.asarray(a["returns"], dtype=float) - np.asarray(b["returns"], dtype=float)
+    stderr = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    out = {"episodes": len(diff), "return_diff": float(diff.mean()), "return_diff_stderr": stderr,
+           "wins": float((diff > 0).mean())}
+    ref = a.get("reference_scores")
+    if ref and ref.get("expert") is not None and ref.get("random") is not None:
+        scale = 100.0 / (float(ref["expert"]) - float(ref["random"]))
+        out.update(normalized_diff=float(diff.mean()) * scale, normalized_diff_stderr=stderr * scale)
+    return out
+
+
 def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict[str, Path], results_dir: Path,
-                      command: str, datasets: dict[str, Path] | None = None) -> Path:
+                      command: str, datasets: dict[str, Path] | None = None,
+                      paired: list[tuple[str, str]] | None = None) -> Path:
     """Read the reports (REPORT.json), runs (RUN folders) and datasets (dataset folders), write
     ``results_dir/NAME/seed-SEED.json``."""
     from rlft.datasets.layout import INFO_FILENAME
@@ -236,6 +257,11 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
         raise InvalidInputError(f"experiment name {name!r} must be a plain folder name")
     if not reports and not runs:
         raise InvalidInputError("nothing to record: give --report LABEL=REPORT.json and/or --run LABEL=RUN")
+    loaded = {label: load_report(path) for label, path in reports.items()}
+    for pair in paired or []:
+        missing = [lab for lab in pair if lab not in loaded]
+        if missing:
+            raise InvalidInputError(f"--paired {pair[0]},{pair[1]}: no --report labelled {', '.join(missing)}")
     record = {
         "rlft_results_version": RECORD_VERSION,
         "kind": "seed",
@@ -244,7 +270,8 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
         "command": command,
         "recorded": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **environment(),
-        "reports": report_records({label: load_report(path) for label, path in reports.items()}),
+        "reports": report_records(loaded),
+        "paired": {f"{a} - {b}": paired_difference(loaded[a], loaded[b], (a, b)) for a, b in paired or []},
         "runs": {label: read_run_record(Path(path)) for label, path in runs.items()},
         "datasets": {label: dataset_record(_load_json(Path(path) / INFO_FILENAME, "dataset info"))
                      for label, path in (datasets or {}).items()},

@@ -65,7 +65,7 @@ def format_cell(cell: Any, fmt: str) -> str:
     low, high = format_value(cell["min"], fmt), format_value(cell["max"], fmt)
     if low == high:
         return f"{mean} (all {cell['n']})"
-    return f"{mean} ± {format_value(cell['std'], fmt)} ({low}–{high})"
+    return f"{mean} ± {format_value(cell['std'], fmt.lstrip('+'))} ({low}–{high})"  # a spread has no sign
 
 
 def table_markdown(table: dict[str, Any]) -> list[str]:

@@ -45,6 +45,13 @@ DATASET_COLUMNS = [
     ("return_mean", "return mean", ".1f"),
     ("normalized_score_mean", "normalized score", ".1f"),
 ]
+# paired comparisons (results record --paired A,B): A minus B on the same episodes, per seed then aggregated
+PAIRED_COLUMNS = [
+    ("normalized_diff", "difference, normalized points", "+.2f"),
+    ("normalized_diff_stderr", "its standard error (episodes)", ".2f"),
+    ("return_diff", "difference, return", "+.1f"),
+    ("wins", "episodes won", ".2f"),
+]
 RUN_COLUMNS = [
     ("reached", "criterion reached", "count"),
     ("reached_at_step", "steps to criterion", ".0f"),
@@ -126,7 +133,10 @@ def summarize(name: str, results_dir: Path, title: str | None = None, descriptio
     runs = {lab: [_run_values(r["runs"][lab]) for r in records if lab in r.get("runs", {})] for lab in run_labels}
     data_labels = list(dict.fromkeys(lab for r in records for lab in r.get("datasets", {})))
     data = {lab: [r["datasets"][lab] for r in records if lab in r.get("datasets", {})] for lab in data_labels}
+    pair_labels = list(dict.fromkeys(lab for r in records for lab in r.get("paired", {})))
+    pairs = {lab: [r["paired"][lab] for r in records if lab in r.get("paired", {})] for lab in pair_labels}
     tables = [t for t in (_table("reports", "policy", REPORT_COLUMNS, report_labels, reports),
+                          _table("paired", "paired on the same episodes", PAIRED_COLUMNS, pair_labels, pairs),
                           _table("runs", "training run", RUN_COLUMNS, run_labels, runs),
                           _table("datasets", "dataset", DATASET_COLUMNS, data_labels, data)) if t is not None]
     notes = []
