@@ -81,6 +81,11 @@ def run_record(summary: dict[str, Any]) -> dict[str, Any]:
     if criterion:
         record["criterion"] = {k: criterion.get(k) for k in ("target", "reached", "reached_at_step",
                                                              "final_accuracy", "states", "decoding", "history")}
+        episodes = criterion.get("episodes")
+        if episodes:  # the closed-loop checks: their curve, a fall below the start, the check kept, the speed
+            record["closed_loop"] = {k: episodes.get(k) for k in (
+                "history", "fell_below_start_at_step", "kept_step", "kept_return", "env_steps_per_second", "envs")
+                if episodes.get(k) is not None or k in ("kept_step", "fell_below_start_at_step")}
     return record
 
 
