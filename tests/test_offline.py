@@ -123,3 +123,22 @@ def test_bc_on_the_best_episodes_keeps_only_their_rows(cli, tmp_path):
     result = cli("train", "bc", "--dataset", data, "--out", tmp_path / "bc.pt", "--best-episodes", "0.1",
                  "--epochs", "2")
     assert result.exit_code == 0, result.output
+
+
+def test_trackers_record_the_stages_whose_loop_is_rlfts(cli, tmp_path):
+    """--report-to for train bc and train offline (TRL's stages have report_to): TensorBoard records their losses;
+    an unknown tracker is one line."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    data = _bandit_dataset(cli, tmp_path, rows=60)
+    assert cli("train", "bc", "--dataset", data, "--out", tmp_path / "bc.pt", "--epochs", "3",
+               "--report-to", "tensorboard").exit_code == 0
+    assert "train/loss" in EventAccumulator(str(tmp_path / "bc_tb")).Reload().Tags()["scalars"]
+    run = tmp_path / "run"
+    result = cli("train", "offline", "--dataset", data, "--out", run, "--steps", "1000", "--hidden", "8",
+                 "--report-to", "tensorboard")
+    assert result.exit_code == 0, result.output
+    tags = EventAccumulator(str(run / "logs")).Reload().Tags()["scalars"]
+    assert {"train/loss_q", "train/loss_value", "train/loss_actor"} <= set(tags)
+    result = cli("train", "offline", "--dataset", data, "--out", tmp_path / "x", "--report-to", "mlflow")
+    assert result.exit_code == 2 and "unknown tracker mlflow" in result.output

@@ -21,6 +21,7 @@ from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_file
 from rlft.core.seeding import limit_threads, seed_everything
+from rlft.core.trackers import Trackers, parse_report_to
 from rlft.models.bc import BC_FORMAT, MAX_HIDDEN, BCActions, BCFeatures, build_mlp, save_mlp_policy
 from rlft.train.bc_config import BCConfig
 from rlft.train.stage import check_finite_weights
@@ -29,6 +30,7 @@ __all__ = ["BCConfig", "train_bc"]  # BCConfig lives in bc_config (the CLI is ge
 
 
 def _check(config: BCConfig) -> None:
+    parse_report_to(config.report_to)
     check_output_file(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
     if config.epochs < 1 or config.batch_size < 1:
         raise InvalidInputError("--epochs and --batch-size must be at least 1")
@@ -57,8 +59,16 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
     loss_fn = torch.nn.CrossEntropyLoss() if targets.discrete else torch.nn.MSELoss()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     gen = torch.Generator().manual_seed(config.seed)
+    names = parse_report_to(config.report_to)
+    out = Path(config.out)
+    tracking = Trackers(names, out.with_name(out.stem + "_tb"), out.stem,
+                        {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()})
     start = time.perf_counter()
-    _train_epochs(config, model, opt, loss_fn, xt, yt, train_idx, gen)
+    try:
+        for entry in _train_epochs(config, model, opt, loss_fn, xt, yt, train_idx, gen):
+            tracking.log({"train/loss": entry["train_loss"]}, entry["epoch"])
+    finally:
+        tracking.close()
     train_s = time.perf_counter() - start
     check_finite_weights(model, "behaviour cloning")
     metrics = _metrics(model, xt, yt, train_idx, val_idx, targets, loss_fn)

@@ -26,5 +26,7 @@ class BCConfig:
     best_episodes: float | None = field(default=None, metadata={
         "help": "Train on the rows of this fraction of the episodes with the highest return only (0.1: D4RL's 10% "
                 "BC, filtered behaviour cloning)."})
+    report_to: str = field(default="none", metadata={"help": "Trackers, comma-separated: none, tensorboard "
+                                                             "(FILE_tb/ beside --out), wandb, trackio."})
     seed: int = field(default=0, metadata={"help": "Seeds the split, the weights and the batches.", "min": 0})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing --out."})

@@ -11,6 +11,8 @@ scaled by 1000 / (max - min episode return), as IQL does on locomotion. The RUN 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -23,6 +25,7 @@ from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError, require
 from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
 from rlft.core.seeding import limit_threads, seed_everything
+from rlft.core.trackers import Trackers, parse_report_to
 from rlft.datasets.loading import dataset_dir, load_dataset_codec, read_transitions
 from rlft.envs.registry import make_env, normalized_score
 from rlft.models.bc import BC_FORMAT, BCActions, BCFeatures, build_mlp, save_mlp_policy
@@ -45,6 +48,7 @@ LOG_EVERY = 1000  # steps between curve points (mean losses over the window)
 def train_offline(config: OfflineConfig) -> dict[str, Any]:
     """Train ``config.algo`` on the dataset's transitions; write the RUN folder; return its summary."""
     require("torchrl", package="torchrl")
+    trackers = parse_report_to(config.report_to)
     check_output_dir(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
     limit_threads()
     root = dataset_dir(config.dataset)
@@ -63,9 +67,14 @@ def train_offline(config: OfflineConfig) -> dict[str, Any]:
     seed_everything(config.seed)
     batch = _tensordict(features, targets, data, reward_scale)
     train = {"td3bc": _train_td3bc, "iql": _train_iql}[config.algo]
-    start = time.perf_counter()
-    actor, q_nets, v_net, curve, checks = train(config, batch, features, targets, codec)
-    train_s = time.perf_counter() - start
+    logdir = Path(tempfile.mkdtemp(prefix="rlft-offline-logs-"))
+    tracking = Trackers(trackers, logdir, Path(config.out).name, asdict(config))
+    try:
+        start = time.perf_counter()
+        actor, q_nets, v_net, curve, checks = train(config, batch, features, targets, codec, tracking)
+        train_s = time.perf_counter() - start
+    finally:
+        tracking.close()
     info = {
         "format": BC_FORMAT, "stage": "offline", "algo": config.algo, "dataset": str(config.dataset),
         "env_id": codec.env_id, "env_kwargs": codec.env_kwargs, "rows": len(data),
@@ -82,6 +91,9 @@ def train_offline(config: OfflineConfig) -> dict[str, Any]:
                                   codec, info), tmp / OFFLINE_CRITIC)
         (tmp / CODEC_FILENAME).write_bytes((root / CODEC_FILENAME).read_bytes())
         atomic_write_text(tmp / OFFLINE_INFO, json.dumps(info, indent=2, default=str) + "\n")
+        if any(logdir.iterdir()):
+            shutil.copytree(logdir, tmp / "logs")
+    shutil.rmtree(logdir, ignore_errors=True)
     last = curve[-1] if curve else {}
     rows = {"algo": config.algo, "dataset": str(config.dataset), "rows": len(data), "steps": config.steps,
             "train seconds": info["train_seconds"], "steps/s": info["steps_per_second"],
@@ -128,7 +140,7 @@ def _batches(config: OfflineConfig, n: int):
         yield torch.randint(n, (config.batch_size,), generator=gen)
 
 
-def _train_td3bc(config: OfflineConfig, data, features, targets, codec):
+def _train_td3bc(config: OfflineConfig, data, features, targets, codec, tracking):
     """TD3+BC (Fujimoto & Gu 2021): TD3's twin critics and delayed actor, the actor's loss -lambda Q + MSE to the
     data's action, lambda = alpha / mean |Q|; targets updated with each actor update."""
     import torch
@@ -146,7 +158,7 @@ def _train_td3bc(config: OfflineConfig, data, features, targets, codec):
     updater = SoftUpdate(loss, tau=config.tau)
     actor_opt = torch.optim.Adam(loss.actor_network_params.values(True, True), lr=config.learning_rate)
     critic_opt = torch.optim.Adam(loss.qvalue_network_params.values(True, True), lr=config.learning_rate)
-    log = _Log(config, features, targets, codec, lambda: _actor_state(loss, "actor_network", actor_net))
+    log = _Log(config, features, targets, codec, lambda: _actor_state(loss, "actor_network", actor_net), tracking)
     with log.bar():
         for step, idx in enumerate(_batches(config, len(data)), start=1):
             batch = data[idx]
@@ -167,7 +179,7 @@ def _train_td3bc(config: OfflineConfig, data, features, targets, codec):
         log.curve, log.checks
 
 
-def _train_iql(config: OfflineConfig, data, features, targets, codec):
+def _train_iql(config: OfflineConfig, data, features, targets, codec, tracking):
     """IQL (Kostrikov et al. 2021): V by expectile regression on the target Q, Q on r + gamma V(s'), the actor by
     advantage-weighted regression (exp(beta (Q - V)), capped at 100) on a Gaussian policy; actor learning rate on a
     cosine schedule, as CORL runs it. The saved actor is the Gaussian's mean."""
@@ -191,7 +203,7 @@ def _train_iql(config: OfflineConfig, data, features, targets, codec):
     q_opt = torch.optim.Adam(loss.qvalue_network_params.values(True, True), lr=config.learning_rate)
     v_opt = torch.optim.Adam(loss.value_network_params.values(True, True), lr=config.learning_rate)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(actor_opt, config.steps)
-    log = _Log(config, features, targets, codec, lambda: _actor_state(loss, "actor_network", mean_net))
+    log = _Log(config, features, targets, codec, lambda: _actor_state(loss, "actor_network", mean_net), tracking)
     with log.bar():
         for step, idx in enumerate(_batches(config, len(data)), start=1):
             batch = data[idx]
@@ -237,9 +249,10 @@ def _q_states(loss, qvalue, n_obs: int, n_act: int, config: OfflineConfig) -> li
 class _Log:
     """The progress bar, the curve (mean of each value over ``LOG_EVERY`` steps) and the closed-loop checks."""
 
-    def __init__(self, config: OfflineConfig, features, targets, codec, actor_now):
+    def __init__(self, config: OfflineConfig, features, targets, codec, actor_now, tracking):
         self.config, self.features, self.targets, self.codec, self.actor_now = config, features, targets, codec, \
             actor_now
+        self.tracking = tracking
         self.curve: list[dict] = []
         self.checks: list[dict] = []
         self._sums: dict[str, float] = {}
@@ -264,6 +277,7 @@ class _Log:
         if step % LOG_EVERY == 0 or step == self.config.steps:
             point = {"step": step, **{k: round(self._sums[k] / self._counts[k], 5) for k in self._sums}}
             self.curve.append(point)
+            self.tracking.log({f"train/{k}": v for k, v in point.items() if k != "step"}, step)
             self._sums, self._counts = {}, {}
             text = " ".join(f"{k} {v:.3g}" for k, v in point.items() if k != "step")
             self._bar.update(self._task, description=f"offline {self.config.algo} ({text})")
@@ -271,6 +285,7 @@ class _Log:
             self.checks.append({"step": step, **play(self.actor_now(), self.features, self.targets, self.codec,
                                                       self.config.check_episodes, self.config.seed)})
             check = self.checks[-1]
+            self.tracking.log({f"check/{k}": v for k, v in check.items() if k != "step"}, step)
             self._bar.console.print(f"step {step}: check return {check['mean_return']:.1f} "
                                     f"(normalized {check.get('normalized_score')})")
         self._bar.update(self._task, completed=step)

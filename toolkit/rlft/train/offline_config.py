@@ -46,6 +46,8 @@ class OfflineConfig:
                                                           "actor and log their normalized score (0: never).",
                                                   "min": 0})
     check_episodes: int = field(default=5, metadata={"help": "Episodes of each closed-loop check.", "min": 1})
+    report_to: str = field(default="none", metadata={"help": "Trackers, comma-separated: none, tensorboard (RUN/logs), "
+                                                             "wandb, trackio."})
     seed: int = field(default=0, metadata={"help": "Seeds the networks, the batches and the checks' episodes.",
                                            "min": 0})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing --out RUN folder."})

@@ -1,0 +1,58 @@
+"""Experiment trackers for the stages whose loop is rlft's own (``train bc``, ``train offline``): what ``report_to``
+does for the TRL stages. ``tensorboard`` writes event files; ``wandb`` and ``trackio`` log through their own
+libraries when installed (a one-line install hint otherwise). Several at once: ``--report-to tensorboard,wandb``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlft.core.errors import InvalidInputError, require
+
+TRACKERS = ("none", "tensorboard", "wandb", "trackio")
+
+
+def parse_report_to(value: str | list[str] | None) -> list[str]:
+    """``"tensorboard,wandb"`` (or a list) -> checked names; ``none`` -> []."""
+    items = value.split(",") if isinstance(value, str) else list(value or [])
+    names = [n.strip().lower() for n in items if n and n.strip()]
+    unknown = [n for n in names if n not in TRACKERS]
+    if unknown:
+        raise InvalidInputError(f"--report-to: unknown tracker {', '.join(unknown)}", hint=f"use {', '.join(TRACKERS)}")
+    return [n for n in dict.fromkeys(names) if n != "none"]
+
+
+class Trackers:
+    """Open every named tracker, log to all of them, close them."""
+
+    def __init__(self, names: list[str], logdir: Path, run_name: str, config: dict[str, Any]):
+        self.names, self._writers = names, []
+        for name in names:
+            if name == "tensorboard":
+                from torch.utils.tensorboard import SummaryWriter
+
+                writer = SummaryWriter(log_dir=str(logdir))
+                self._writers.append(("tensorboard", writer))
+            else:
+                module = require(name, package=name)
+                run = module.init(project="rlft", name=run_name, config=config,
+                                  **({"dir": str(logdir)} if name == "wandb" else {}))
+                self._writers.append((name, run if name == "wandb" else module))
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        values = {k: float(v) for k, v in metrics.items() if v is not None}
+        for name, writer in self._writers:
+            if name == "tensorboard":
+                for key, value in values.items():
+                    writer.add_scalar(key, value, step)
+            else:
+                writer.log(values, step=step)
+
+    def close(self) -> None:
+        for name, writer in self._writers:
+            if name == "tensorboard":
+                writer.close()
+            else:
+                writer.finish()
+        self._writers = []
