@@ -190,3 +190,22 @@ def test_auto_algo_follows_the_action_space_and_the_tuned_settings():
     assert auto_algo("Acrobot-v1") == "dqn"  # discrete, only DQN tuned
     assert auto_algo("Pendulum-v1") == "sac"  # Box
     assert auto_algo("FrozenLake-v1") == "ppo"  # nothing tuned: PPO for discrete actions
+
+
+def test_sb3_stages_report_to_tensorboard(cli, tmp_path):
+    """expert train and train online take --report-to tensorboard (SB3's own curves); W&B is refused with the way on."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "ppo.zip"
+    result = cli("expert", "train", "--env", "CartPole-v1", "--timesteps", "600", "--eval-freq", "0",
+                 "--eval-episodes", "1", "--out", out, "--report-to", "tensorboard")
+    assert result.exit_code == 0, result.output
+    events = list((tmp_path / "ppo_tb").rglob("events.out.tfevents.*"))
+    assert events and EventAccumulator(str(events[0].parent)).Reload().Tags()["scalars"]
+    result = cli("train", "online", "--env", "CartPole-v1", "--out", tmp_path / "online", "--timesteps", "600",
+                 "--eval-episodes", "1", "--report-to", "tensorboard")
+    assert result.exit_code == 0, result.output
+    assert list((tmp_path / "online" / "logs").rglob("events.out.tfevents.*"))
+    result = cli("expert", "train", "--env", "CartPole-v1", "--timesteps", "64", "--out", tmp_path / "x.zip",
+                 "--report-to", "wandb")
+    assert result.exit_code == 2 and "log to tensorboard" in result.output

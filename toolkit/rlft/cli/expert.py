@@ -38,6 +38,8 @@ def train(
         "(namespace/name-vN): every transition seen while training, D4RL's medium-replay kind (sac, tqc, dqn)."),
     data_path: Path | None = typer.Option(None, "--data-path", help="Minari datasets folder --record-replay writes "
                                           "into (default: $MINARI_DATASETS_PATH, else ~/.minari/datasets)."),
+    report_to: str = typer.Option("none", "--report-to", help="none or tensorboard (FILE_tb/ beside the "
+                                                              "checkpoint: SB3's training curves)."),
 ) -> None:
     """Train an SB3 expert, evaluate it, and save FILE.zip + FILE.json."""
     from rlft.sources.experts import ExpertConfig, train_expert
@@ -47,7 +49,7 @@ def train(
         env_id=env, out=out, algo=algo.lower(), timesteps=timesteps, seed=seed, num_envs=num_envs,
         stop_at_return=stop_at_return, eval_episodes=eval_episodes, eval_freq=eval_freq,
         eval_freq_episodes=eval_freq_episodes, hyperparams=hyperparams, overwrite=overwrite,
-        record_replay=record_replay,
+        record_replay=record_replay, report_to=report_to,
     )
     with minari_root(data_path) if data_path is not None else contextlib.nullcontext():
         meta = train_expert(config).metadata

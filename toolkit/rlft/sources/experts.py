@@ -49,6 +49,7 @@ class ExpertConfig:
     hyperparams: Path | None = None
     overwrite: bool = False
     record_replay: str | None = None  # a Minari dataset id: the run's whole replay buffer (medium-replay data)
+    report_to: str = "none"  # none or tensorboard (FILE_tb/ beside the checkpoint)
 
 
 @dataclass
@@ -156,6 +157,7 @@ def _check(config: ExpertConfig) -> None:
     if config.algo == AUTO_ALGO:
         config.algo = auto_algo(config.env_id)
     algo_class(config.algo)
+    check_sb3_trackers(config.report_to)
     out = Path(config.out)
     if out.suffix != ".zip":
         raise InvalidInputError(f"--out must end in .zip (SB3 checkpoint), got {out}")
@@ -217,12 +219,28 @@ def check_algo_space(algo: str, env_id: str) -> None:
                             hint="use ppo, sac or tqc for continuous actions")
 
 
-def quiet_logger(model) -> None:
-    """An in-memory SB3 logger: left to itself, ``learn()`` with ``verbose=0`` makes an empty ``SB3-<date>``
-    folder in the temporary directory on every run (its default logger's folder), and never removes it."""
-    from stable_baselines3.common.logger import Logger
+SB3_TRACKERS = ("none", "tensorboard")  # SB3's own output formats; W&B can sync TensorBoard's files
 
-    model.set_logger(Logger(folder=None, output_formats=[]))
+
+def check_sb3_trackers(report_to: str) -> list[str]:
+    names = [n.strip().lower() for n in str(report_to or "none").split(",") if n.strip()]
+    unknown = [n for n in names if n not in SB3_TRACKERS]
+    if unknown:
+        raise InvalidInputError(f"--report-to {', '.join(unknown)}: Stable-Baselines3 stages log to tensorboard",
+                                hint="--report-to tensorboard (W&B and trackio can import TensorBoard's files)")
+    return [n for n in names if n != "none"]
+
+
+def quiet_logger(model, report_to: str = "none", logdir: Path | None = None) -> None:
+    """SB3's logger: in memory, or TensorBoard files in ``logdir`` with ``--report-to tensorboard``. Left to itself,
+    ``learn()`` with ``verbose=0`` makes an empty ``SB3-<date>`` folder in the temporary directory on every run
+    (its default logger's folder), and never removes it."""
+    from stable_baselines3.common.logger import Logger, configure
+
+    if check_sb3_trackers(report_to) and logdir is not None:
+        model.set_logger(configure(str(logdir), ["tensorboard"]))
+    else:
+        model.set_logger(Logger(folder=None, output_formats=[]))
 
 
 def train_expert(config: ExpertConfig) -> ExpertResult:
@@ -251,7 +269,8 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     kwargs = hp.algo_kwargs(cls)
     venv = make_vec_env(config.env_id, n_envs=n_envs, seed=config.seed)
     model = cls(hp.policy, venv, seed=config.seed, verbose=0, device="cpu", **kwargs)
-    quiet_logger(model)
+    out_path = Path(config.out)
+    quiet_logger(model, config.report_to, out_path.with_name(out_path.stem + "_tb"))
 
     import tempfile
 

@@ -11,6 +11,8 @@ steps/s, final evaluation), the codec and, for an LLM backbone, its config and t
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,7 @@ from rlft.policy.backbone import (
     policy_kwargs_for_info,
     scaled_optimizer_kwargs,
 )
-from rlft.sources.experts import EVAL_SEED_OFFSET, evaluate, quiet_logger
+from rlft.sources.experts import EVAL_SEED_OFFSET, check_sb3_trackers, evaluate, quiet_logger
 from rlft.sources.hyperparams import load_hyperparams
 from rlft.train.online_config import ONLINE_ALGOS, OnlineConfig
 
@@ -45,6 +47,7 @@ def check_config(config: OnlineConfig) -> None:
 
     if config.algo not in ONLINE_ALGOS:
         raise InvalidInputError(f"--algo must be one of {', '.join(ONLINE_ALGOS)}, got {config.algo!r}")
+    check_sb3_trackers(config.report_to)
     check_env_id(config.env)
     if config.backbone_mode not in BACKBONE_MODES:
         raise InvalidInputError(f"--backbone-mode must be one of {', '.join(BACKBONE_MODES)}, "
@@ -252,7 +255,8 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
     venv = make_vec_env(config.env, n_envs=n_envs, seed=config.seed)
     model = online_algo_class(config.algo)(hp.policy, venv, seed=config.seed, verbose=0, device="cpu",
                                     policy_kwargs=kwargs or None, **algo_kwargs)
-    quiet_logger(model)  # no empty SB3-<date> folder left in the temporary directory
+    logdir = Path(tempfile.mkdtemp(prefix="rlft-online-logs-"))
+    quiet_logger(model, config.report_to, logdir)  # no empty SB3-<date> folder left in the temporary directory
     trainable = sum(p.numel() for p in model.policy.parameters() if p.requires_grad)
     checks = PolicyChecks(config) if config.check_freq else None
     curve, signals, train_s = learn(model, config, timesteps, checks)
@@ -297,6 +301,9 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
         plot_curve(tmp / "curve.png", curve,
                    f"{config.algo.upper()} {config.env}, backbone {Path(config.backbone).name}")
         atomic_write_text(tmp / ONLINE_INFO, json.dumps(info, indent=1) + "\n")
+        if any(logdir.iterdir()):
+            shutil.copytree(logdir, tmp / "logs")
+    shutil.rmtree(logdir, ignore_errors=True)
     kept = (f"; kept the policy of step {checks.best_step} (check return {checks.best_return:.1f})"
             if checks is not None else "")
     console.print(f"{config.algo} {config.env} ({Path(config.backbone).name}): {model.num_timesteps} steps in "

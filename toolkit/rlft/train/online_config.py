@@ -34,5 +34,7 @@ class OnlineConfig:
                 "seeds each time and apart from the final evaluation's, and keep the best policy seen as the run's "
                 "(RL-Zoo's best model; 0: off, the last policy is kept).", "min": 0})
     check_episodes: int = field(default=10, metadata={"help": "Episodes of each check (--check-freq).", "min": 1})
+    report_to: str = field(default="none", metadata={"help": "none or tensorboard (RUN/logs: SB3's training "
+                                                             "curves)."})
     seed: int = field(default=0, metadata={"help": "Seeds torch, numpy and the environments.", "min": 0})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing RUN folder."})
