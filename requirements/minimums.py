@@ -20,7 +20,8 @@ def minimum_pins(pyproject: Path, extras: tuple[str, ...] = ()) -> list[str]:
     pins = []
     for dep in deps:
         match = re.fullmatch(r"\s*([A-Za-z0-9_.\-\[\],]+)\s*>=\s*([^,;\s]+).*", dep)
-        if match and not match.group(1).startswith("torch"):
+        # torch alone stays the lock's CPU build; torchrl and the like are pinned as any other
+        if match and match.group(1) != "torch":
             pins.append(f"{match.group(1)}=={match.group(2)}")
     return pins
 
