@@ -422,3 +422,23 @@ def test_rlfts_own_metrics_reach_the_trackers_report_to_names(cli, tmp_path, lak
     assert events, "the tracker wrote nothing"
     tags = set().union(*(EventAccumulator(str(e)).Reload().Tags()["scalars"] for e in events))
     assert "train/decision_accuracy" in tags, sorted(tags)
+
+
+@pytest.mark.slow
+def test_rlfts_own_metrics_reach_weights_and_biases_offline(cli, tmp_path, lake, tiny_model, monkeypatch):
+    """W&B in offline mode (no account, no network): the run file it records holds rlft's decision_accuracy, which
+    rlft's criterion adds to the logs (the key is looked for in W&B's own record file, a LevelDB-style log of
+    protobuf records: wandb 0.31 ships no reader of its own; code saving is off so this source is not in it)."""
+    pytest.importorskip("wandb")
+    for name, value in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true",
+                        "WANDB_DISABLE_CODE": "true"}.items():
+        monkeypatch.setenv(name, value)
+    run = tmp_path / "run"
+    result = cli("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", run, "--no-lora", "--max-steps",
+                 "4", "--check-steps", "2", "--eval-split", "none", "--report-to", "wandb")
+    assert result.exit_code == 0, result.output
+    records = [p.read_bytes() for p in (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")]
+    assert len(records) == 1, "W&B recorded no run"
+    key = "/".join(("train", "decision" + "_accuracy")).encode()
+    assert records[0].count(key) >= 2  # one history row a check (steps 2 and 4)
+    assert not any(run.rglob("*.wandb")), "W&B wrote into the run folder"

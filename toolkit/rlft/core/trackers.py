@@ -56,3 +56,18 @@ class Trackers:
             else:
                 writer.finish()
         self._writers = []
+
+
+def finish_library_trackers() -> None:
+    """End the W&B / trackio run a TRL stage's ``report_to`` opened (transformers' callbacks leave it open until the
+    process exits): its records are flushed now, and the next stage of the same process starts a run of its own."""
+    import contextlib
+    import sys
+
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish()
+    trackio = sys.modules.get("trackio")
+    if trackio is not None:  # trackio exposes no current run: finishing none is its own no-op or error
+        with contextlib.suppress(Exception):
+            trackio.finish()

@@ -26,6 +26,7 @@ from rlft.core.io import (
     release_aside,
 )
 from rlft.core.secrets import redact
+from rlft.core.trackers import finish_library_trackers
 from rlft.datasets.loading import load_dataset_dict, resolve_dataset
 from rlft.models.resolve import count_parameters, resolve_model
 from rlft.models.run import (
@@ -449,6 +450,7 @@ def run_outcome(run_dir: Path, info: dict[str, Any]):
         yield
     except KeyboardInterrupt:
         _mark_run(run_dir, info, "interrupted", "Ctrl-C or SIGTERM")
+        finish_library_trackers()
         raise
     except OSError as exc:
         if not is_output_fault(exc, run_dir):
@@ -461,7 +463,9 @@ def run_outcome(run_dir: Path, info: dict[str, Any]):
         raise error from exc
     except Exception as exc:
         _mark_run(run_dir, info, "failed", f"{type(exc).__name__}: {str(exc)[:500]}")
+        finish_library_trackers()
         raise
+    finish_library_trackers()
 
 
 def _mark_run(run_dir: Path, info: dict[str, Any], status: str, reason: str) -> None:
