@@ -33,23 +33,18 @@ from rlft.train.episodes import (
     parse_episode_reward_names,
 )
 from rlft.train.grpo_config import GRPOStageConfig
+from rlft.train.inputs import StageInputs, load_inputs, load_model_for_training, prompt_token_metrics
 from rlft.train.rewards import build_rewards, check_finite_q_values, parse_reward_names
+from rlft.train.run_summary import first_logged, last_logged, parameter_metrics
 from rlft.train.sampling import ActionSetRollout, GrammarSampler, StepRollout
 from rlft.train.signals import stall_watch
 from rlft.train.stage import (
-    StageInputs,
     checkpointing_field,
     criterion_callback,
     criterion_first,
     finish_run,
-    first_logged,
-    last_logged,
-    load_inputs,
-    load_model_for_training,
     lora_config,
     model_defaults,
-    parameter_metrics,
-    prompt_token_metrics,
     run_outcome,
     stage_callbacks,
     start_run,

@@ -18,22 +18,16 @@ from rlft.datasets.loading import load_dataset_dict
 from rlft.train.awr import WEIGHT_COLUMN, advantage_weights, load_checked_critic, weighted_sampling_trainer
 from rlft.train.bin_targets import BinTargets, bin_smoothing_trainer
 from rlft.train.configs import trl_overrides
+from rlft.train.inputs import StageInputs, load_inputs, load_model_for_training, pick_eval_split, prompt_token_metrics
+from rlft.train.run_summary import first_logged, last_logged, parameter_metrics
 from rlft.train.sft_config import SFTStageConfig
 from rlft.train.stage import (
-    StageInputs,
     checkpointing_field,
     criterion_callback,
     criterion_first,
     finish_run,
-    first_logged,
-    last_logged,
-    load_inputs,
-    load_model_for_training,
     lora_config,
     model_defaults,
-    parameter_metrics,
-    pick_eval_split,
-    prompt_token_metrics,
     run_outcome,
     stage_callbacks,
     start_run,
