@@ -68,10 +68,10 @@ def test_a_second_writer_is_refused_and_a_stale_lock_is_taken_over(cli, tmp_path
     import subprocess
     import sys
 
-    from rlft.core import io
+    from rlft.core import claims
 
     out = tmp_path / "ds"
-    lock = io._lock_path(out.absolute())
+    lock = claims._lock_path(out.absolute())
     assert lock.parent == tmp_path  # beside the output, whatever TMPDIR says
     holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "rlft-writer"],  # noqa: S603
                               stdin=subprocess.PIPE)  # a live rlft process other than this one holds it

@@ -15,9 +15,9 @@ from typing import Any
 import typer
 from rich.markup import escape
 
+from rlft.core.claims import release_outputs, restore_set_aside
 from rlft.core.console import err_console
 from rlft.core.errors import FaultError, RlftError
-from rlft.core.io import release_outputs, restore_set_aside
 from rlft.core.secrets import redact_text
 
 # OSErrors that say what went wrong with a path or the machine, as one line: a full disk, a file-size limit, a name

@@ -31,7 +31,7 @@ from rlft.cli.common import command
 from rlft.cli.train import check_trl_flags
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import read_yaml_mapping
+from rlft.core.reading import read_yaml_mapping
 from rlft.core.secrets import redact_argv
 
 app = typer.Typer(no_args_is_help=True)

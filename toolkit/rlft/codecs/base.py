@@ -17,7 +17,7 @@ import numpy as np
 
 from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError, RlftError
-from rlft.core.io import read_json_mapping
+from rlft.core.reading import read_json_mapping
 from rlft.envs.registry import ensure_registered
 from rlft.envs.spaces import space_from_dict, space_to_dict
 

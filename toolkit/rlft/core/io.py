@@ -8,42 +8,17 @@ writing becomes an :class:`~rlft.core.errors.OutputError` and the temporary is r
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import errno
 import os
 import shutil
-import signal
 import tempfile
-import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from rlft.core.claims import claim_output, recover_set_aside, release_output
 from rlft.core.console import err_console
-from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError, WriteFaultError
-
-_REASONS = {
-    errno.ENOSPC: "the disk is full",
-    errno.EDQUOT: "the disk quota is exceeded",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.EROFS: "the file system is read-only",
-    errno.ENOTDIR: "a parent of it is a file, not a folder",
-    errno.EEXIST: "a parent of it is a file, not a folder",
-    errno.ENAMETOOLONG: "the name is too long",
-    errno.ELOOP: "a symbolic link in it loops",
-}
-
-
-DISK_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # whatever file failed, the disk itself is the problem
-MACHINE_FAULTS = (*DISK_FAULTS, errno.EIO)  # not the path's fault: the machine's (exit code 1)
-
-
-def output_error(path: str | os.PathLike, exc: OSError, option: str = "--out") -> OutputError:
-    """``exc`` (raised while creating or writing ``path``) as one line that says what went wrong."""
-    reason = _REASONS.get(exc.errno or -1, exc.strerror or str(exc))
-    kind = WriteFaultError if exc.errno in MACHINE_FAULTS else OutputError  # exit code 1 / 2
-    return kind(f"cannot write {option} {path}: {reason}", hint="nothing was written there")
+from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError
+from rlft.core.faults import is_output_fault, output_error, signals_held
 
 
 def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
@@ -158,14 +133,6 @@ def check_output_file(path: str | os.PathLike, overwrite: bool, option: str = "-
     return path
 
 
-def is_output_fault(exc: OSError, *roots: Path) -> bool:
-    """An OSError that concerns writing under ``roots`` (or the disk itself), not reading some input."""
-    if exc.errno in DISK_FAULTS:
-        return True
-    names = [n for n in (exc.filename, getattr(exc, "filename2", None)) if n]
-    return any(str(Path(n).absolute()).startswith(str(root.absolute())) for n in names for root in roots)
-
-
 def leftovers(out: Path) -> list[Path]:
     """Temporary siblings of ``out`` that a killed run (SIGKILL, power loss) could not remove."""
     if not out.parent.is_dir():
@@ -182,36 +149,6 @@ def warn_leftovers(out: Path) -> None:
         err_console.print(f"[yellow]Warning:[/] {len(found)} temporary folder(s) of an interrupted run beside "
                           f"{out}: {', '.join(p.name for p in found)}; remove them if no other run is writing "
                           "there.", highlight=False, soft_wrap=True)
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM arriving inside are held and acted on when the block has finished.
-
-    Python raises ``KeyboardInterrupt`` between any two bytecodes, so a step of several renames needs this to
-    happen whole. A held signal goes to the handler that was in place (the ``rlft`` command's raise
-    ``Terminated``/``KeyboardInterrupt``; the default one ends the process); a block that raises keeps its own
-    error. Signal handlers can only be set in the main thread: elsewhere the block runs as is.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[tuple[int, object]] = []
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-        signal.signal(sig, lambda signum, frame: held.append((signum, frame)))
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-    if held:
-        signum, frame = held[0]
-        handler = previous[signum]
-        if callable(handler):
-            handler(signum, frame)
-        elif handler != signal.SIG_IGN:
-            signal.raise_signal(signum)
 
 
 @contextlib.contextmanager
@@ -338,261 +275,3 @@ def staged_text(path: str | os.PathLike | None, text: str, option: str = "--out"
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-
-
-MAX_TEXT_FILE_BYTES = 16 * 2**20  # a settings, card or pipeline file larger than this is not one
-
-
-def read_text_file(path: str | os.PathLike, what: str = "file", limit: int = MAX_TEXT_FILE_BYTES) -> str:
-    """A UTF-8 text file's content; one clear error when it is missing, a folder, not a regular file (a FIFO or a
-    device would be read forever), larger than ``limit`` bytes, unreadable or binary."""
-
-    path = Path(path)
-    if not path.exists():
-        raise InvalidInputError(f"{what} {path} does not exist")
-    if path.is_dir():
-        raise InvalidInputError(f"{what} {path} is a folder, not a file")
-    if not path.is_file():
-        raise InvalidInputError(f"{what} {path} is not a regular file (a pipe or a device?)")
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
-        if len(data) > limit:
-            raise InvalidInputError(f"{what} {path} is larger than {limit / 2**20:g} MiB",
-                                    hint="give a small text file")
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{what} {path} is not UTF-8 text (a binary file?)") from exc
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
-
-
-def read_json_mapping(path: str | os.PathLike, what: str = "JSON file") -> dict:
-    """A JSON file that must hold an object, with one clear error for anything else."""
-    import json
-
-
-    text = read_text_file(path, what)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    if not isinstance(data, dict):
-        raise InvalidInputError(f"{what} {path} must hold a JSON object, not a {type(data).__name__}")
-    return data
-
-
-def read_yaml_mapping(path: str | os.PathLike, expected: str = "a mapping") -> dict:
-    """A YAML file that must hold a mapping, with one clear error for invalid YAML or another shape."""
-    import yaml
-
-
-    path = Path(path)
-    text = read_text_file(path, "YAML file")
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None and _expanded_size(node) > MAX_YAML_NODES:
-            raise InvalidInputError(f"{path} holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are "
-                                    "expanded", hint="a settings file is small: is an alias repeated on purpose?")
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise InvalidInputError(f"{path} is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise InvalidInputError(f"{path} must hold {expected}")
-    return data
-
-
-MAX_YAML_NODES = 100_000  # values of a YAML file with every alias expanded (a "billion laughs" file has 10^9)
-
-
-def _expanded_size(node, memo: dict | None = None) -> int:
-    """How many values ``node`` holds with aliases expanded (an alias repeats a node object: each distinct node's
-    count is computed once, so a file whose expansion is huge is measured in its own size), stopping past the cap."""
-    import yaml
-
-    memo = {} if memo is None else memo
-    key = id(node)
-    if key in memo:
-        return memo[key]
-    memo[key] = 1  # a node reached again while counting itself (recursive alias) counts once
-    size = 1
-    if isinstance(node, yaml.SequenceNode):
-        children = node.value
-    elif isinstance(node, yaml.MappingNode):
-        children = [part for pair in node.value for part in pair]
-    else:
-        children = []
-    for child in children:
-        size += _expanded_size(child, memo)
-        if size > MAX_YAML_NODES:
-            break
-    memo[key] = size
-    return size
-
-
-# -- a folder replaced by a long job (a training run): the old content waits aside until the new one completes ----
-_ASIDE: dict[Path, Path] = {}
-
-
-def set_aside(out: str | os.PathLike) -> Path | None:
-    """Move a non-empty ``out`` to a hidden sibling and make ``out`` empty: :func:`release_aside` drops the old
-    content once the new one is complete, :func:`restore_set_aside` (also run at exit) puts it back otherwise."""
-    out = Path(out).absolute()
-    if not out.is_dir() or not any(out.iterdir()):
-        return None
-    try:
-        aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        (aside / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
-        os.replace(out, aside / "content")
-        out.mkdir()
-    except OSError as exc:
-        raise output_error(out, exc) from exc
-    if not _ASIDE:
-        atexit.register(restore_set_aside)
-    _ASIDE[out] = aside
-    return aside
-
-
-OWNER_FILE = "owner"  # beside the content set aside: the pid of the process replacing it
-
-
-def _owner_alive(aside: Path) -> bool:
-    try:
-        pid = int((aside / OWNER_FILE).read_text(encoding="utf-8").strip() or 0)
-    except (OSError, ValueError):
-        return False
-    return pid != os.getpid() and _alive(pid)
-
-
-def recover_set_aside(out: str | os.PathLike) -> Path | None:
-    """An old ``out`` set aside by a process that is gone (killed with SIGKILL, or the machine went down, before its
-    new content completed and before its exit handlers could put the old back) is put back at ``out``; the unfinished
-    new content, if any, is kept beside it as ``.NAME.unfinished-*`` and named, never deleted. Returns the aside
-    folder it came from, or None."""
-    out = Path(out).absolute()
-    if not out.parent.is_dir():
-        return None
-    for aside in sorted(out.parent.glob(f".{out.name}.old-*")):
-        if not (aside / "content").is_dir() or _owner_alive(aside) or aside in _ASIDE.values():
-            continue
-        kept = None
-        with signals_held():
-            if out.exists():
-                kept = Path(tempfile.mkdtemp(prefix=f".{out.name}.unfinished-", dir=out.parent))
-                os.replace(out, kept / "content")
-            os.replace(aside / "content", out)
-        shutil.rmtree(aside, ignore_errors=True)
-        err_console.print(f"[yellow]Note:[/] an earlier --overwrite of {out} was stopped before its new content was "
-                          f"complete (its process is gone): the previous content is back at {out}"
-                          + (f"; the unfinished one is kept at {kept / 'content'}" if kept else ""),
-                          highlight=False, soft_wrap=True)
-        return aside
-    return None
-
-
-def release_aside(out: str | os.PathLike) -> None:
-    """The new ``out`` is complete: delete the old content set aside for it."""
-    aside = _ASIDE.pop(Path(out).absolute(), None)
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
-
-
-def restore_set_aside() -> list[Path]:
-    """Put back every old folder whose replacement did not complete (an error, Ctrl-C, SIGTERM); the unfinished
-    new content is removed. Returns the folders restored."""
-    restored = []
-    for out, aside in list(_ASIDE.items()):
-        with signals_held():
-            shutil.rmtree(out, ignore_errors=True)
-            os.replace(aside / "content", out)
-        with contextlib.suppress(OSError):
-            (aside / OWNER_FILE).unlink()
-            aside.rmdir()
-        del _ASIDE[out]
-        restored.append(out)
-    return restored
-
-
-# -- one writer per output: a lock file beside it holds the writer's pid -------------------------------------------
-_LOCKS: set[Path] = set()
-
-
-def _lock_path(out: Path, option: str = "--out") -> Path:
-    """The lock of ``out`` lies beside it (its parent is made first): every process that writes ``out`` sees the same
-    file, whatever its ``TMPDIR`` (batch schedulers give each job its own)."""
-    out = out.resolve()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise output_error(out, exc, option) from exc
-    return out.parent / f".{out.name}.rlft-lock"
-
-
-def _is_rlft(pid: int) -> bool:
-    """A live ``pid`` that runs rlft (its command line names rlft, or pytest running it in-process). Where
-    /proc cannot say (not Linux), any live process counts."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
-        return _alive(pid)
-    return b"rlft" in cmdline or b"pytest" in cmdline
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
-def claim_output(out: str | os.PathLike, option: str = "--out") -> None:
-    """Refuse ``out`` while another live process writes it; a lock left by a killed process is taken over. The
-    lock is released by :func:`release_outputs` (when the command ends) or at exit."""
-    out = Path(out).absolute()
-    lock = _lock_path(out, option)
-    if lock in _LOCKS:
-        return
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                pid = int(lock.read_text(encoding="utf-8").strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid and pid != os.getpid() and _alive(pid) and _is_rlft(pid):
-                raise OutputError(f"{option} {out} is being written by another rlft process (pid {pid})",
-                                  hint=f"wait for it, or choose another {option} (its lock: {lock})") from None
-            with contextlib.suppress(OSError):
-                lock.unlink()  # stale: its process is gone, or the pid now belongs to another program
-            continue
-        except OSError as exc:
-            raise output_error(out, exc, option) from exc
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(f"{os.getpid()}\n")
-        if not _LOCKS:
-            atexit.register(release_outputs)
-        _LOCKS.add(lock)
-        return
-    raise OutputError(f"{option} {out}: its lock {lock} could not be taken", hint="remove it if no rlft runs")
-
-
-def release_output(out: str | os.PathLike) -> None:
-    """Drop this process's lock of ``out`` (its output is in place, or given up): nothing of rlft's is left beside it
-    once it is written."""
-    lock = Path(out).absolute().resolve().parent / f".{Path(out).name}.rlft-lock"
-    if lock in _LOCKS:
-        with contextlib.suppress(OSError):
-            lock.unlink()
-        _LOCKS.discard(lock)
-
-
-def release_outputs() -> None:
-    """Drop every output lock this process holds."""
-    for lock in list(_LOCKS):
-        with contextlib.suppress(OSError):
-            lock.unlink()
-        _LOCKS.discard(lock)

@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rlft.core.io import read_text_file
+from rlft.core.reading import read_text_file
 from rlft.datasets.layout import data_files_config
 
 TEMPLATES = resources.files("rlft.datasets") / "templates"

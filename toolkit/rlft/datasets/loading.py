@@ -15,8 +15,8 @@ import numpy as np
 
 from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.errors import InvalidInputError, OfflineError
-from rlft.core.io import read_json_mapping
 from rlft.core.net import hub_endpoint, hub_offline
+from rlft.core.reading import read_json_mapping
 from rlft.datasets.folder import load_dataset_folder, read_parquet, read_parquet_schema
 from rlft.datasets.layout import DATA_DIR, INFO_FILENAME
 from rlft.datasets.push import check_hub_online

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import read_text_file
+from rlft.core.reading import read_text_file
 
 ENV_ID = "FrozenLake-v1"
 CELLS = frozenset("SFHG")

@@ -14,8 +14,9 @@ import numpy as np
 import rlft
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import atomic_write_text, read_json_mapping
+from rlft.core.io import atomic_write_text
 from rlft.core.plotting import figure, save_figure
+from rlft.core.reading import read_json_mapping
 from rlft.core.secrets import redact
 from rlft.envs.frozenlake import is_frozenlake, map_rows
 from rlft.envs.registry import normalized_score, reference_scores

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rlft.core.errors import InvalidInputError, require
-from rlft.core.io import read_json_mapping
+from rlft.core.reading import read_json_mapping
 from rlft.sources.hyperparams import policy_kwargs_to_names, resolve_policy_kwargs
 
 BACKBONE_MODES = ("frozen", "lora", "full")

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import atomic_write_text, read_json_mapping, read_yaml_mapping
+from rlft.core.io import atomic_write_text
+from rlft.core.reading import read_json_mapping, read_yaml_mapping
 from rlft.results.environment import machine_line
 
 OPEN_TAG = r"<!-- results:(?P<name>[\w./-]+) -->"

@@ -17,7 +17,8 @@ import numpy as np
 import rlft
 from rlft.core.console import progress
 from rlft.core.errors import InvalidInputError, require
-from rlft.core.io import atomic_write_file, atomic_write_text, check_output_file, read_json_mapping
+from rlft.core.io import atomic_write_file, atomic_write_text, check_output_file
+from rlft.core.reading import read_json_mapping
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.envs.registry import action_space, check_env_id, make_env, normalized_score, reference_scores
 from rlft.envs.spaces import space_to_dict

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import read_yaml_mapping
+from rlft.core.reading import read_yaml_mapping
 
 # Inside the package (package data), so an installed rlft (not only a checkout) trains with the tuned settings.
 HYPERPARAMS_DIR = Path(__file__).resolve().parent / "zoo"

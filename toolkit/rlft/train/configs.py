@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import read_yaml_mapping
+from rlft.core.reading import read_yaml_mapping
 
 PIPELINE_KEYS = ("name", "vars", "steps", "description")
 # TRL fields rlft sets itself and a user may not: the RUN folder layout (--out) decides where checkpoints go.

@@ -13,14 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from rlft import __version__
+from rlft.core.claims import release_aside
 from rlft.core.console import console, kv_table
 from rlft.core.errors import FaultError, InvalidInputError
-from rlft.core.io import (
-    atomic_write_text,
-    is_output_fault,
-    output_error,
-    release_aside,
-)
+from rlft.core.faults import is_output_fault, output_error
+from rlft.core.io import atomic_write_text
 from rlft.core.secrets import redact
 from rlft.core.trackers import finish_library_trackers
 from rlft.datasets.loading import load_dataset_dict

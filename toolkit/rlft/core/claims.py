@@ -1,0 +1,184 @@
+"""Who may write an output, and what happens to the content it replaces: one writer per output (a lock file
+beside it holds the writer's pid; a lock of a killed process is taken over), and a folder replaced by a long job
+(a training run) whose old content waits aside until the new one completes, is put back when it does not, and is
+recovered on the next command when the process was killed."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from rlft.core.console import err_console
+from rlft.core.errors import OutputError
+from rlft.core.faults import output_error, signals_held
+
+# -- a folder replaced by a long job (a training run): the old content waits aside until the new one completes ----
+_ASIDE: dict[Path, Path] = {}
+
+
+def set_aside(out: str | os.PathLike) -> Path | None:
+    """Move a non-empty ``out`` to a hidden sibling and make ``out`` empty: :func:`release_aside` drops the old
+    content once the new one is complete, :func:`restore_set_aside` (also run at exit) puts it back otherwise."""
+    out = Path(out).absolute()
+    if not out.is_dir() or not any(out.iterdir()):
+        return None
+    try:
+        aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        (aside / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        os.replace(out, aside / "content")
+        out.mkdir()
+    except OSError as exc:
+        raise output_error(out, exc) from exc
+    if not _ASIDE:
+        atexit.register(restore_set_aside)
+    _ASIDE[out] = aside
+    return aside
+
+
+OWNER_FILE = "owner"  # beside the content set aside: the pid of the process replacing it
+
+
+def _owner_alive(aside: Path) -> bool:
+    try:
+        pid = int((aside / OWNER_FILE).read_text(encoding="utf-8").strip() or 0)
+    except (OSError, ValueError):
+        return False
+    return pid != os.getpid() and _alive(pid)
+
+
+def recover_set_aside(out: str | os.PathLike) -> Path | None:
+    """An old ``out`` set aside by a process that is gone (killed with SIGKILL, or the machine went down, before its
+    new content completed and before its exit handlers could put the old back) is put back at ``out``; the unfinished
+    new content, if any, is kept beside it as ``.NAME.unfinished-*`` and named, never deleted. Returns the aside
+    folder it came from, or None."""
+    out = Path(out).absolute()
+    if not out.parent.is_dir():
+        return None
+    for aside in sorted(out.parent.glob(f".{out.name}.old-*")):
+        if not (aside / "content").is_dir() or _owner_alive(aside) or aside in _ASIDE.values():
+            continue
+        kept = None
+        with signals_held():
+            if out.exists():
+                kept = Path(tempfile.mkdtemp(prefix=f".{out.name}.unfinished-", dir=out.parent))
+                os.replace(out, kept / "content")
+            os.replace(aside / "content", out)
+        shutil.rmtree(aside, ignore_errors=True)
+        err_console.print(f"[yellow]Note:[/] an earlier --overwrite of {out} was stopped before its new content was "
+                          f"complete (its process is gone): the previous content is back at {out}"
+                          + (f"; the unfinished one is kept at {kept / 'content'}" if kept else ""),
+                          highlight=False, soft_wrap=True)
+        return aside
+    return None
+
+
+def release_aside(out: str | os.PathLike) -> None:
+    """The new ``out`` is complete: delete the old content set aside for it."""
+    aside = _ASIDE.pop(Path(out).absolute(), None)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def restore_set_aside() -> list[Path]:
+    """Put back every old folder whose replacement did not complete (an error, Ctrl-C, SIGTERM); the unfinished
+    new content is removed. Returns the folders restored."""
+    restored = []
+    for out, aside in list(_ASIDE.items()):
+        with signals_held():
+            shutil.rmtree(out, ignore_errors=True)
+            os.replace(aside / "content", out)
+        with contextlib.suppress(OSError):
+            (aside / OWNER_FILE).unlink()
+            aside.rmdir()
+        del _ASIDE[out]
+        restored.append(out)
+    return restored
+
+
+# -- one writer per output: a lock file beside it holds the writer's pid -------------------------------------------
+_LOCKS: set[Path] = set()
+
+
+def _lock_path(out: Path, option: str = "--out") -> Path:
+    """The lock of ``out`` lies beside it (its parent is made first): every process that writes ``out`` sees the same
+    file, whatever its ``TMPDIR`` (batch schedulers give each job its own)."""
+    out = out.resolve()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output_error(out, exc, option) from exc
+    return out.parent / f".{out.name}.rlft-lock"
+
+
+def _is_rlft(pid: int) -> bool:
+    """A live ``pid`` that runs rlft (its command line names rlft, or pytest running it in-process). Where
+    /proc cannot say (not Linux), any live process counts."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return _alive(pid)
+    return b"rlft" in cmdline or b"pytest" in cmdline
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def claim_output(out: str | os.PathLike, option: str = "--out") -> None:
+    """Refuse ``out`` while another live process writes it; a lock left by a killed process is taken over. The
+    lock is released by :func:`release_outputs` (when the command ends) or at exit."""
+    out = Path(out).absolute()
+    lock = _lock_path(out, option)
+    if lock in _LOCKS:
+        return
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text(encoding="utf-8").strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and pid != os.getpid() and _alive(pid) and _is_rlft(pid):
+                raise OutputError(f"{option} {out} is being written by another rlft process (pid {pid})",
+                                  hint=f"wait for it, or choose another {option} (its lock: {lock})") from None
+            with contextlib.suppress(OSError):
+                lock.unlink()  # stale: its process is gone, or the pid now belongs to another program
+            continue
+        except OSError as exc:
+            raise output_error(out, exc, option) from exc
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()}\n")
+        if not _LOCKS:
+            atexit.register(release_outputs)
+        _LOCKS.add(lock)
+        return
+    raise OutputError(f"{option} {out}: its lock {lock} could not be taken", hint="remove it if no rlft runs")
+
+
+def release_output(out: str | os.PathLike) -> None:
+    """Drop this process's lock of ``out`` (its output is in place, or given up): nothing of rlft's is left beside it
+    once it is written."""
+    lock = Path(out).absolute().resolve().parent / f".{Path(out).name}.rlft-lock"
+    if lock in _LOCKS:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        _LOCKS.discard(lock)
+
+
+def release_outputs() -> None:
+    """Drop every output lock this process holds."""
+    for lock in list(_LOCKS):
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        _LOCKS.discard(lock)

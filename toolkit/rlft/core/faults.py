@@ -1,0 +1,77 @@
+"""What an operating-system failure while writing an output means (one line naming the path and the reason, the
+machine's faults told from the path's), and the blocks of renames that must happen whole (signals held)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from rlft.core.errors import OutputError, WriteFaultError
+
+_REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOTDIR: "a parent of it is a file, not a folder",
+    errno.EEXIST: "a parent of it is a file, not a folder",
+    errno.ENAMETOOLONG: "the name is too long",
+    errno.ELOOP: "a symbolic link in it loops",
+}
+
+
+DISK_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # whatever file failed, the disk itself is the problem
+
+
+MACHINE_FAULTS = (*DISK_FAULTS, errno.EIO)  # not the path's fault: the machine's (exit code 1)
+
+
+def output_error(path: str | os.PathLike, exc: OSError, option: str = "--out") -> OutputError:
+    """``exc`` (raised while creating or writing ``path``) as one line that says what went wrong."""
+    reason = _REASONS.get(exc.errno or -1, exc.strerror or str(exc))
+    kind = WriteFaultError if exc.errno in MACHINE_FAULTS else OutputError  # exit code 1 / 2
+    return kind(f"cannot write {option} {path}: {reason}", hint="nothing was written there")
+
+
+def is_output_fault(exc: OSError, *roots: Path) -> bool:
+    """An OSError that concerns writing under ``roots`` (or the disk itself), not reading some input."""
+    if exc.errno in DISK_FAULTS:
+        return True
+    names = [n for n in (exc.filename, getattr(exc, "filename2", None)) if n]
+    return any(str(Path(n).absolute()).startswith(str(root.absolute())) for n in names for root in roots)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM arriving inside are held and acted on when the block has finished.
+
+    Python raises ``KeyboardInterrupt`` between any two bytecodes, so a step of several renames needs this to
+    happen whole. A held signal goes to the handler that was in place (the ``rlft`` command's raise
+    ``Terminated``/``KeyboardInterrupt``; the default one ends the process); a block that raises keeps its own
+    error. Signal handlers can only be set in the main thread: elsewhere the block runs as is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, object]] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: held.append((signum, frame)))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    if held:
+        signum, frame = held[0]
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, frame)
+        elif handler != signal.SIG_IGN:
+            signal.raise_signal(signum)

@@ -1,0 +1,95 @@
+"""Reading the small files a user gives (settings, cards, pipelines, JSON): bounded in size, refused when they are not
+regular files (a FIFO would block), YAML with its aliases expanded counted (a billion-laughs file is refused), each
+failure one line naming the file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rlft.core.errors import InvalidInputError
+
+MAX_TEXT_FILE_BYTES = 16 * 2**20  # a settings, card or pipeline file larger than this is not one
+
+
+def read_text_file(path: str | os.PathLike, what: str = "file", limit: int = MAX_TEXT_FILE_BYTES) -> str:
+    """A UTF-8 text file's content; one clear error when it is missing, a folder, not a regular file (a FIFO or a
+    device would be read forever), larger than ``limit`` bytes, unreadable or binary."""
+    path = Path(path)
+    if not path.exists():
+        raise InvalidInputError(f"{what} {path} does not exist")
+    if path.is_dir():
+        raise InvalidInputError(f"{what} {path} is a folder, not a file")
+    if not path.is_file():
+        raise InvalidInputError(f"{what} {path} is not a regular file (a pipe or a device?)")
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise InvalidInputError(f"{what} {path} is larger than {limit / 2**20:g} MiB",
+                                    hint="give a small text file")
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{what} {path} is not UTF-8 text (a binary file?)") from exc
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+
+
+def read_json_mapping(path: str | os.PathLike, what: str = "JSON file") -> dict:
+    """A JSON file that must hold an object, with one clear error for anything else."""
+    text = read_text_file(path, what)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{what} {path} must hold a JSON object, not a {type(data).__name__}")
+    return data
+
+
+def read_yaml_mapping(path: str | os.PathLike, expected: str = "a mapping") -> dict:
+    """A YAML file that must hold a mapping, with one clear error for invalid YAML or another shape."""
+    import yaml
+
+    path = Path(path)
+    text = read_text_file(path, "YAML file")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None and _expanded_size(node) > MAX_YAML_NODES:
+            raise InvalidInputError(f"{path} holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are "
+                                    "expanded", hint="a settings file is small: is an alias repeated on purpose?")
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise InvalidInputError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{path} must hold {expected}")
+    return data
+
+
+MAX_YAML_NODES = 100_000  # values of a YAML file with every alias expanded (a "billion laughs" file has 10^9)
+
+
+def _expanded_size(node, memo: dict | None = None) -> int:
+    """How many values ``node`` holds with aliases expanded (an alias repeats a node object: each distinct node's
+    count is computed once, so a file whose expansion is huge is measured in its own size), stopping past the cap."""
+    import yaml
+
+    memo = {} if memo is None else memo
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # a node reached again while counting itself (recursive alias) counts once
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    else:
+        children = []
+    for child in children:
+        size += _expanded_size(child, memo)
+        if size > MAX_YAML_NODES:
+            break
+    memo[key] = size
+    return size
