@@ -115,7 +115,8 @@ def test_token_table_adds_each_turns_step_credit_to_its_own_tokens():
 def test_the_trainer_hook_turns_episode_advantages_into_per_token_ones():
     import torch
 
-    from rlft.train.episodes import Episode, state_credit_advantages
+    from rlft.train.episode_trainer import state_credit_advantages
+    from rlft.train.episodes import Episode
 
     class Rollout:
         credit, credit_gamma, step_weight, episode_weight = "state", 1.0, 1.0, 1.0
@@ -152,18 +153,18 @@ def _lake(tmp_path):
 def test_state_credit_trains_through_trl_and_is_recorded(tmp_path, monkeypatch):
     import json
 
-    from rlft.train import episodes as episodes_module
+    from rlft.train import episode_trainer
     from rlft.train.grpo import run_grpo
 
     tables = []
-    original = episodes_module.state_credit_advantages
+    original = episode_trainer.state_credit_advantages
 
     def recording(trainer, rollout, output):
         table = original(trainer, rollout, output)
         tables.append((table, [e.turn_ids for e in rollout.last_episodes]))
         return table
 
-    monkeypatch.setattr(episodes_module, "state_credit_advantages", recording)
+    monkeypatch.setattr(episode_trainer, "state_credit_advantages", recording)
     data, model = _lake(tmp_path)
     out = tmp_path / "run"
     info = run_grpo(lake_episode_config(data, model, out, credit="state", credit_gamma=0.9))

@@ -298,7 +298,7 @@ def test_an_episodic_run_from_a_one_step_model_refuses_unless_asked(lake, tmp_pa
 def test_the_context_check_bounds_every_turn_an_episode_plays(pole):
     """check_context's estimate (longest observation and answer of a random rollout, plus the generation budget)
     is at least what every played turn needs; one built on the reset state let a CartPole run overflow."""
-    from rlft.train.episodes import check_context
+    from rlft.train.episode_setup import check_context
 
     rollout, model = _rollout(*pole, max_turns=6)
     bound = check_context(rollout, rollout.tokenizer, model)
@@ -313,7 +313,7 @@ def test_the_context_check_bounds_every_turn_an_episode_plays(pole):
 
 def test_a_codec_without_an_environment_is_refused(lake, tmp_path):
     from rlft.codecs import load_codec
-    from rlft.train.episodes import check_episode_env
+    from rlft.train.episode_setup import check_episode_env
 
     codec = load_codec(lake[0])
     codec.env_id = None
@@ -336,7 +336,7 @@ def _cartpole_raw_codec():
 
 
 def test_episode_starts_are_seeded_resets():
-    from rlft.train.episodes import episode_starts
+    from rlft.train.episode_setup import episode_starts
 
     env, codec = _cartpole_raw_codec()
     starts = episode_starts(codec, 3, seed=5)
@@ -348,7 +348,7 @@ def test_episode_starts_are_seeded_resets():
 def test_episode_starts_never_meet_evaluation_seeds():
     """On random maps a reset seed is a map: training starts must not be the seeds evaluation plays (S + i for the
     recipes' S = 0, the run's seed or {seed}000), or the policy would be scored on the maps it trained on."""
-    from rlft.train.episodes import episode_starts
+    from rlft.train.episode_setup import episode_starts
 
     _, codec = _cartpole_raw_codec()
     for seed in (0, 1, 13):

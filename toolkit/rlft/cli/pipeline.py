@@ -363,7 +363,7 @@ def _check_rewards(value: str, episodic: bool, where: str) -> None:
 
     try:
         if episodic:
-            from rlft.train.episodes import parse_episode_reward_names
+            from rlft.train.episode_rewards import parse_episode_reward_names
 
             parse_episode_reward_names(value)
         else:

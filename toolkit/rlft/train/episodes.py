@@ -39,22 +39,11 @@ import numpy as np
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
 from rlft.envs.frozenlake import is_frozenlake
-from rlft.envs.vector_envs import check_spaces
 from rlft.policy.policies import default_action
-from rlft.train.credit import (
-    ExperienceModel,
-    action_advantages,
-    check_credit,
-    episode_turns,
-    model_advantages,
-    step_advantages,
-    token_advantages,
-)
-from rlft.train.rewards import step_bounds
+from rlft.train.credit import ExperienceModel, check_credit
 from rlft.train.sampling import GrammarSampler, chosen_tokens
 
 ROLLOUTS = ("step", "episode")
-EPISODE_REWARDS = ("return", "format")
 
 
 CREDIT_KEYS = ("observation", "local")  # --credit-key: what the critic's states are
@@ -114,51 +103,6 @@ class Episode:
 
     def sequence(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
-
-
-# Training episodes start from seeds evaluation never meets: an evaluation seeds episode i with S + i for a small S
-# (0, or a recipe's "{seed}000"), and on random maps a reset seed is a map, so a training start that equals an
-# evaluation seed would score the policy on a map it trained on (row 9f's seed 0 did, with starts 0..63).
-TRAIN_RESET_BASE = 1_000_000_000
-
-
-def episode_starts(codec: Codec, count: int, seed: int):
-    """A ``datasets.Dataset`` of ``count`` episode starts: the first observation's prompt and its reset seed
-    (``TRAIN_RESET_BASE + seed * 100_003 + i``: disjoint from evaluation's seeds, distinct across run seeds)."""
-    from datasets import Dataset
-
-    if count < 1:
-        raise InvalidInputError(f"--episode-starts must be at least 1, got {count}")
-    env = codec.make_env()
-    try:
-        rows = []
-        for i in range(count):
-            reset_seed = TRAIN_RESET_BASE + int(seed) * 100_003 + i
-            obs, _ = env.reset(seed=reset_seed)
-            rows.append({"prompt": codec.template.build_conversation([], codec.encode_observation(obs)),
-                         "reset_seed": reset_seed})
-    finally:
-        env.close()
-    return Dataset.from_list(rows)
-
-
-def check_episode_env(codec: Codec) -> None:
-    """The codec must name an environment rlft can make, with the spaces the codec was built for."""
-
-    if not codec.env_id:
-        raise InvalidInputError("--rollout episode needs a codec that records its env id (codec.env_id)",
-                                hint="serialize the dataset from an environment rlft can step")
-    try:
-        env = codec.make_env()
-    except InvalidInputError:
-        raise
-    except Exception as exc:  # gymnasium raises several types for an id it cannot make
-        raise InvalidInputError(f"--rollout episode: cannot make environment {codec.env_id!r}: {exc}") from exc
-    try:
-        check_spaces("the dataset's codec", codec.observation_space, codec.action_space, codec.env_id,
-                     env.observation_space, env.action_space)
-    finally:
-        env.close()
 
 
 class EpisodeRollout:
@@ -408,142 +352,3 @@ class EpisodeRollout:
         for env in self._envs:
             env.close()
         self._envs = []
-
-
-class EpisodeReward:
-    """A reward read from what the rollout played (TRL passes the rollout's extra fields to reward functions)."""
-
-    def __init__(self, name: str, key: str, low: float, high: float):
-        self.name = self.__name__ = name
-        self.key, self.low, self.high = key, low, high
-
-    def __call__(self, prompts=None, completions=None, completion_ids=None, **kwargs) -> list[float]:
-        values = kwargs.get(self.key)
-        if values is None:
-            raise RuntimeError(f"reward {self.name!r} needs the episode rollout (--rollout episode)")
-        return [float(v) for v in values]
-
-
-def parse_episode_reward_names(text: str | list[str]) -> list[str]:
-    """``"return,format"`` -> the names, refused unless they are episode rewards and include ``return``."""
-    given = text.split(",") if isinstance(text, str) else list(text)
-    names = [n.strip() for n in given if n.strip()]
-    unknown = [n for n in names if n not in EPISODE_REWARDS]
-    if unknown:
-        raise InvalidInputError(f"--rollout episode: unknown reward {', '.join(map(repr, unknown))}",
-                                hint=f"episode rewards: {', '.join(EPISODE_REWARDS)}")
-    if "return" not in names:
-        raise InvalidInputError("--rollout episode needs the 'return' reward (e.g. --reward return,format)")
-    return names
-
-
-def episode_rewards(names: list[str], codec: Codec, max_turns: int) -> list[EpisodeReward]:
-    """The rewards of episodic GRPO: ``return`` (the episode's return) and ``format`` (share of valid answers)."""
-    names = parse_episode_reward_names(names)
-
-    lo, hi = step_bounds(codec.env_id)
-    out = []
-    for name in names:
-        if name == "return":
-            out.append(EpisodeReward("return", "episode_return", min(lo, max_turns * lo), max(hi, max_turns * hi)))
-        else:
-            out.append(EpisodeReward("format", "episode_valid", 0.0, 1.0))
-    return out
-
-
-def episode_trainer_class():
-    """``GRPOTrainer`` that keeps the batch's rows where the rollout can read their reset seeds (TRL hands a
-    ``rollout_func`` only the prompts, and FrozenLake's episodes all start from the same prompt)."""
-    from trl import GRPOTrainer
-
-    class EpisodeGRPOTrainer(GRPOTrainer):
-        def _generate_and_score_completions(self, inputs):
-            self.rlft_rows = inputs
-            output = super()._generate_and_score_completions(inputs)
-            rollout = self.rollout_func
-            if getattr(rollout, "credit", "episode") != "episode":
-                output["advantages"] = state_credit_advantages(self, rollout, output)
-            return output
-
-    return EpisodeGRPOTrainer
-
-
-def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
-    """TRL's episode advantages ``(B,)``, times ``--episode-weight``, -> per-token ``(B, T)`` with each turn's step
-    advantage added (GiGPO's for ``--credit state``, the pooled ``Q - V`` estimate for ``--credit action``, the
-    empirical model's for ``--credit model``; :mod:`rlft.train.credit`); logs how many observations carried a
-    signal."""
-    import torch
-
-
-    episodes = rollout.last_episodes
-    episode_adv = output["advantages"]
-    if len(episodes) != episode_adv.shape[0]:
-        raise RuntimeError(f"--credit {rollout.credit}: {len(episodes)} episodes played for {episode_adv.shape[0]} "
-                           "samples")
-    tasks, observations = [e.first_prompt for e in episodes], [e.observations for e in episodes]
-    if rollout.credit in ("action", "model"):
-        turns = episode_turns(tasks, observations, [e.actions for e in episodes], [e.rewards for e in episodes],
-                              rollout.credit_gamma)
-    if rollout.credit == "action":
-        rollout.credit_pool.append([t for episode in turns for t in episode])
-        steps, stats = action_advantages(turns, [t for batch in rollout.credit_pool for t in batch])
-    elif rollout.credit == "model":
-        steps, stats = model_advantages(turns, rollout.remember(episodes))
-    else:
-        steps, stats = step_advantages(tasks, observations, [e.rewards for e in episodes], rollout.credit_gamma)
-    width = output["completion_ids"].shape[1]
-    table = token_advantages(rollout.episode_weight * episode_adv.detach().cpu().numpy(),
-                             [e.turn_ids for e in episodes], steps,
-                             rollout.step_weight, width)
-    metrics = trainer._metrics["train" if trainer.model.training else "eval"]
-    for key, value in stats.items():
-        metrics[f"credit/{key}"].append(value)
-    return torch.as_tensor(table, device=episode_adv.device, dtype=episode_adv.dtype)
-
-
-PROBE_STEPS = 512  # seeded random steps whose observations and actions probe the longest turn
-
-
-def longest_turn_texts(codec, tokenizer, steps: int = PROBE_STEPS) -> tuple[str, str]:
-    """(observation text, action text) with the most tokens over a seeded random rollout: token counts vary with
-    signs and digits, and the reset state is among the shortest (a check built on it let a 50-turn CartPole
-    prompt through that overflowed the model at turn 50)."""
-    env = codec.make_env()
-    env.action_space.seed(0)
-    obs, _ = env.reset(seed=0)
-    observations, actions = [codec.encode_observation(obs)], []
-    for _ in range(steps):
-        action = env.action_space.sample()
-        actions.append(codec.encode_action(action))
-        obs, _, terminated, truncated, _ = env.step(action)
-        observations.append(codec.encode_observation(obs))
-        if terminated or truncated:
-            obs, _ = env.reset()
-    env.close()
-
-    def longest(texts: list[str]) -> str:  # one batched tokenizer call per list
-        ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
-        return texts[int(np.argmax([len(i) for i in ids]))]
-
-    return longest(observations), longest(actions)
-
-
-def check_context(rollout: EpisodeRollout, tokenizer, model) -> int:
-    """Tokens of the longest turn (``max_turns`` turns of the longest observation and answer a random rollout
-    shows, plus the generation budget); refuses, before training, a model whose positions cannot hold it."""
-    obs_text, action_text = longest_turn_texts(rollout.codec, tokenizer)
-    answer = rollout.template.answer_text(action_text)
-    past = [(rollout.template.user_text(obs_text), answer)] * (rollout.max_turns - 1)
-    prompt = rollout.template.build_conversation(past, obs_text)
-    side = tokenizer.padding_side
-    backend = rollout.sampler.backend(model)  # the backend episodes are played with: same prompt ids and budget
-    tokenizer.padding_side = side
-    n = len(backend.prompt_ids(prompt)) + backend.max_new_tokens
-    limit = getattr(model.config, "max_position_embeddings", None)
-    if limit and n > limit:
-        raise InvalidInputError(
-            f"an episode of --max-turns {rollout.max_turns} needs up to {n} tokens a turn (prompt and answer); "
-            f"the model has {limit} positions",
-            hint="lower --max-turns, or make the model with rlft model init --max-positions N")
-    return n

@@ -22,16 +22,10 @@ from rlft.train.action_targets import action_set_trainer_class, check_advantage
 from rlft.train.configs import trl_overrides
 from rlft.train.credit import check_credit as check_credit_values
 from rlft.train.episode_answers import CriticReward, EpisodeAnswerRollout, episode_answers_trainer_class
-from rlft.train.episodes import (
-    ROLLOUTS,
-    EpisodeRollout,
-    check_context,
-    check_episode_env,
-    episode_rewards,
-    episode_starts,
-    episode_trainer_class,
-    parse_episode_reward_names,
-)
+from rlft.train.episode_rewards import episode_rewards, parse_episode_reward_names
+from rlft.train.episode_setup import check_context, check_episode_env, episode_starts
+from rlft.train.episode_trainer import episode_trainer_class
+from rlft.train.episodes import ROLLOUTS, EpisodeRollout
 from rlft.train.grpo_config import GRPOStageConfig
 from rlft.train.inputs import StageInputs, load_inputs, load_model_for_training, prompt_token_metrics
 from rlft.train.rewards import build_rewards, check_finite_q_values, parse_reward_names
