@@ -48,7 +48,8 @@ def record_random(work: Path, env_id: str, dataset_id: str, episodes: int, max_e
 
 def random_cartpole_dataset(work: Path, episodes: int = 40) -> Path:
     """A random-policy CartPole-v1 Minari dataset, serialized with the raw codec (2 decimals, plain prompts)."""
-    from rlft.datasets.serialize import SerializeConfig, serialize
+    from rlft.datasets.serialize import serialize
+    from rlft.datasets.serialize_options import SerializeConfig
 
     record_random(work, "CartPole-v1", "cartpole/bench-v0", episodes)
     dataset = work / "cartpole-raw"

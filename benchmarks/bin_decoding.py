@@ -34,7 +34,8 @@ ARMS = (("constrained generate", "off"), ("bins, argmax", "argmax"), ("bins, mea
 def build(work: Path, episodes: int, steps: int) -> tuple[Path, Path]:
     """A random-action HalfCheetah Minari dataset -> binned codec dataset -> a 4-layer hidden-128 tiny model."""
     from bench_fixtures import record_random
-    from rlft.datasets.serialize import SerializeConfig, serialize
+    from rlft.datasets.serialize import serialize
+    from rlft.datasets.serialize_options import SerializeConfig
     from rlft.models.tiny import ModelInitConfig, init_model
 
     record_random(work, "HalfCheetah-v5", "halfcheetah/bench-v0", episodes, steps)

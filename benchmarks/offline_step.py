@@ -32,7 +32,8 @@ def build_dataset(work: Path) -> Path:
     import numpy as np
     from minari.data_collector.episode_buffer import EpisodeBuffer
 
-    from rlft.datasets.serialize import SerializeConfig, serialize
+    from rlft.datasets.serialize import serialize
+    from rlft.datasets.serialize_options import SerializeConfig
     from rlft.sources.minari_source import minari_root
 
     rng = np.random.default_rng(0)

@@ -32,7 +32,8 @@ EXPERT = ROOT / "pipelines" / "experts" / "halfcheetah-medium-sac.zip"
 
 
 def expert_dataset(work: Path, episodes: int) -> Path:
-    from rlft.datasets.serialize import SerializeConfig, serialize
+    from rlft.datasets.serialize import serialize
+    from rlft.datasets.serialize_options import SerializeConfig
     from rlft.sources.collect import CollectConfig, collect_to_minari
 
     os.environ["MINARI_DATASETS_PATH"] = str(work / "minari")

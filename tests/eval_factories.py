@@ -44,7 +44,8 @@ def minari_dataset_folder(tmp_path_factory, env_id: str, fmt: str = "raw", episo
 
     def build(out: Path) -> Path:
         from rlft.core.console import console
-        from rlft.datasets.serialize import SerializeConfig, serialize
+        from rlft.datasets.serialize import serialize
+        from rlft.datasets.serialize_options import SerializeConfig
 
         dataset_id = f"{env_id.split('-')[0].lower()}/random-v0"
         with minari_root(out / "minari"), console.capture():

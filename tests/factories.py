@@ -95,7 +95,8 @@ def make_cartpole_text_model(root: Path, max_positions: int | None = 512) -> tup
     tiny from-scratch model whose tokenizer reads it: (dataset folder, model folder)."""
     import os
 
-    from rlft.datasets.serialize import SerializeConfig, serialize
+    from rlft.datasets.serialize import serialize
+    from rlft.datasets.serialize_options import SerializeConfig
     from rlft.models.tiny import ModelInitConfig, init_model
 
     previous = os.environ.get("MINARI_DATASETS_PATH")

@@ -58,7 +58,8 @@ def _rollout(data, model_dir, max_turns=4, temperature=1.0, constrained=True):
 @pytest.fixture(scope="module")
 def cheetah(tmp_path_factory):
     """HalfCheetah-shaped data (raw codec, 1 decimal, plain prompts) and a tiny model: continuous actions."""
-    from rlft.datasets.serialize import SerializeConfig, serialize
+    from rlft.datasets.serialize import serialize
+    from rlft.datasets.serialize_options import SerializeConfig
     from rlft.models.tiny import ModelInitConfig, init_model
 
     root = tmp_path_factory.mktemp("episodes-cheetah")

@@ -184,12 +184,13 @@ def test_a_codec_fitted_on_nothing_is_written_in_one_pass_as_two_passes_write_it
     same folder, byte for byte, as the two passes write with the episodes in memory or read again."""
     from rlft.codecs import factory
     from rlft.datasets import serialize as mod
+    from rlft.datasets.serialize_options import SerializeConfig
 
     dataset_id = f"{env_id.split('-')[0].lower()}/passes-v0"
     make_minari_dataset(dataset_id, env_id=env_id, episodes=10, max_steps=40)
 
     def run(name: str, **extra):
-        config = mod.SerializeConfig(source=dataset_id, out=tmp_path / name, chunk_steps=50, **options, **extra)
+        config = SerializeConfig(source=dataset_id, out=tmp_path / name, chunk_steps=50, **options, **extra)
         return mod.serialize(config), _digest(tmp_path / name)
 
     def no_scan(*args):
@@ -232,9 +233,10 @@ def test_bad_options_and_existing_output(cli, tmp_path, cartpole, monkeypatch):
 
 def test_interrupted_serialize_leaves_old_output(tmp_path, cartpole, monkeypatch):
     from rlft.datasets import serialize as mod
+    from rlft.datasets.serialize_options import SerializeConfig
 
     out = tmp_path / "o"
-    mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, chunk_steps=20))
+    mod.serialize(SerializeConfig(source="cartpole/random-v0", out=out, chunk_steps=20))
     before = sorted(p.name for p in (out / "data").iterdir())
     calls = {"n": 0}
     real = mod.build_records
@@ -247,8 +249,8 @@ def test_interrupted_serialize_leaves_old_output(tmp_path, cartpole, monkeypatch
 
     monkeypatch.setattr(mod, "build_records", failing)
     with pytest.raises(KeyboardInterrupt):
-        mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, chunk_steps=20, format="tokenized",
-                                          overwrite=True))
+        mod.serialize(SerializeConfig(source="cartpole/random-v0", out=out, chunk_steps=20, format="tokenized",
+                                      overwrite=True))
     assert sorted(p.name for p in (out / "data").iterdir()) == before
     assert load_codec(out).kind == "raw"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
@@ -270,12 +272,13 @@ def test_split_episodes_is_seeded_and_disjoint():
 def test_local_folder_loader_never_serves_stale_rows(tmp_path, cartpole):
     from rlft.datasets import serialize as mod
     from rlft.datasets.folder import load_dataset_folder
+    from rlft.datasets.serialize_options import SerializeConfig
 
     out = tmp_path / "o"
-    mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, splits=(1.0, 0.0, 0.0)))
+    mod.serialize(SerializeConfig(source="cartpole/random-v0", out=out, splits=(1.0, 0.0, 0.0)))
     assert list(load_dataset_folder(out)) == ["train"] and len(load_dataset_folder(out)["train"]) == 238
-    mod.serialize(mod.SerializeConfig(source="cartpole/random-v0", out=out, max_episodes=3, overwrite=True,
-                                      splits=(1.0, 0.0, 0.0)))
+    mod.serialize(SerializeConfig(source="cartpole/random-v0", out=out, max_episodes=3, overwrite=True,
+                                  splits=(1.0, 0.0, 0.0)))
     ds = load_dataset_folder(out)["train"]
     assert len(ds) == sum(len(e.rewards) for e in list(cartpole.iterate_episodes())[:3])
 

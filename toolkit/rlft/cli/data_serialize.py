@@ -61,8 +61,8 @@ def serialize(
     overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
 ) -> None:
     """Serialize a Minari dataset into prompt/completion records with a reversible codec."""
-    from rlft.datasets.serialize import SerializeConfig
     from rlft.datasets.serialize import serialize as run
+    from rlft.datasets.serialize_options import SerializeConfig
 
     run(
         SerializeConfig(

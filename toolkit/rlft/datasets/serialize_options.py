@@ -1,0 +1,130 @@
+"""The options of ``rlft data serialize`` (:class:`SerializeConfig`) and their checks, made before the source is read
+(the observation size check once its spaces are known)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rlft.codecs.discretized import EDGE_SOURCES
+from rlft.codecs.numeric import PROFILES, SEPARATORS
+from rlft.codecs.template import PROMPT_STYLES
+from rlft.core.errors import InvalidInputError
+from rlft.core.io import check_output_dir
+from rlft.datasets.card import read_extra_markdown
+from rlft.sources.minari_source import datasets_root
+
+FORMATS = ("raw", "discretized", "tokenized", "binned")
+
+
+@dataclass
+class SerializeConfig:
+    source: str
+    out: Path
+    format: str = "raw"
+    precision: int = 3
+    bins: int = 32
+    edges_from: str = "data"
+    tokens: int = 1000
+    prompt_style: str = "plain"
+    history: int = 0
+    turns: int = 0  # K > 1: each prompt is the episode so far as its last K turns (the episodic GRPO format)
+    return_to_go: bool = False
+    splits: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    seed: int = 0
+    drop_nonfinite: bool = False
+    max_episodes: int | None = None
+    chunk_steps: int = 100_000
+    in_memory_steps: int = 2_000_000
+    download: bool = False
+    card_extra: Path | None = None
+    plot: bool = False  # plots/returns.png: opt-in, matplotlib's import is most of a small dataset's run time
+    allow_large_observations: bool = False
+    overwrite: bool = False
+    system: str | None = None
+    separator: str = " "
+    prefill: bool = False
+    profile: str | None = None
+    extra_info: dict = field(default_factory=dict)
+
+
+def validate_config(config: SerializeConfig) -> None:
+    """Every option is checked before the source is read."""
+    _check_prompt_options(config)
+    _check_codec_options(config)
+    if config.max_episodes is not None and config.max_episodes < 1:
+        raise InvalidInputError(f"--max-episodes must be at least 1, got {config.max_episodes}",
+                                hint="leave it out to serialize every episode")
+    if config.chunk_steps < 1 or config.in_memory_steps < 0:
+        raise InvalidInputError("chunk_steps must be >= 1 and in_memory_steps >= 0")
+    check_output_dir(config.out, config.overwrite, inputs=serialize_inputs(config))
+    read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before the data scan
+
+
+def serialize_inputs(config: SerializeConfig) -> list[tuple[str, str | Path | None]]:
+    """The local files and folders serialize reads: ``--out`` must stay clear of them."""
+
+    source = Path(config.source).expanduser()
+    if not source.exists() and "/" in config.source and not Path(config.source).is_absolute():
+        source = datasets_root() / config.source  # a local Minari id
+    return [("Minari dataset", source), ("--card-extra", config.card_extra)]
+
+
+def _check_prompt_options(config: SerializeConfig) -> None:
+    """Format, prompt style, splits and history."""
+    if config.format not in FORMATS:
+        raise InvalidInputError(f"--format must be one of {FORMATS}, got {config.format!r}")
+    if config.prompt_style not in PROMPT_STYLES:
+        raise InvalidInputError(f"--prompt-style must be one of {PROMPT_STYLES}, got {config.prompt_style!r}")
+    fractions = np.asarray(config.splits, dtype=float)
+    if len(fractions) != 3 or np.any(fractions < 0) or not np.isclose(fractions.sum(), 1.0) or fractions[0] <= 0:
+        raise InvalidInputError(
+            f"--splits must be three non-negative fractions train,validation,test summing to 1 (train > 0), "
+            f"got {','.join(map(str, config.splits))}"
+        )
+    if config.history < 0:
+        raise InvalidInputError("--history must be >= 0")
+    if config.turns < 0:
+        raise InvalidInputError(f"--turns must be >= 0, got {config.turns}")
+    if config.turns > 1 and (config.prefill or config.profile is not None):
+        raise InvalidInputError("--turns writes conversations; a prefilled answer tag (--prefill, --profile) needs "
+                                "single-turn prompts", hint="drop one of them")
+
+
+def _check_codec_options(config: SerializeConfig) -> None:
+    """The codec's options, whatever the format (a --bins 0 beside --format raw is a mistake too)."""
+
+    if not 0 <= config.precision <= 6:
+        raise InvalidInputError("--precision must be in 0..6")
+    if config.bins < 2:
+        raise InvalidInputError(f"--bins must be at least 2, got {config.bins}")
+    if config.tokens < 2:
+        raise InvalidInputError(f"--tokens must be at least 2, got {config.tokens}")
+    if config.edges_from not in EDGE_SOURCES:
+        raise InvalidInputError(f"--edges-from must be one of {', '.join(EDGE_SOURCES)}, got {config.edges_from!r}")
+    if config.separator not in SEPARATORS:
+        raise InvalidInputError(f"--separator must be ' ' or ',', got {config.separator!r}")
+    if config.profile is not None and config.profile not in PROFILES:
+        raise InvalidInputError(f"unknown --profile {config.profile!r}", hint=f"known: {', '.join(PROFILES)}")
+    if config.prefill and config.prompt_style != "plain" and config.profile is None:
+        raise InvalidInputError("--prefill needs --prompt-style plain")
+
+
+LARGE_OBSERVATION = 1024  # values per observation beyond which an image-like Box is refused by default
+
+
+def check_observation_size(space, allow_large: bool) -> None:
+    """Refuse image-like observations (more than 1,024 values) in one line: as text they make prompts of
+    thousands of tokens. ``--allow-large-observations`` lets them through."""
+    from gymnasium import spaces
+
+    if allow_large or not isinstance(space, spaces.Box):
+        return
+    size = int(np.prod(space.shape))
+    if size > LARGE_OBSERVATION:
+        raise InvalidInputError(
+            f"observations of shape {tuple(space.shape)} ({size:,} values, {space.dtype}) would make prompts of "
+            f"thousands of tokens", hint="shrink them first (gymnasium's ResizeObservation / GrayscaleObservation "
+            "wrappers when collecting), or pass --allow-large-observations")
