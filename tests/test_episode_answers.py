@@ -138,7 +138,7 @@ def test_answer_groups_teach_a_tabular_policy_the_slippery_lake():
 
 def test_per_state_credit_on_observations_that_never_repeat_is_warned_before_training(tmp_path, capsys):
     from factories import make_cartpole_text_model
-    from rlft.train.grpo import warn_unrepeated_states
+    from rlft.train.grpo_settings import warn_unrepeated_states
 
     cartpole, _ = make_cartpole_text_model(tmp_path)
     (tmp_path / "lake").mkdir()
@@ -153,7 +153,7 @@ def test_per_state_credit_on_observations_that_never_repeat_is_warned_before_tra
 
 def test_random_maps_are_warned_with_the_local_key_as_the_fix_and_the_local_key_is_not_warned(capsys):
     from rlft.codecs.grid import FrozenLakeGridCodec
-    from rlft.train.grpo import warn_unrepeated_states
+    from rlft.train.grpo_settings import warn_unrepeated_states
 
     codec = FrozenLakeGridCodec.for_random_maps(4, 0.8, True, "chat", "compact")
     capsys.readouterr()
