@@ -46,10 +46,9 @@ over them is that rate.
 
 from __future__ import annotations
 
-import math
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -58,109 +57,7 @@ from rlft.codecs.structured import unflatten
 from rlft.core.errors import InvalidInputError
 from rlft.envs.state import LOOKAHEAD_POLICIES, state_kind, step_from_state
 from rlft.sources.experts import load_expert
-
-# kwargs TRL passes to reward functions that are not dataset columns
-_TRL_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
-OPTIMAL_ATOL = 1e-9
-
-
-class Reward:
-    """A bounded reward on codec-decoded actions. Subclasses define :meth:`score` for one decoded action."""
-
-    name: ClassVar[str]
-    columns: ClassVar[tuple[tuple[str, ...], ...]] = ()  # each inner tuple: one of these columns is needed
-    low: float = 0.0
-    high: float = 1.0
-
-    def __init__(self, codec: Codec):
-        self.codec = codec
-        self.__name__ = self.name
-
-    # -- what subclasses define -------------------------------------------------------------------------
-    def score(self, action, row: dict[str, Any], index: int) -> float:
-        """The reward of a decoded ``action`` for the dataset ``row`` of this completion."""
-        raise NotImplementedError
-
-    # -- shared behaviour -------------------------------------------------------------------------------
-    def decode(self, completion) -> Any | None:
-        """The codec's action for ``completion`` (string or chat messages), or None when it does not decode."""
-        try:
-            return self.codec.decode_action(completion)
-        except Exception:  # noqa: BLE001 - any failure to decode is an invalid answer, never a crash
-            return None
-
-    def __call__(self, prompts=None, completions=None, completion_ids=None, **kwargs) -> list[float]:
-        log_metric = kwargs.get("log_metric")
-        columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
-        completions = list(completions or [])
-        actions = [self.decode(c) for c in completions]
-        values, failures = [], []
-        for i, action in enumerate(actions):
-            row = {k: v[i] for k, v in columns.items() if isinstance(v, Sequence | np.ndarray) and len(v) > i}
-            value = self.low
-            if action is not None:
-                try:
-                    value = float(self.score(action, row, i))
-                except Exception as exc:  # noqa: BLE001 - an answer the reward cannot score gets the lowest value
-                    failures.append(exc)
-            values.append(self.clip(value))
-        parsed = sum(a is not None for a in actions)
-        if parsed and len(failures) == parsed:  # not one answer scored: the reward is broken, not the answers
-            raise InvalidInputError(f"reward {self.name!r} could not score any of {parsed} valid answers "
-                                    f"({type(failures[0]).__name__}: {failures[0]})") from failures[0]
-        if log_metric is not None and failures:
-            log_metric("unscored_rate", len(failures) / max(1, parsed))
-        if log_metric is not None and completions:
-            log_metric("parse_rate", sum(a is not None for a in actions) / len(actions))
-            if "optimal_actions" in columns and self.codec.is_discrete_action:
-                hits = [a is not None and _is_in(a, columns["optimal_actions"][i]) for i, a in enumerate(actions)]
-                log_metric("optimal_action_rate", sum(hits) / len(hits))
-        return values
-
-    def preflight(self, rows) -> None:
-        """Score the first training row's recorded answer once, before step 1, letting any error out: a reward that
-        cannot score the data at all (its env cannot be put into a recorded state, a value it needs is missing or
-        not finite) is a configuration error, said now, not a floor given to every answer for the whole run."""
-        if len(rows) == 0:
-            return
-        row = dict(rows[0])
-        recorded = row.get("completion")
-        action = self.decode(recorded) if recorded is not None else None
-        if action is None and row.get("action") is not None:
-            action = np.asarray(row["action"]) if isinstance(row["action"], list) else row["action"]
-        if action is None:
-            return
-        try:
-            value = float(self.score(action, row, 0))
-        except InvalidInputError as exc:
-            raise InvalidInputError(f"reward {self.name!r} cannot score this data: {exc.message}",
-                                    hint=exc.hint) from exc
-        except Exception as exc:  # noqa: BLE001 - any failure on the data's own answer is the reward's
-            raise InvalidInputError(f"reward {self.name!r} cannot score this data: the first row's recorded answer "
-                                    f"raised {type(exc).__name__}: {exc}") from exc
-        if not math.isfinite(value):
-            raise InvalidInputError(f"reward {self.name!r} scores the first row's recorded answer {value}: it would "
-                                    "train on its floor", hint="check the data's observations and rewards")
-
-    def clip(self, value: float) -> float:
-        if not math.isfinite(value):
-            return self.low
-        return float(min(self.high, max(self.low, value)))
-
-    @classmethod
-    def missing_columns(cls, available: Sequence[str]) -> list[str]:
-        """Columns this reward needs that ``available`` lacks (alternatives written ``a or b``)."""
-        return [" or ".join(group) for group in cls.columns if not any(c in available for c in group)]
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, bounds=[{self.low:g}, {self.high:g}])"
-
-
-def _is_in(action, choices) -> bool:
-    try:
-        return int(action) in {int(c) for c in choices}
-    except (TypeError, ValueError):
-        return False
+from rlft.train.reward_base import OPTIMAL_ATOL, Reward, _is_in
 
 
 class FormatReward(Reward):
@@ -314,7 +211,6 @@ class EnvReward(Reward):
     def score(self, action, row, index) -> float:
         state = row["observation"] if "observation" in row else row["state"]
         if getattr(self.codec, "structure", None):  # a Dict observation is stored as its flat row of values
-
             state = unflatten(self.codec.observation_space, np.asarray(state, dtype=np.float64))
         key = (repr(state), repr(action))  # (state, action) pairs repeat in a group: one rollout each
         if key in self._shared:
@@ -349,7 +245,6 @@ def check_finite_q_values(rows, source: str) -> None:
 def expert_lookahead(path: str, env_id: str) -> Callable[[Any], Any]:
     """``policy(observation) -> action`` of an SB3 checkpoint (deterministic), refused unless it acts in ``env_id``."""
     from pathlib import Path
-
 
     if not Path(path).is_file():
         raise InvalidInputError(f"env reward lookahead policy {path!r} is neither one of {LOOKAHEAD_POLICIES} nor "
