@@ -48,7 +48,8 @@ def compare(
 ) -> None:
     """Print evaluation reports side by side; for FrozenLake LLM reports, say whether the LLM matched the
     optimal policy (agreement 1.0 and success within noise of the exact optimal rate)."""
-    from rlft.evaluate.report import compare_table, load_report
+    from rlft.evaluate.compare import compare_table
+    from rlft.evaluate.report import load_report
 
     if png is not None and png.suffix.lower() != ".png":  # before any output: the error is the only line
         raise InvalidInputError(f"--png must name a .png file, got {png}")
@@ -60,6 +61,6 @@ def compare(
     for verdict in verdicts([(p.stem, r) for p, r in zip(reports, loaded, strict=True)]):
         console.print(verdict.line())
     if png is not None:
-        from rlft.evaluate.report import plot_compare
+        from rlft.evaluate.compare import plot_compare
 
         console.print(f"comparison plot -> {plot_compare([p.stem for p in reports], loaded, png)}")

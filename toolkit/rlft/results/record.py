@@ -16,7 +16,8 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
-from rlft.evaluate.report import expert_scores, load_report
+from rlft.evaluate.compare import expert_scores
+from rlft.evaluate.report import load_report
 from rlft.evaluate.verdict import verdicts
 from rlft.results.environment import environment
 
