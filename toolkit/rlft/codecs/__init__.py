@@ -5,7 +5,8 @@ from rlft.codecs.binned import BinnedCodec
 from rlft.codecs.discretized import DiscretizedCodec
 from rlft.codecs.factory import NUMERIC_FORMATS, make_codec
 from rlft.codecs.grid import FrozenLakeGridCodec
-from rlft.codecs.numeric import NumericCodec, numeric_template
+from rlft.codecs.numeric import NumericCodec
+from rlft.codecs.numeric_prompt import numeric_template
 from rlft.codecs.raw import RawCodec
 from rlft.codecs.template import PromptTemplate
 from rlft.codecs.tokenized import TokenizedCodec

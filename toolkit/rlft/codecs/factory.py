@@ -7,7 +7,8 @@ from typing import Any
 
 from rlft.codecs.binned import BinnedCodec
 from rlft.codecs.discretized import DiscretizedCodec
-from rlft.codecs.numeric import NumericCodec, check_rows, numeric_template, observation_rows
+from rlft.codecs.numeric import NumericCodec, check_rows, observation_rows
+from rlft.codecs.numeric_prompt import numeric_template
 from rlft.codecs.raw import RawCodec
 from rlft.codecs.structured import flat_box, is_structured
 from rlft.codecs.template import PromptTemplate

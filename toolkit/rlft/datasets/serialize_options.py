@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from rlft.codecs.discretized import EDGE_SOURCES
-from rlft.codecs.numeric import PROFILES, SEPARATORS
+from rlft.codecs.numeric import SEPARATORS
+from rlft.codecs.numeric_prompt import PROFILES
 from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
