@@ -23,7 +23,8 @@ from rich.markup import escape
 
 from rlft.cli.common import command, finite
 from rlft.core.errors import InvalidInputError
-from rlft.train.configs import _strip_optional, build_config, merge_config
+from rlft.train.config_values import _strip_optional
+from rlft.train.configs import build_config, merge_config
 
 CONFIG_OPTION = typer.Option(None, "--config", help="YAML config (e.g. pipelines/sft.yaml); flags win.")
 # Flags the stage does not declare are the fields of TRL's own config class (--weight-decay 0.01, --optim
