@@ -184,7 +184,7 @@ def test_training_leaves_no_folder_in_the_temporary_directory(tmp_path, monkeypa
 
 
 def test_auto_algo_follows_the_action_space_and_the_tuned_settings():
-    from rlft.sources.experts import auto_algo
+    from rlft.sources.expert_algos import auto_algo
 
     assert auto_algo("CartPole-v1") == "ppo"  # discrete, PPO tuned
     assert auto_algo("Acrobot-v1") == "dqn"  # discrete, only DQN tuned

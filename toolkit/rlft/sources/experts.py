@@ -16,18 +16,18 @@ import numpy as np
 
 import rlft
 from rlft.core.console import progress
-from rlft.core.errors import InvalidInputError, require
+from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_file, atomic_write_text, check_output_file
 from rlft.core.reading import read_json_mapping
 from rlft.core.seeding import limit_threads, seed_everything
-from rlft.envs.registry import action_space, check_env_id, make_env, normalized_score, reference_scores
+from rlft.envs.registry import check_env_id, make_env, normalized_score, reference_scores
 from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import check_spaces
+from rlft.sources.expert_algos import ALGOS, AUTO_ALGO, algo_class, auto_algo, check_algo_space
 from rlft.sources.hyperparams import load_hyperparams, tuned_algos
 from rlft.sources.replay import check_replay_request, write_replay
 from rlft.sources.rollouts import policy_act, run_episodes
 
-ALGOS = ("ppo", "sac", "tqc", "dqn")
 SB3_BUFFER_SIZE = 1_000_000  # SAC's, TQC's and DQN's default replay buffer size
 # Evaluation episodes use seeds far from the training seeds so the score is measured on unseen starts.
 EVAL_SEED_OFFSET = 1_000_000
@@ -72,18 +72,6 @@ class ExpertResult:
     model: Any
     metadata: dict
     path: Path
-
-
-def algo_class(algo: str):
-    """The SB3 / sb3-contrib class of ``algo`` (ppo, sac, tqc, dqn)."""
-
-    algo = algo.lower()
-    if algo not in ALGOS:
-        raise InvalidInputError(f"--algo must be one of {', '.join(ALGOS)}, got {algo!r}")
-    if algo == "tqc":
-        return require("sb3_contrib", package="sb3-contrib").TQC
-    sb3 = require("stable_baselines3", package="stable-baselines3")
-    return {"ppo": sb3.PPO, "sac": sb3.SAC, "dqn": sb3.DQN}[algo]
 
 
 def metadata_path(model_path: str | Path) -> Path:
@@ -176,50 +164,6 @@ def _check(config: ExpertConfig) -> None:
             raise InvalidInputError(f"{name} must be at least 1")
 
 
-CONTINUOUS_ONLY = ("sac", "tqc")  # SB3 asserts a Box action space
-DISCRETE_ONLY = ("dqn",)
-
-
-AUTO_ALGO = "auto"
-
-
-def _acts_in(algo: str, space) -> bool:
-    import gymnasium as gym
-
-    box = isinstance(space, gym.spaces.Box)
-    return not (algo in CONTINUOUS_ONLY and not box) and not (
-        algo in DISCRETE_ONLY and not isinstance(space, gym.spaces.Discrete))
-
-
-# --algo auto, by action space: the conventional choice first (PPO for discrete actions, SAC for Box), taken when
-# tuned settings for the env ship with it, else the next; with none tuned, the first
-AUTO_PREFERENCE = {"discrete": ("ppo", "dqn"), "box": ("sac", "tqc", "ppo")}
-
-
-def auto_algo(env_id: str) -> str:
-    """``--algo auto``: the first algorithm of :data:`AUTO_PREFERENCE` for the env's action space that has shipped
-    tuned settings for ``env_id``; without any, PPO for discrete actions and SAC for Box."""
-    import gymnasium as gym
-
-
-    space = action_space(env_id)
-    order = AUTO_PREFERENCE["box" if isinstance(space, gym.spaces.Box) else "discrete"]
-    tuned = set(tuned_algos(env_id))
-    return next((a for a in order if a in tuned and _acts_in(a, space)), order[0])
-
-
-def check_algo_space(algo: str, env_id: str) -> None:
-    """Refuse an algorithm that cannot act in the env's action space, before anything is built."""
-    space = action_space(env_id)
-    if _acts_in(algo, space):
-        return
-    if algo in CONTINUOUS_ONLY:
-        raise InvalidInputError(f"--algo {algo} needs continuous (Box) actions; {env_id} has {space}",
-                                hint="use ppo or dqn for discrete actions")
-    raise InvalidInputError(f"--algo {algo} needs Discrete actions; {env_id} has {space}",
-                            hint="use ppo, sac or tqc for continuous actions")
-
-
 SB3_TRACKERS = ("none", "tensorboard")  # SB3's own output formats; W&B can sync TensorBoard's files
 
 
@@ -250,13 +194,11 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     import stable_baselines3
     from stable_baselines3.common.env_util import make_vec_env
 
-
     limit_threads()
     seed_everything(config.seed)
     hp = load_hyperparams(config.algo, config.env_id, config.hyperparams)
     timesteps = config.timesteps or hp.n_timesteps
     if not timesteps or timesteps < 1:
-
         tuned = [a for a in tuned_algos(config.env_id) if a in ALGOS]  # trpo.yaml is for rlft train online
         hint = (f"tuned settings for {config.env_id} ship for --algo {', '.join(tuned)}" if tuned
                 else "pass --timesteps N (SB3's default settings are used), or --hyperparams FILE")
