@@ -153,7 +153,7 @@ def test_maze_envs_leave_no_model_file_in_the_temp_folder(cli, tmp_path):
 
 # -- sizes bounded before work starts (issue #45) --------------------------------------------------------------------
 def test_sizes_a_user_passes_are_bounded_before_work(cli, tmp_path):
-    from rlft.cli.pipeline import parse_seeds
+    from rlft.cli.pipeline_spec import parse_seeds
     from rlft.core.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="more than 1,000 seeds"):

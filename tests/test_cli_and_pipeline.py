@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from rlft import __version__
-from rlft.cli.pipeline import args_to_argv, load_pipeline
+from rlft.cli.pipeline_spec import args_to_argv, load_pipeline
 from rlft.core.errors import InvalidInputError
 
 
@@ -118,7 +118,7 @@ def test_pipeline_enabled_skip_and_force(tmp_path):
 def test_experiment_recipes_run_steps_per_seed_then_final_steps(tmp_path):
     import yaml
 
-    from rlft.cli.pipeline import parse_seeds
+    from rlft.cli.pipeline_spec import parse_seeds
 
     spec = {
         "vars": {"seed": 0, "reproduce": "make experiment NAME=x SEEDS={seed}"},

@@ -8,7 +8,8 @@ import textwrap
 import pytest
 
 from rlft.cli.main import app as root
-from rlft.cli.pipeline import load_pipeline, mask_secrets, preflight
+from rlft.cli.pipeline import mask_secrets, preflight
+from rlft.cli.pipeline_spec import load_pipeline
 from rlft.core.errors import InvalidInputError
 
 
@@ -75,7 +76,7 @@ def test_secrets_are_masked_in_banners():
 
 
 def test_a_preset_sets_its_variables_unless_given(tmp_path):
-    from rlft.cli.pipeline import load_pipeline
+    from rlft.cli.pipeline_spec import load_pipeline
 
     path = tmp_path / "p.yaml"
     path.write_text("name: p\nvars: {quick: false, steps_: 1000, episodes: 50}\n"

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from rlft.cli.main import app as root
-from rlft.cli.pipeline import load_pipeline, parse_step, preflight
+from rlft.cli.pipeline import parse_step, preflight
+from rlft.cli.pipeline_spec import load_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "pipelines").rglob("*.yaml")

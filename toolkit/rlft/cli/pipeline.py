@@ -21,232 +21,20 @@ An experiment recipe (``pipelines/experiments/``) adds ``seeds: [0, 1, 2]``: the
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any
 
 import typer
 
 from rlft.cli.common import command
+from rlft.cli.pipeline_spec import load_pipeline
 from rlft.cli.train import check_trl_flags
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
-from rlft.core.reading import read_yaml_mapping
 from rlft.core.secrets import redact_argv
 
 app = typer.Typer(no_args_is_help=True)
 
-
-def _substitute(value: Any, variables: dict[str, Any]) -> Any:
-    if isinstance(value, str):
-        for key, val in variables.items():
-            if value == f"{{{key}}}":  # a whole-value reference keeps the variable's type
-                return val
-            value = value.replace(f"{{{key}}}", str(val))
-        return value
-    if isinstance(value, list):
-        return [_substitute(v, variables) for v in value]
-    if isinstance(value, dict):
-        return {k: _substitute(v, variables) for k, v in value.items()}
-    return value
-
-
-def _flag_value(value: Any) -> Any:
-    """YAML strings from --set like 'true'/'false' act as booleans."""
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    return value
-
-
-def args_to_argv(args: dict[str, Any]) -> list[str]:
-    """``{"map": "4x4", "slippery": False}`` -> ``["--map", "4x4", "--no-slippery"]``."""
-    argv: list[str] = []
-    for key, value in args.items():
-        flag = "--" + key.replace("_", "-")
-        value = _flag_value(value)
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            argv.append(flag if value else "--no-" + key.replace("_", "-"))
-        elif isinstance(value, list):
-            for item in value:
-                argv += [flag, str(item)]
-        else:
-            argv += [flag, str(value)]
-    return argv
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``"0,1,2"`` or ``"0-4"`` -> a list of distinct integer seeds."""
-    seeds: list[int] = []
-    for part in str(text).split(","):
-        part = part.strip()
-        low, sep, high = part.partition("-")
-        try:
-            values = range(int(low), int(high) + 1) if sep and low else [int(part)]
-        except ValueError as exc:
-            raise InvalidInputError(f"--seeds {text!r}: {part!r} is not a seed or a range A-B") from exc
-        if sep and low and not values:
-            raise InvalidInputError(f"--seeds {text!r}: the range {part} runs backwards", hint=f"write {high}-{low}")
-        if len(seeds) + len(values) > MAX_SEEDS:  # counted before the range is expanded
-            raise InvalidInputError(f"--seeds {text!r} names more than {MAX_SEEDS:,} seeds",
-                                    hint="an experiment runs every step once per seed: give a few")
-        seeds += [v for v in values if v not in set(seeds)]
-    if not seeds or any(v < 0 for v in seeds):
-        raise InvalidInputError(f"--seeds {text!r} must list seeds >= 0")
-    return seeds
-
-
-def _resolve(variables: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]:
-    """The variables with every ``{name}`` of another variable filled in, however deep and in whatever order they
-    are declared (``source: "{data_path}/{dataset_id}"`` with ``data_path: "{out}/minari"``)."""
-    merged = {**variables, **fixed}
-    for _ in range(len(merged) + 1):
-        resolved = {k: _substitute(v, merged) for k, v in merged.items()}
-        if resolved == merged:
-            return resolved
-        merged = resolved
-    circle = sorted(k for k, v in merged.items() if set(_undefined(v)) & set(merged))
-    raise InvalidInputError(f"pipeline variables refer to each other in a circle: {', '.join(circle)}")
-
-
-STEP_KEYS = ("command", "args", "enabled", "skip_if_exists", "force")
-PIPELINE_KEYS = ("name", "description", "extends", "vars", "presets", "steps", "seeds", "final", "sft",
-                 "grpo")  # sft, grpo: --config
-MAX_EXTENDS = 8  # a pipeline extends at most this many others in a chain (a circle is refused by name)
 MAX_NESTING = 8  # pipeline run steps inside pipelines, at most this deep
-MAX_SEEDS = 1000  # --seeds of an experiment
-UNDEFINED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _undefined(value: Any) -> list[str]:
-    """``{name}`` references left after substitution: variables the pipeline does not define."""
-    if isinstance(value, str):
-        return UNDEFINED.findall(value)
-    if isinstance(value, list):
-        return [n for v in value for n in _undefined(v)]
-    if isinstance(value, dict):
-        return [n for v in value.values() for n in _undefined(v)]
-    return []
-
-
-def _step_argvs(steps: list, variables: dict[str, Any], path: Path, section: str) -> list[list[str]]:
-    runs = []
-    for i, step in enumerate(steps, 1):  # numbered from 1, as the run banners and preflight errors are
-        if not isinstance(step, dict) or "command" not in step:
-            raise InvalidInputError(f"{section} {i} of {path} has no 'command'")
-        unknown = sorted(set(step) - set(STEP_KEYS))
-        if unknown:
-            raise InvalidInputError(f"{section} {i} of {path} ({step['command']}): unknown key "
-                                    f"{', '.join(map(repr, unknown))}", hint=f"a step has {', '.join(STEP_KEYS)}")
-        missing = sorted(set(_undefined(_substitute({k: step.get(k) for k in STEP_KEYS}, variables))))
-        if missing:
-            raise InvalidInputError(f"{section} {i} of {path} ({step['command']}): undefined variable "
-                                    f"{', '.join('{' + m + '}' for m in missing)}",
-                                    hint=f"define it under vars: (defined: {', '.join(sorted(variables))})")
-        if not _flag_value(_substitute(step.get("enabled", True), variables)):
-            continue
-        skip = step.get("skip_if_exists")
-        forced = _flag_value(_substitute(step.get("force", False), variables))
-        if skip and not forced and Path(_substitute(skip, variables)).exists():
-            continue
-        command_words = str(_substitute(step["command"], variables)).split()
-        runs.append(command_words + args_to_argv(_substitute(step.get("args") or {}, variables)))
-    return runs
-
-
-def read_pipeline_spec(path: Path, chain: tuple[Path, ...] = ()) -> dict:
-    """The pipeline file's mapping, with its top-level keys and step lists checked. ``extends: OTHER.yaml`` (next
-    to it) takes the other pipeline whole and changes only what this one states: its ``vars`` and ``presets`` are
-    laid over the other's, any other key replaces the other's."""
-    spec = read_yaml_mapping(path, "a pipeline mapping (name, vars, steps)")
-    unknown = sorted(set(spec) - set(PIPELINE_KEYS))
-    if unknown:
-        raise InvalidInputError(f"pipeline {path}: unknown key {', '.join(map(repr, unknown))}",
-                                hint=f"a pipeline has {', '.join(PIPELINE_KEYS)}")
-    if "extends" in spec:
-        spec = _extended(path, spec, chain)
-    if not isinstance(spec.get("steps"), list) or not spec["steps"]:
-        raise InvalidInputError(f"pipeline {path} has no steps")
-    if not isinstance(spec.get("final") or [], list):
-        raise InvalidInputError(f"'final:' of pipeline {path} must be a list of steps")
-    return spec
-
-
-def _extended(path: Path, spec: dict, chain: tuple[Path, ...]) -> dict:
-    base_path = (path.parent / str(spec["extends"])).resolve()
-    chain = (*chain, path.resolve())
-    if base_path in chain:
-        raise InvalidInputError(f"pipeline {path} extends itself through {' -> '.join(p.name for p in chain)} -> "
-                                f"{base_path.name}")
-    if len(chain) > MAX_EXTENDS:
-        raise InvalidInputError(f"pipeline {path}: more than {MAX_EXTENDS} pipelines extend each other in a chain")
-    if not base_path.is_file():
-        raise InvalidInputError(f"pipeline {path} extends {spec['extends']}, which is not a file next to it")
-    merged = dict(read_pipeline_spec(base_path, chain))
-    for key in ("vars", "presets"):
-        if not isinstance(spec.get(key, {}), dict):
-            raise InvalidInputError(f"'{key}:' of pipeline {path} must be a mapping")
-        merged[key] = {**(merged.get(key) or {}), **(spec.get(key) or {})}
-    merged.update({k: v for k, v in spec.items() if k not in ("vars", "presets", "extends")})
-    return merged
-
-
-def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
-                  seeds: str | None = None) -> tuple[dict, list[tuple[str, list[str]]]]:
-    """Parse a pipeline file and return (spec, [(label, argv) of each step to run])."""
-    import yaml
-
-    if not path.is_file():
-        raise InvalidInputError(f"no pipeline file {path}", hint="see the files under pipelines/")
-    spec = read_pipeline_spec(path)
-    variables = dict(spec.get("vars") or {})
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise InvalidInputError(f"--set {item!r} is not KEY=VALUE")
-        if key not in variables:
-            raise InvalidInputError(f"--set {key}: pipeline {path.name} has no variable {key!r}",
-                                    hint=f"its variables: {sorted(variables)}")
-        variables[key] = yaml.safe_load(value)
-    variables = apply_presets(spec, variables, {item.partition("=")[0] for item in overrides}, path)
-    seed_list = parse_seeds(seeds) if seeds is not None else spec.get("seeds")
-    if seed_list is None:
-        return spec, [("", argv) for argv in _step_argvs(spec["steps"], _resolve(variables, {
-            "out": str(out), "overwrite": overwrite}), path, "step")]
-    if seeds is None and (not isinstance(seed_list, list) or not seed_list
-                          or not all(isinstance(v, int) and v >= 0 for v in seed_list)):
-        raise InvalidInputError(f"'seeds:' of pipeline {path} must be a list of integers >= 0")
-    runs = []
-    for seed in seed_list:
-        fixed = {"seed": seed, "out": f"{out}/seed-{seed}", "overwrite": overwrite}
-        runs += [(f"seed {seed}", argv) for argv in _step_argvs(spec["steps"], _resolve(variables, fixed), path,
-                                                                 "step")]
-    final = {"out": str(out), "overwrite": overwrite, "seeds": ",".join(map(str, seed_list))}
-    runs += [("final", argv) for argv in _step_argvs(spec.get("final") or [], _resolve(variables, final), path,
-                                                     "final step")]
-    return spec, runs
-
-
-def apply_presets(spec: dict, variables: dict[str, Any], given: set[str], path: Path) -> dict[str, Any]:
-    """``presets: {quick: {max_steps: 150, ...}}``: a preset is a boolean variable of the same name; when it is true
-    its values replace the variables' defaults (a variable given with --set keeps the given value)."""
-    presets = spec.get("presets") or {}
-    if not isinstance(presets, dict):
-        raise InvalidInputError(f"'presets:' of pipeline {path} must map preset names to variable values")
-    out = dict(variables)
-    for name, values in presets.items():
-        if name not in variables or not isinstance(values, dict):
-            raise InvalidInputError(f"preset {name!r} of pipeline {path} needs a variable {name!r} (false by "
-                                    "default) and a mapping of variable values")
-        unknown = sorted(set(values) - set(variables))
-        if unknown:
-            raise InvalidInputError(f"preset {name!r} of pipeline {path} sets unknown variables {unknown}")
-        if _flag_value(variables[name]) is True:
-            out.update({k: v for k, v in values.items() if k not in given})
-    return out
-
-
 # Options whose value is an input that must exist (or be written by an earlier step) before the pipeline starts.
 INPUT_OPTIONS = ("--dataset", "--model", "--codec", "--policy", "--expert")
 LABELLED_INPUTS = ("--report", "--run", "--dataset")  # rlft results record LABEL=PATH
@@ -285,7 +73,6 @@ def parse_step(argv: list[str], root) -> None:
                                    resilient_parsing=group)
     _refuse_repeated_scalars(command, words)
     if ctx.args:  # flags the command does not declare: train sft|grpo hands them to TRL's parser
-
         try:
             check_trl_flags(ctx.info_name, list(ctx.args))
         except InvalidInputError as exc:
