@@ -96,6 +96,24 @@ def test_bc_continuous_scaled_distance_and_out_of_range(box_codec):
     assert values == pytest.approx([1.0, 0.625, 0.75, 0.0, 0.0])
 
 
+def test_the_gap_between_sampled_and_played_actions_is_logged(box_codec):
+    """Two groups of sampled answers: the spread around each group's mean (the action bin-mean decoding plays) and,
+    for a reward that scores actions offline, the played action's reward minus the samples' mean reward."""
+    reward, metrics = BCReward(box_codec), Metrics()
+    prompts = ["s1", "s1", "s2", "s2"]
+    completions = ["<action>0.50 0.00</action>", "<action>-0.50 0.00</action>",  # mean (0, 0): the target
+                   "<action>0.00 0.00</action>", "<action>0.00 0.00</action>"]   # no spread
+    reward(prompts=prompts, completions=completions, action=[[0.0, 0.0]] * 4, log_metric=metrics)
+    # group 1: |0.5| / 2 on dim 0, 0 on dim 1 -> 0.125; group 2: 0 -> mean 0.0625
+    assert metrics.values["sampled_vs_played"] == [pytest.approx(0.0625)]
+    # group 1: the mean action scores 1.0, the samples 0.875 each -> +0.125; group 2: 0 -> mean 0.0625
+    assert metrics.values["bc/played_minus_sampled"] == [pytest.approx(0.0625)]
+    discrete = Metrics()
+    FormatReward(FrozenLakeGridCodec.for_map(load_map("4x4"), slippery=True, style="chat"))(
+        prompts=["a", "a"], completions=[_chat("<answer>LEFT</answer>")] * 2, log_metric=discrete)
+    assert "sampled_vs_played" not in discrete.values  # discrete actions: the played answer is one of the samples
+
+
 def test_bc_continuous_with_infinite_bounds_uses_exp():
     obs = gym.spaces.Box(-np.inf, np.inf, (1,), np.float64)
     codec = make_codec("raw", obs, gym.spaces.Box(-np.inf, np.inf, (1,), np.float64), precision=1)

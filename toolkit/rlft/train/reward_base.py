@@ -4,6 +4,7 @@ functions, that never raises on an answer (an undecodable or unscorable one gets
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -31,6 +32,8 @@ class Reward:
         self.__name__ = self.name
 
     # -- what subclasses define -------------------------------------------------------------------------
+    scores_actions_offline = False  # score() is a pure function of (row, action): no env, cheap to call again
+
     def score(self, action, row: dict[str, Any], index: int) -> float:
         """The reward of a decoded ``action`` for the dataset ``row`` of this completion."""
         raise NotImplementedError
@@ -69,7 +72,41 @@ class Reward:
             if "optimal_actions" in columns and self.codec.is_discrete_action:
                 hits = [a is not None and _is_in(a, columns["optimal_actions"][i]) for i, a in enumerate(actions)]
                 log_metric("optimal_action_rate", sum(hits) / len(hits))
+            if not self.codec.is_discrete_action:
+                self._log_played_gap(list(prompts or []), actions, columns, log_metric)
         return values
+
+    def _log_played_gap(self, prompts: list, actions: list, columns: dict, log_metric) -> None:
+        """GRPO trains on sampled answers; evaluation plays the bin-mean (expected) action. Per group of answers
+        to one prompt, the mean of its sampled actions estimates the played one: ``sampled_vs_played`` is how far a
+        sample lies from it (mean absolute difference, a fraction of the action range), and ``NAME/played_minus_sampled``
+        the reward of that mean action minus the group's mean reward (where this reward scores actions without an
+        env): above 0, the played policy is better than the samples GRPO learns from says."""
+        space = self.codec.action_space
+        width = np.asarray(space.get("high"), np.float64) - np.asarray(space.get("low"), np.float64)
+        if width.size == 0 or not np.isfinite(width).all() or len(prompts) != len(actions):
+            return
+        groups: dict[str, list[int]] = {}
+        for i, prompt in enumerate(prompts):
+            if actions[i] is not None:
+                groups.setdefault(str(prompt), []).append(i)
+        spreads, gains = [], []
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            acts = np.asarray([np.asarray(actions[i], np.float64).reshape(-1) for i in members])
+            played = acts.mean(axis=0)
+            spreads.append(float(np.mean(np.abs(acts - played) / np.maximum(width, 1e-12))))
+            if self.scores_actions_offline:
+                row = {k: v[members[0]] for k, v in columns.items()
+                       if isinstance(v, Sequence | np.ndarray) and len(v) > members[0]}
+                with contextlib.suppress(Exception):  # a diagnostic: never a reason for the step to fail
+                    sampled = [self.clip(float(self.score(a, row, members[0]))) for a in acts]
+                    gains.append(self.clip(float(self.score(played, row, members[0]))) - float(np.mean(sampled)))
+        if spreads:
+            log_metric("sampled_vs_played", float(np.mean(spreads)))
+        if gains:
+            log_metric(f"{self.name}/played_minus_sampled", float(np.mean(gains)))
 
     def preflight(self, rows) -> None:
         """Score the first training row's recorded answer once, before step 1, letting any error out: a reward that

@@ -74,6 +74,7 @@ class BCReward(Reward):
 
     name = "bc"
     columns = (("action",),)
+    scores_actions_offline = True
 
     def __init__(self, codec: Codec):
         super().__init__(codec)
@@ -265,6 +266,7 @@ class CriticQReward(Reward):
 
     name = "critic"
     columns = (("observation",), ("action",))
+    scores_actions_offline = True
     RANGE_ROWS = 2048  # rows whose recorded actions set the bounds
 
     def __init__(self, codec: Codec, critic: str | None = None):
