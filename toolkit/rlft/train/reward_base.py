@@ -80,8 +80,9 @@ class Reward:
         """GRPO trains on sampled answers; evaluation plays the bin-mean (expected) action. Per group of answers
         to one prompt, the mean of its sampled actions estimates the played one: ``sampled_vs_played`` is how far
         a sample lies from it (mean absolute difference, a fraction of the action range), and
-        ``NAME/played_minus_sampled`` the reward of that mean action minus the group's mean reward (where this reward scores actions without an
-        env): above 0, the played policy is better than the samples GRPO learns from says."""
+        ``NAME/played_minus_sampled`` the reward of that mean action minus the group's mean reward (where this
+        reward scores actions without an env): above 0, the played policy is better than the samples GRPO learns
+        from say."""
         space = self.codec.action_space
         width = np.asarray(space.get("high"), np.float64) - np.asarray(space.get("low"), np.float64)
         if width.size == 0 or not np.isfinite(width).all() or len(prompts) != len(actions):
