@@ -55,7 +55,7 @@ class RlftDataset:
     def __repr__(self) -> str:
         return f"RlftDataset({self.given!r}, path={str(self.path)!r})"
 
-    @property
+    @cached_property
     def recorded(self) -> str:
         """The dataset as a run records it: the absolute folder when given one, else the Hub id."""
         return recorded_name(self.given)

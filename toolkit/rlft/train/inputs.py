@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlft.codecs.base import Codec, load_codec
+from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError, OutputExistsError
 from rlft.core.io import check_output_parent, refuse_overlap
-from rlft.datasets.loading import load_dataset_dict, resolve_dataset
+from rlft.datasets.dataset import RlftDataset, recorded_name
 from rlft.models.resolve import resolve_model
 from rlft.models.run import load_policy_model, model_lineage
 from rlft.train.configs import StageConfig
@@ -18,20 +18,20 @@ from rlft.train.configs import StageConfig
 
 @dataclass
 class StageInputs:
-    dataset_dir: Path
-    dataset: str  # recorded: absolute folder, or the Hub id
-    codec: Codec
+    data: RlftDataset  # opened once: its folder, codec and splits
     train: Any  # datasets.Dataset
     model_path: str  # resolved local folder
     base_model: str  # recorded: absolute folder, or the Hub id
     conversational: bool
 
+    @property
+    def dataset(self) -> str:
+        """The dataset as the run records it: absolute folder, or the Hub id."""
+        return self.data.recorded
 
-
-def _recorded(given: str) -> str:
-    """A local folder is recorded by its absolute path; anything resolved through the Hub by its id."""
-    path = Path(given).expanduser()
-    return str(path.resolve()) if path.exists() else str(given)
+    @property
+    def codec(self) -> Codec:
+        return self.data.codec
 
 
 
@@ -42,18 +42,16 @@ def load_inputs(config: StageConfig, stage: str, needed_columns: tuple[str, ...]
                                 ("--config", getattr(config, "config_file", None))])
     _check_out_folder(Path(config.out))
     _check_training_numbers(config)
-    local = resolve_dataset(config.dataset)
-    codec = load_codec(local)
-    train = _train_split(config, load_dataset_dict(local), stage, needed_columns)
+    data = RlftDataset.open(config.dataset)
+    _ = data.codec  # a missing or damaged codec is refused before the splits are read
+    train = _train_split(config, data.splits(), stage, needed_columns)
     model_path = resolve_model(config.model)
     conversational = isinstance(train[0]["prompt"], list)
     return StageInputs(
-        dataset_dir=local,
-        dataset=_recorded(config.dataset),
-        codec=codec,
+        data=data,
         train=train,
         model_path=model_path,
-        base_model=_recorded(config.model),
+        base_model=recorded_name(config.model),
         conversational=conversational,
     )
 

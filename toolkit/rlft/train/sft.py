@@ -14,7 +14,6 @@ from typing import Any
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.core.seeding import limit_threads, seed_everything
-from rlft.datasets.loading import load_dataset_dict
 from rlft.train.awr import WEIGHT_COLUMN, advantage_weights, load_checked_critic, weighted_sampling_trainer
 from rlft.train.bin_targets import BinTargets, bin_smoothing_trainer
 from rlft.train.configs import trl_overrides
@@ -153,7 +152,7 @@ def check_sft_settings(config: SFTStageConfig) -> None:
 def sft_splits(config: SFTStageConfig, inputs: StageInputs):
     """(train, evaluation or None, evaluation split name), cut to the prompt/completion columns."""
 
-    splits = load_dataset_dict(inputs.dataset_dir)
+    splits = inputs.data.splits()
     train, evaluation, eval_name = pick_eval_split(
         splits, inputs.train, config.eval_split, config.val_fraction, config.seed, config.max_eval_samples
     )

@@ -20,7 +20,6 @@ from rlft.core.faults import is_output_fault, output_error
 from rlft.core.io import atomic_write_text
 from rlft.core.secrets import redact
 from rlft.core.trackers import finish_library_trackers
-from rlft.datasets.loading import load_dataset_dict
 from rlft.models.run import (
     CHECKPOINTS_DIR,
     LOGS_DIR,
@@ -187,7 +186,7 @@ def check_rows(inputs: StageInputs) -> tuple[Any, str]:
     if inputs.codec.action_space["type"] == "discrete":
         return inputs.train, "train"
 
-    splits = load_dataset_dict(inputs.dataset_dir)
+    splits = inputs.data.splits()
     for name in HELD_OUT_SPLITS:
         if name in splits and {"prompt", "action"} <= set(splits[name].column_names) and len(splits[name]):
             return splits[name], name
