@@ -92,11 +92,11 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
 
 def _load_rows(config: BCConfig):
     """(codec, observations, actions) of the dataset's split; an empty split is refused."""
-    from rlft.datasets.loading import dataset_dir, load_dataset_codec, observations_actions
+    from rlft.datasets.dataset import RlftDataset
 
-    root = dataset_dir(config.dataset)
-    codec = load_dataset_codec(root)
-    obs, actions = observations_actions(root, config.split, config.best_episodes)
+    dataset = RlftDataset.open(config.dataset, require_codec=False)
+    codec = dataset.codec
+    obs, actions = dataset.observations_actions(config.split, config.best_episodes)
     if config.max_train_samples is not None:
         obs, actions = obs[: config.max_train_samples], actions[: config.max_train_samples]
     if len(obs) == 0:

@@ -26,7 +26,7 @@ from rlft.core.errors import InvalidInputError, require
 from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.core.trackers import Trackers, parse_report_to
-from rlft.datasets.loading import dataset_dir, load_dataset_codec, read_transitions
+from rlft.datasets.dataset import RlftDataset
 from rlft.envs.registry import make_env, normalized_score
 from rlft.models.bc import BC_FORMAT, BCActions, BCFeatures, build_mlp, save_mlp_policy
 from rlft.models.offline import (
@@ -51,13 +51,13 @@ def train_offline(config: OfflineConfig) -> dict[str, Any]:
     trackers = parse_report_to(config.report_to)
     check_output_dir(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
     limit_threads()
-    root = dataset_dir(config.dataset)
-    codec = load_dataset_codec(root)
+    dataset = RlftDataset.open(config.dataset, require_codec=False)
+    root, codec = dataset.path, dataset.codec
     if codec.action_space.get("type") != "box":
         raise InvalidInputError(f"rlft train offline learns continuous (Box) actions; {config.dataset}'s are "
                                 f"{codec.action_space.get('type')}", hint="for discrete actions use rlft train bc "
                                 "or rlft train grpo")
-    data = read_transitions(root, config.split, config.max_train_samples)
+    data = dataset.transitions(config.split, config.max_train_samples)
     if len(data) == 0:
         raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
     features, targets = BCFeatures(codec.observation_space), BCActions(codec.action_space)
