@@ -26,11 +26,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rlft.codecs.base import load_codec
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, check_output_dir
-from rlft.datasets.loading import resolve_dataset
+from rlft.datasets.dataset import RlftDataset
 from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
 from rlft.models.tiny import smooth_bin_embeddings
 from rlft.models.tokenizer import BIN_SEPARATORS, value_token_count
@@ -99,7 +98,7 @@ def add_bins(config: AddBinsConfig) -> dict[str, Any]:
     """``rlft model add-bins``: load MODEL, add DATASET's bin tokens (:func:`add_bin_tokens`), save at OUT."""
     check_output_dir(config.out, config.overwrite, inputs=[("--model", config.model), ("--dataset", config.dataset)])
     local = resolve_model(config.model)
-    codec = load_codec(resolve_dataset(config.dataset))
+    codec = RlftDataset.open(config.dataset).codec
     bin_pieces(codec)  # refuse a codec without bins before loading weights
     tokenizer = load_tokenizer(local)
     model = load_model(local)

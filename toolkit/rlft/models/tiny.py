@@ -9,11 +9,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rlft.codecs.base import load_codec
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, check_output_dir
-from rlft.datasets.loading import load_dataset_dict, resolve_dataset
+from rlft.datasets.dataset import RlftDataset
 from rlft.models.resolve import MODEL_INFO_FILENAME
 from rlft.models.tokenizer import BIN_SEPARATORS, dataset_texts, longest_tokens, train_tokenizer, value_token_count
 
@@ -160,10 +159,10 @@ def init_model(config: ModelInitConfig) -> dict[str, Any]:
     check_output_dir(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
     if config.max_rows < 1:
         raise InvalidInputError(f"--max-rows must be at least 1, got {config.max_rows}")
-    local = resolve_dataset(config.dataset)
-    codec = load_codec(local)
+    dataset = RlftDataset.open(config.dataset)
+    codec = dataset.codec
     _check_bin_embeddings(config.bin_embeddings, codec)
-    data = load_dataset_dict(local)
+    data = dataset.splits()
     texts = list(dataset_texts(data, config.max_rows))
     if not texts:
         raise InvalidInputError(f"dataset {config.dataset} has no prompt/completion text to train a tokenizer on")
