@@ -218,13 +218,14 @@ def test_bin_decoding_auto_and_refusals(pendulum_binned):
 def test_eval_reports_the_held_out_action_error_of_any_policy(pendulum_binned, tmp_path):
     """The LLM (reading bins) and the BC MLP answer the same held-out rows; the constant policy's error is checked
     against the recorded actions by hand."""
+    from rlft.datasets.dataset import RlftDataset
     from rlft.evaluate.actions import held_out_rows
     from rlft.evaluate.config import EvalConfig
     from rlft.evaluate.runner import run_evaluation
     from rlft.train.bc import BCConfig, train_bc
 
     data, model = pendulum_binned
-    observations, recorded, split = held_out_rows(str(data), seed=0)
+    observations, recorded, split = held_out_rows(RlftDataset.open(str(data), require_codec=False), seed=0)
     assert split == "validation" and len(observations) == len(recorded) > 0
     train_bc(BCConfig(dataset=str(data), out=tmp_path / "bc.pt", epochs=2))
     reports = {}
@@ -248,10 +249,11 @@ def test_eval_reports_the_held_out_action_error_of_any_policy(pendulum_binned, t
 
 def test_action_error_refuses_discrete_datasets(tmp_path_factory):
     from eval_factories import frozenlake_dataset
+    from rlft.datasets.dataset import RlftDataset
     from rlft.evaluate.actions import held_out_rows
 
     with pytest.raises(InvalidInputError, match="measures continuous actions"):
-        held_out_rows(str(frozenlake_dataset(tmp_path_factory)), seed=0)
+        held_out_rows(RlftDataset.open(str(frozenlake_dataset(tmp_path_factory)), require_codec=False), seed=0)
 
 
 def test_bin_smoothing_targets_and_loss(pendulum_binned):

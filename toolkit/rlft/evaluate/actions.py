@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
-from rlft.datasets.layout import DATA_DIR
-from rlft.datasets.loading import column_array, dataset_dir, load_dataset_codec, read_split
+from rlft.datasets.dataset import RlftDataset
+from rlft.datasets.loading import column_array
 from rlft.policy.policies import Policy
 from rlft.train.criterion import action_errors, action_scale, error_summary
 from rlft.train.stage import HELD_OUT_SPLITS
@@ -25,20 +25,19 @@ MAX_ROWS = 2000
 BATCH = 256
 
 
-def held_out_rows(dataset: str, seed: int, max_rows: int = MAX_ROWS) -> tuple[np.ndarray, np.ndarray, str]:
+def held_out_rows(data: RlftDataset, seed: int, max_rows: int = MAX_ROWS) -> tuple[np.ndarray, np.ndarray, str]:
     """(observations, recorded actions, split) of up to ``max_rows`` rows of the dataset's held-out split, a
     seeded sample when it has more."""
 
-    root = dataset_dir(dataset)
-    codec = load_dataset_codec(root)
+    dataset, codec = data.given, data.codec
     if codec.action_space["type"] != "box":
         raise InvalidInputError(f"--action-error measures continuous actions; {dataset} has discrete ones",
                                 hint="discrete policies are judged by agreement (--expert) and return")
-    split = next((s for s in HELD_OUT_SPLITS if list((root / DATA_DIR).glob(f"{s}-*.parquet"))), None)
+    split = next((s for s in HELD_OUT_SPLITS if data.has_split(s)), None)
     if split is None:
         raise InvalidInputError(f"{dataset} has no held-out split ({' or '.join(HELD_OUT_SPLITS)})",
                                 hint="serialize with --splits 0.8,0.1,0.1")
-    table = read_split(root, ["observation", "action"], split)
+    table = data.table(["observation", "action"], split)
     rows = np.arange(table.num_rows)
     if len(rows) > max_rows:
         rows = np.sort(np.random.default_rng(seed).choice(len(rows), size=max_rows, replace=False))

@@ -10,6 +10,7 @@ from rlft.core.console import console, progress
 from rlft.core.errors import InvalidInputError, RlftError
 from rlft.core.io import check_output_file
 from rlft.core.seeding import limit_threads, seed_everything
+from rlft.datasets.dataset import RlftDataset
 from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import VideoSlots, check_video, make_env_fns
 from rlft.evaluate.actions import held_out_rows, policy_action_error
@@ -93,7 +94,7 @@ def _held_out_rows(config: EvalConfig):
     if config.action_error is None:
         return None
 
-    return held_out_rows(config.action_error, config.seed)
+    return held_out_rows(RlftDataset.open(config.action_error, require_codec=False), config.seed)
 
 
 def _action_error(setup, held_out) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlft.codecs.base import Codec
+from rlft.codecs.base import Codec, load_codec
 from rlft.core.errors import InvalidInputError
+from rlft.datasets.dataset import RlftDataset
 from rlft.datasets.frozenlake_q.table import QTable
-from rlft.datasets.loading import dataset_dir, dataset_info, has_q_values, load_dataset_codec
 from rlft.envs.registry import check_env_id, ensure_registered
 from rlft.envs.vector_envs import check_spaces
 from rlft.evaluate.config import BACKENDS, EvalConfig, parse_policy_spec
@@ -51,10 +51,6 @@ class Setup:
     action_space: Any = None
 
 
-def _load_codec_from(path: str) -> Codec:
-    return load_dataset_codec(path)
-
-
 def _resolve_env(config: EvalConfig, codec: Codec | None, fallback_env: str | None,
                  fallback_kwargs: dict | None) -> tuple[str, dict]:
 
@@ -88,12 +84,13 @@ def build_setup(config: EvalConfig) -> Setup:
     """Load the policy, its codec and the environment description; check that they fit together."""
     kind, arg = parse_policy_spec(config.policy)
     _check_options(config, kind)
-    codec = _load_codec_from(config.codec) if config.codec else None
+    dataset = RlftDataset.open(config.codec, require_codec=False) if config.codec else None  # the --codec dataset
+    codec = dataset.codec if dataset is not None else None
     codec_source = str(config.codec) if config.codec else None
     notes: list[str] = []
 
     if kind == "llm":
-        return _llm_setup(config, arg, codec, codec_source, notes)
+        return _llm_setup(config, arg, dataset, codec, codec_source, notes)
 
     loaded = _load_baseline(kind, arg)  # before the env: a BC policy or an SB3 model names the env it was made on
     if kind == "q-greedy" and codec is None:
@@ -101,7 +98,7 @@ def build_setup(config: EvalConfig) -> Setup:
                                 "rlft data export-q frozenlake)")
     env_id, env_kwargs, obs_space, act_space = _checked_env(config, codec, codec_source, loaded.env_id,
                                                             loaded.env_kwargs)
-    qtable = _qtable(config.codec, codec, obs_space)
+    qtable = _qtable(dataset, codec, obs_space)
     policy = _baseline_policy(kind, arg, config, loaded, codec, codec_source, qtable, env_id, obs_space, act_space)
     return Setup(policy, env_id, env_kwargs, codec, codec_source, qtable, notes, None, obs_space, act_space)
 
@@ -189,15 +186,14 @@ def _baseline_policy(kind: str, arg: str | None, config: EvalConfig, loaded: _Lo
     return TablePolicy(qtable.greedy, qtable.source)
 
 
-def _qtable(dataset: str | None, codec: Codec | None, obs_space):
+def _qtable(dataset: RlftDataset | None, codec: Codec | None, obs_space):
     """Exact Q-values of ``dataset`` (a FrozenLake Q dataset folder) for agreement and q-greedy, or None."""
     from gymnasium import spaces
 
-    if codec is None or not dataset or not isinstance(obs_space, spaces.Discrete):
+    if codec is None or dataset is None or not isinstance(obs_space, spaces.Discrete):
         return None
 
-    root = dataset_dir(dataset)
-    return QTable(root, int(obs_space.n)) if has_q_values(root) else None
+    return QTable(dataset.path, int(obs_space.n)) if dataset.has_q_values else None
 
 
 def _run_dataset(run: str) -> str | None:
@@ -208,13 +204,13 @@ def _run_dataset(run: str) -> str | None:
     return str(dataset) if dataset and Path(str(dataset)).is_dir() else None
 
 
-def _default_target_return(config: EvalConfig, dataset: str | None) -> float | None:
+def _default_target_return(config: EvalConfig, dataset: RlftDataset | None) -> float | None:
     if config.target_return is not None:
         return float(config.target_return)
-    if dataset:
+    if dataset is not None:
 
         try:
-            info = dataset_info(dataset_dir(dataset))
+            info = dataset.info
         except InvalidInputError:
             return None
         if info.get("return_max") is not None:
@@ -222,34 +218,38 @@ def _default_target_return(config: EvalConfig, dataset: str | None) -> float | N
     return None
 
 
-def _llm_setup(config: EvalConfig, model_arg: str, codec: Codec | None, codec_source: str | None,
-               notes: list[str]) -> Setup:
+def _llm_setup(config: EvalConfig, model_arg: str, dataset: RlftDataset | None, codec: Codec | None,
+               codec_source: str | None, notes: list[str]) -> Setup:
     """The setup of ``llm:MODEL``: the model (transformers) or the server (openai), its codec, the environment
-    and the decoding options."""
+    and the decoding options. ``dataset`` is the --codec dataset (the few-shot examples come from it); it, else
+    the dataset a RUN folder was trained on, is ``trained_on``: its Q-values grade the actions, its best return is
+    the default target."""
 
     model = tokenizer = None
-    run_dataset = None  # the dataset a RUN folder was trained on (its Q-values grade the actions)
+    trained_on = dataset
     if config.backend == "transformers":
         model, tokenizer, run_codec = _load_transformers_model(model_arg)
         model = _place(model, config.device)
         codec, codec_source, run_dataset = _codec_or_run_codec(config, model_arg, codec, codec_source, run_codec,
                                                                 notes)
+        if run_dataset is not None:
+            trained_on = RlftDataset.open(run_dataset, require_codec=False)
     else:
         codec, codec_source = _codec_or_local_codec(model_arg, codec, codec_source)
     if codec is None:
         raise InvalidInputError(f"no codec for {model_arg}: pass --codec DATASET_DIR (the dataset the model was "
                                 "trained on)", hint="a RUN folder written by rlft train carries rlft_codec.json")
     env_id, env_kwargs, obs_space, act_space = _checked_env(config, codec, codec_source, None, None)
-    qtable = _qtable(config.codec or run_dataset, codec, obs_space)
+    qtable = _qtable(trained_on, codec, obs_space)
     fallback = _fallback_action(config, codec, act_space)
-    few_shot = _few_shot(config, codec)
+    few_shot = _few_shot(config, dataset, codec)
     bins = _bin_decoding(config, codec, tokenizer)
     local = config.backend == "transformers"  # through a server, --constrained is its regex (_generation_backend)
     table = build_token_table(codec, tokenizer, model) if config.constrained and bins == "off" and local else None
     precompute = table.describe() if table is not None else None
     max_new = _max_new_tokens(config, codec, table, notes)
     backend = _generation_backend(config, model_arg, codec, model, tokenizer, max_new, table, bins)
-    target_return = _default_target_return(config, config.codec or run_dataset)
+    target_return = _default_target_return(config, trained_on)
     policy = LLMPolicy(codec, backend, fallback, act_space, target_return, few_shot, model=model_arg,
                        constrained=config.constrained)
     if codec.template.return_to_go and config.target_return is None:
@@ -317,7 +317,7 @@ def _codec_or_local_codec(model_arg: str, codec: Codec | None, codec_source: str
     """--codec, else the rlft_codec.json in MODEL when MODEL is a local folder that holds one."""
     local = Path(model_arg)
     if codec is None and (local / "rlft_codec.json").is_file():
-        return _load_codec_from(str(local)), f"{model_arg} (rlft_codec.json)"
+        return load_codec(local), f"{model_arg} (rlft_codec.json)"
     return codec, codec_source
 
 
@@ -328,14 +328,14 @@ def _fallback_action(config: EvalConfig, codec: Codec, act_space):
             else default_action(act_space))
 
 
-def _few_shot(config: EvalConfig, codec: Codec):
+def _few_shot(config: EvalConfig, dataset: RlftDataset | None, codec: Codec):
     """The --n-examples example rows of the --codec dataset for the prompts, or None."""
 
     if not config.n_examples:
         return None
-    if not config.codec:
+    if dataset is None:
         raise InvalidInputError("--n-examples needs --codec DATASET_DIR (the examples come from its rows)")
-    return load_few_shot(codec, config.codec, config.n_examples, config.seed)
+    return load_few_shot(codec, dataset, config.n_examples, config.seed)
 
 
 def _max_new_tokens(config: EvalConfig, codec: Codec, table, notes: list[str]) -> int:

@@ -16,9 +16,10 @@ import numpy as np
 
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
+from rlft.datasets.dataset import RlftDataset
 from rlft.datasets.folder import read_parquet_schema
 from rlft.datasets.layout import DATA_DIR
-from rlft.datasets.loading import column_array, dataset_dir, read_split
+from rlft.datasets.loading import column_array
 from rlft.envs.observations import unbatch
 from rlft.policy.generation import GenerationBackend, Prompt
 from rlft.policy.policies import Policy, stack_actions
@@ -60,10 +61,10 @@ class FewShot:
         return examples + prompt
 
 
-def load_few_shot(codec: Codec, dataset: str, n: int, seed: int) -> FewShot:
+def load_few_shot(codec: Codec, data: RlftDataset, n: int, seed: int) -> FewShot:
     """``n`` rows of the dataset's train split, drawn with ``seed`` (expert/dataset actions)."""
 
-    root = dataset_dir(dataset)
+    root, dataset = data.path, data.given
 
     shards = sorted((root / DATA_DIR).glob("train-*.parquet"))
     if not shards:
@@ -71,7 +72,7 @@ def load_few_shot(codec: Codec, dataset: str, n: int, seed: int) -> FewShot:
     names = read_parquet_schema(shards[0]).names
     obs_col = "observation" if "observation" in names else "state"
     cols = [obs_col, "action"] + (["return_to_go"] if "return_to_go" in names else [])
-    table = read_split(root, cols)
+    table = data.table(cols)
     if table.num_rows == 0:
         raise InvalidInputError(f"{dataset} has no rows for few-shot examples")
     rng = np.random.default_rng(seed)
