@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from rlft.codecs.base import Codec, load_codec
+from rlft.codecs.base import Codec
 from rlft.core.console import progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, check_output_dir
 from rlft.core.seeding import limit_threads
+from rlft.datasets.dataset import RlftDataset
 from rlft.datasets.layout import CARD_FILENAME, DATA_DIR, INFO_FILENAME, shard_path
-from rlft.datasets.loading import read_split
 from rlft.envs.state import perturbation_values
 from rlft.sources.experts import load_expert
 
@@ -134,11 +134,12 @@ def improve_dataset(config: ImproveConfig) -> dict[str, Any]:
     config.check()
     source = Path(config.dataset)
     check_output_dir(config.out, config.overwrite, inputs=(("DATASET", source),))  # before the long part, not after it
-    codec = load_codec(source)
+    data = RlftDataset(source, str(config.dataset))  # a local folder, taken as it is (no Hub id here)
+    codec = data.codec
     model, metadata = load_expert(config.expert)
     limit_threads()  # one batched expert call per step: torch threads fighting over 2 cores made it 30x slower
     _check_dataset(codec, metadata.get("env_id"))
-    table = read_split(source, None, config.split)
+    table = data.table(None, config.split)
     table = table.slice(0, min(config.rows, table.num_rows))
     for column in ("observation", "action", "completion"):
         if column not in table.column_names:
