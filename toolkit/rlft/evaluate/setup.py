@@ -193,7 +193,7 @@ def _qtable(dataset: RlftDataset | None, codec: Codec | None, obs_space):
     if codec is None or dataset is None or not isinstance(obs_space, spaces.Discrete):
         return None
 
-    return QTable(dataset.path, int(obs_space.n)) if dataset.has_q_values else None
+    return QTable(dataset, int(obs_space.n)) if dataset.has_q_values else None
 
 
 def _run_dataset(run: str) -> str | None:

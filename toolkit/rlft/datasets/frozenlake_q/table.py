@@ -1,21 +1,21 @@
 """The exact Q-values of a FrozenLake Q dataset as evaluation uses them (agreement, q-greedy, the exact rate).
-Reading dataset folders in general lives in :mod:`rlft.datasets.loading`."""
+Reading dataset folders in general goes through :class:`rlft.datasets.dataset.RlftDataset`."""
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
-from rlft.datasets.loading import column_array, dataset_info, read_split
+from rlft.datasets.dataset import RlftDataset
+from rlft.datasets.loading import column_array
 
 
 class QTable:
     """Exact Q-values of a FrozenLake Q dataset: greedy action and optimal set per state."""
 
-    def __init__(self, path: str | os.PathLike, n_states: int):
-        table = read_split(path, ["state", "q_values", "optimal_actions"])
+    def __init__(self, data: RlftDataset, n_states: int):
+        path = data.path
+        table = data.table(["state", "q_values", "optimal_actions"])
         states = column_array(table, "state").astype(np.int64)
         q = column_array(table, "q_values")
         optimal = table.column("optimal_actions").to_pylist()
@@ -30,7 +30,7 @@ class QTable:
         self.greedy = np.zeros(n_states, dtype=np.int64)  # terminal states (absent) never ask for an action
         self.greedy[states] = q.argmax(axis=1)
         self.optimal: dict[int, set[int]] = {int(s): set(map(int, o)) for s, o in zip(states, optimal, strict=True)}
-        info = dataset_info(path)
+        info = data.info
         # The optimal policy's exact success probability within the dataset's step limit (rlft data export-q).
         self.exact_success: float | None = info.get("exact_success")
         self.horizon: int | None = info.get("max_episode_steps")
