@@ -175,7 +175,8 @@ def headlines_markdown(results_dir: Path) -> str:
             continue
         summary = read_json_mapping(path, "an experiment summary")
         llm_text, base_text = _metrics(summary)
-        lines.append(f"| {row['id']} | {row['task']} | {row.get('short', _method(row))} | {llm_text} | {base_text} | "
+        short = f"**miss**: {row['short']}" if row.get("miss") and row.get("short") else row.get("short")
+        lines.append(f"| {row['id']} | {row['task']} | {short or _method(row)} | {llm_text} | {base_text} | "
                      f"{len(summary.get('seeds', []))} |")
     return "\n".join(lines) + "\n"
 
