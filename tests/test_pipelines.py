@@ -116,3 +116,22 @@ def test_extends_refusals(tmp_path, case, message):
         start = tmp_path / "p0.yaml"
     with pytest.raises(InvalidInputError, match=message.replace(".", r"\.")):
         load_pipeline(start, tmp_path / "out", False, [])
+
+
+@pytest.mark.parametrize("path,section", [("pipelines/sft.yaml", "sft"), ("pipelines/grpo.yaml", "grpo")])
+def test_stage_config_files_state_only_what_differs_from_the_defaults(path, section):
+    """A key repeating its dataclass default is a second place the default lives, and goes stale when it moves."""
+    import dataclasses
+
+    from rlft.train.grpo_config import GRPOStageConfig
+    from rlft.train.sft_config import SFTStageConfig
+
+    config = {"sft": SFTStageConfig, "grpo": GRPOStageConfig}[section]
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                for f in dataclasses.fields(config)
+                if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+    given = yaml.safe_load((REPO / path).read_text())[section]
+    unknown = [k for k in given if k not in defaults]
+    assert not unknown, f"{path}: {unknown} are not fields of {config.__name__}"
+    repeated = [k for k, v in given.items() if v == defaults[k] or [v] == defaults[k]]
+    assert not repeated, f"{path} repeats the defaults of {repeated}"
