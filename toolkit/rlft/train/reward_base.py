@@ -51,13 +51,13 @@ class Reward:
         columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
         completions = list(completions or [])
         actions = [self.decode(c) for c in completions]
-        values, failures = [], []
+        values, failures, scored = [], [], set()
         for i, action in enumerate(actions):
-            row = {k: v[i] for k, v in columns.items() if isinstance(v, Sequence | np.ndarray) and len(v) > i}
             value = self.low
             if action is not None:
                 try:
-                    value = float(self.score(action, row, i))
+                    value = float(self.score(action, _row(columns, i), i))
+                    scored.add(i)
                 except Exception as exc:  # noqa: BLE001 - an answer the reward cannot score gets the lowest value
                     failures.append(exc)
             values.append(self.clip(value))
@@ -73,16 +73,18 @@ class Reward:
                 hits = [a is not None and _is_in(a, columns["optimal_actions"][i]) for i, a in enumerate(actions)]
                 log_metric("optimal_action_rate", sum(hits) / len(hits))
             if not self.codec.is_discrete_action:
-                self._log_played_gap(list(prompts or []), actions, columns, log_metric)
+                self._log_played_gap(list(prompts or []), actions, values, scored, columns, log_metric)
         return values
 
-    def _log_played_gap(self, prompts: list, actions: list, columns: dict, log_metric) -> None:
+    def _log_played_gap(self, prompts: list, actions: list, values: list[float], scored: set[int], columns: dict,
+                        log_metric) -> None:
         """GRPO trains on sampled answers; evaluation plays the bin-mean (expected) action. Per group of answers
         to one prompt, the mean of its sampled actions estimates the played one: ``sampled_vs_played`` is how far
         a sample lies from it (mean absolute difference, a fraction of the action range), and
         ``NAME/played_minus_sampled`` the reward of that mean action minus the group's mean reward (where this
         reward scores actions without an env): above 0, the played policy is better than the samples GRPO learns
-        from say."""
+        from say. The samples' rewards are the ones just given (``values``); only the mean action is scored anew,
+        in groups whose every answer was scored."""
         space = self.codec.action_space
         width = np.asarray(space.get("high"), np.float64) - np.asarray(space.get("low"), np.float64)
         if width.size == 0 or not np.isfinite(width).all() or len(prompts) != len(actions):
@@ -98,12 +100,10 @@ class Reward:
             acts = np.asarray([np.asarray(actions[i], np.float64).reshape(-1) for i in members])
             played = acts.mean(axis=0)
             spreads.append(float(np.mean(np.abs(acts - played) / np.maximum(width, 1e-12))))
-            if self.scores_actions_offline:
-                row = {k: v[members[0]] for k, v in columns.items()
-                       if isinstance(v, Sequence | np.ndarray) and len(v) > members[0]}
+            if self.scores_actions_offline and scored.issuperset(members):
                 with contextlib.suppress(Exception):  # a diagnostic: never a reason for the step to fail
-                    sampled = [self.clip(float(self.score(a, row, members[0]))) for a in acts]
-                    gains.append(self.clip(float(self.score(played, row, members[0]))) - float(np.mean(sampled)))
+                    played_value = self.clip(float(self.score(played, _row(columns, members[0]), members[0])))
+                    gains.append(played_value - float(np.mean([values[i] for i in members])))
         if spreads:
             log_metric("sampled_vs_played", float(np.mean(spreads)))
         if gains:
@@ -146,6 +146,11 @@ class Reward:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, bounds=[{self.low:g}, {self.high:g}])"
+
+
+def _row(columns: dict[str, Any], i: int) -> dict[str, Any]:
+    """The dataset columns TRL passed for completion ``i``."""
+    return {k: v[i] for k, v in columns.items() if isinstance(v, Sequence | np.ndarray) and len(v) > i}
 
 
 def _is_in(action, choices) -> bool:
