@@ -14,7 +14,8 @@ import numpy as np
 
 from rlft.codecs.base import Codec, load_codec
 from rlft.core.errors import InvalidInputError
-from rlft.datasets.layout import CARD_FILENAME, DATA_DIR, SPLITS
+from rlft.datasets.folder import split_names
+from rlft.datasets.layout import CARD_FILENAME, DATA_DIR
 from rlft.datasets.loading import (
     Transitions,
     dataset_dir,
@@ -89,8 +90,7 @@ class RlftDataset:
     @property
     def split_names(self) -> list[str]:
         """The splits with shards under ``data/``, train/validation/test first (the order of :meth:`splits`)."""
-        found = {p.name.split("-")[0] for p in (self.path / DATA_DIR).glob("*.parquet")}
-        return sorted(found, key=lambda s: (s not in SPLITS, s))
+        return split_names(self.path)
 
     def has_split(self, name: str) -> bool:
         return any((self.path / DATA_DIR).glob(f"{name}-*.parquet"))

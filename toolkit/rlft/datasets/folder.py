@@ -218,6 +218,12 @@ def read_parquet_schema(path: str | os.PathLike):
                                 hint="the dataset folder is damaged: re-create it") from exc
 
 
+def split_names(root: str | os.PathLike) -> list[str]:
+    """The splits with shards under ``data/``, train/validation/test first."""
+    found = {p.name.split("-")[0] for p in (Path(root) / DATA_DIR).glob("*.parquet")}
+    return sorted(found, key=lambda s: (s not in SPLITS, s))
+
+
 def load_dataset_folder(root: str | os.PathLike):
     """A local rlft dataset folder as a ``datasets.DatasetDict``, read straight from its Parquet shards.
 
@@ -228,7 +234,7 @@ def load_dataset_folder(root: str | os.PathLike):
 
 
     data = Path(root) / DATA_DIR
-    found = sorted({p.name.split("-")[0] for p in data.glob("*.parquet")}, key=lambda s: (s not in SPLITS, s))
+    found = split_names(root)
     if not found:
 
         raise InvalidInputError(f"no Parquet data under {data}", hint="pass an rlft dataset folder")

@@ -34,7 +34,6 @@ class StageInputs:
         return self.data.codec
 
 
-
 def load_inputs(config: StageConfig, stage: str, needed_columns: tuple[str, ...]) -> StageInputs:
     """Resolve and check the dataset, its codec and splits, and the model, before anything is written."""
     config.require("dataset", "model", "out")
