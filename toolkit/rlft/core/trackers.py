@@ -5,6 +5,10 @@ libraries when installed (a one-line install hint otherwise). Several at once: `
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +65,6 @@ class Trackers:
 def finish_library_trackers() -> None:
     """End the W&B / trackio run a TRL stage's ``report_to`` opened (transformers' callbacks leave it open until the
     process exits): its records are flushed now, and the next stage of the same process starts a run of its own."""
-    import contextlib
-    import sys
-
     wandb = sys.modules.get("wandb")
     if wandb is not None and getattr(wandb, "run", None) is not None:
         wandb.finish()
@@ -71,3 +72,16 @@ def finish_library_trackers() -> None:
     if trackio is not None:  # trackio exposes no current run: finishing none is its own no-op or error
         with contextlib.suppress(Exception):
             trackio.finish()
+
+
+def scratch_logdir(stage: str) -> Path:
+    """A temporary folder for the trackers of a run whose own folder is written at its end (atomically)."""
+    return Path(tempfile.mkdtemp(prefix=f"rlft-{stage}-logs-"))
+
+
+def move_logs(logdir: Path, dest: Path) -> None:
+    """What the trackers wrote into ``logdir`` goes to ``dest`` (RUN/logs of the run being written), when they
+    wrote anything; the scratch folder is removed."""
+    if any(logdir.iterdir()):
+        shutil.copytree(logdir, dest)
+    shutil.rmtree(logdir, ignore_errors=True)

@@ -11,8 +11,6 @@ scaled by 1000 / (max - min episode return), as IQL does on locomotion. The RUN 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -25,7 +23,7 @@ from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError, require
 from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
 from rlft.core.seeding import limit_threads, seed_everything
-from rlft.core.trackers import Trackers, parse_report_to
+from rlft.core.trackers import Trackers, move_logs, parse_report_to, scratch_logdir
 from rlft.datasets.dataset import RlftDataset
 from rlft.envs.registry import make_env, normalized_score
 from rlft.models.bc import BC_FORMAT, BCActions, BCFeatures, build_mlp, save_mlp_policy
@@ -67,7 +65,7 @@ def train_offline(config: OfflineConfig) -> dict[str, Any]:
     seed_everything(config.seed)
     batch = _tensordict(features, targets, data, reward_scale)
     train = {"td3bc": _train_td3bc, "iql": _train_iql}[config.algo]
-    logdir = Path(tempfile.mkdtemp(prefix="rlft-offline-logs-"))
+    logdir = scratch_logdir("offline")
     tracking = Trackers(trackers, logdir, Path(config.out).name, asdict(config))
     try:
         start = time.perf_counter()
@@ -91,9 +89,7 @@ def train_offline(config: OfflineConfig) -> dict[str, Any]:
                                   codec, info), tmp / OFFLINE_CRITIC)
         (tmp / CODEC_FILENAME).write_bytes((root / CODEC_FILENAME).read_bytes())
         atomic_write_text(tmp / OFFLINE_INFO, json.dumps(info, indent=2, default=str) + "\n")
-        if any(logdir.iterdir()):
-            shutil.copytree(logdir, tmp / "logs")
-    shutil.rmtree(logdir, ignore_errors=True)
+        move_logs(logdir, tmp / "logs")
     last = curve[-1] if curve else {}
     rows = {"algo": config.algo, "dataset": str(config.dataset), "rows": len(data), "steps": config.steps,
             "train seconds": info["train_seconds"], "steps/s": info["steps_per_second"],

@@ -11,8 +11,6 @@ steps/s, final evaluation), the codec and, for an LLM backbone, its config and t
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
 from rlft.core.plotting import figure, save_figure
 from rlft.core.seeding import limit_threads, seed_everything
+from rlft.core.trackers import move_logs, scratch_logdir
 from rlft.envs.registry import check_env_id, make_env, normalized_score
 from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import check_spaces
@@ -255,7 +254,7 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
     venv = make_vec_env(config.env, n_envs=n_envs, seed=config.seed)
     model = online_algo_class(config.algo)(hp.policy, venv, seed=config.seed, verbose=0, device="cpu",
                                     policy_kwargs=kwargs or None, **algo_kwargs)
-    logdir = Path(tempfile.mkdtemp(prefix="rlft-online-logs-"))
+    logdir = scratch_logdir("online")
     quiet_logger(model, config.report_to, logdir)  # no empty SB3-<date> folder left in the temporary directory
     trainable = sum(p.numel() for p in model.policy.parameters() if p.requires_grad)
     checks = PolicyChecks(config) if config.check_freq else None
@@ -301,9 +300,7 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
         plot_curve(tmp / "curve.png", curve,
                    f"{config.algo.upper()} {config.env}, backbone {Path(config.backbone).name}")
         atomic_write_text(tmp / ONLINE_INFO, json.dumps(info, indent=1) + "\n")
-        if any(logdir.iterdir()):
-            shutil.copytree(logdir, tmp / "logs")
-    shutil.rmtree(logdir, ignore_errors=True)
+        move_logs(logdir, tmp / "logs")
     kept = (f"; kept the policy of step {checks.best_step} (check return {checks.best_return:.1f})"
             if checks is not None else "")
     console.print(f"{config.algo} {config.env} ({Path(config.backbone).name}): {model.num_timesteps} steps in "
