@@ -261,13 +261,12 @@ def start_run(config: StageConfig, stage: str, inputs: StageInputs, extra: dict[
 def run_outcome(run_dir: Path, info: dict[str, Any]):
     """Training and saving a run: when they stop with an error, ``rlft_run.json`` says so (status ``failed`` with
     the reason, or ``interrupted``), where it said ``running``; checkpoints stay for ``--resume``. An OSError
-    writing the run (a full disk) becomes one line (exit code 1)."""
-
+    writing the run (a full disk) becomes one line (exit code 1). However it ends, the W&B / trackio run that
+    ``report_to`` opened is ended with it."""
     try:
         yield
     except KeyboardInterrupt:
         _mark_run(run_dir, info, "interrupted", "Ctrl-C or SIGTERM")
-        finish_library_trackers()
         raise
     except OSError as exc:
         if not is_output_fault(exc, run_dir):
@@ -280,9 +279,9 @@ def run_outcome(run_dir: Path, info: dict[str, Any]):
         raise error from exc
     except Exception as exc:
         _mark_run(run_dir, info, "failed", f"{type(exc).__name__}: {str(exc)[:500]}")
-        finish_library_trackers()
         raise
-    finish_library_trackers()
+    finally:
+        finish_library_trackers()
 
 
 def _mark_run(run_dir: Path, info: dict[str, Any], status: str, reason: str) -> None:
