@@ -158,6 +158,8 @@ def test_sizes_a_user_passes_are_bounded_before_work(cli, tmp_path):
 
     with pytest.raises(InvalidInputError, match="more than 1,000 seeds"):
         parse_seeds("0-1000000000")
+    with pytest.raises(InvalidInputError, match="more than 1,000 seeds"):  # past 2**63: no OverflowError
+        parse_seeds("0-9999999999999999999")
     assert parse_seeds("0-999") == list(range(1000))
     result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "5", "--num-envs", "1000000")
     assert result.exit_code == 2 and "--num-envs must be from 1 to 1024" in result.output

@@ -63,7 +63,8 @@ def parse_seeds(text: str) -> list[int]:
             raise InvalidInputError(f"--seeds {text!r}: {part!r} is not a seed or a range A-B") from exc
         if sep and low and not values:
             raise InvalidInputError(f"--seeds {text!r}: the range {part} runs backwards", hint=f"write {high}-{low}")
-        if len(seeds) + len(values) > MAX_SEEDS:  # counted before the range is expanded
+        count = max(0, values.stop - values.start) if isinstance(values, range) else 1  # len() overflows at 2**63
+        if len(seeds) + count > MAX_SEEDS:  # counted before the range is expanded
             raise InvalidInputError(f"--seeds {text!r} names more than {MAX_SEEDS:,} seeds",
                                     hint="an experiment runs every step once per seed: give a few")
         seeds += [v for v in values if v not in set(seeds)]
