@@ -1,5 +1,7 @@
-"""Advantage-weighted SFT (``rlft train sft --critic RUN``): an IQL critic's advantages decide how often each row is
-trained on, so a tiny LLM moves from the data's mean action toward its rewarded one; bad critics are refused."""
+"""A critic guides an LLM on continuous actions. Advantage-weighted SFT (``rlft train sft --critic RUN``): an IQL
+critic's advantages decide how often each row is trained on, so a tiny LLM moves from the data's mean action toward
+its rewarded one. Critic-ranked decoding (``rlft eval --critic RUN``): the critic picks among the LLM's own bin
+draws. Critics that do not fit are refused."""
 
 from __future__ import annotations
 
@@ -133,3 +135,64 @@ def test_the_critic_reward_scores_answers_by_q_within_the_datas_range(bandit):
     assert record["rewards"] == [{"name": "critic", "low": reward.low, "high": reward.high}]
     # continuous actions, nothing said: sampled within the codec's grammar, with a KL to the start
     assert record["constrained_sampling"] is True and record["config"]["beta"] == 0.05
+
+
+def _critic_ranked(model, data, iql, candidates: int, seed: int = 0):
+    import gymnasium as gym
+
+    from rlft.datasets.loading import load_dataset_codec
+    from rlft.models.offline import load_critic
+    from rlft.models.run import load_policy_model
+    from rlft.policy.bins import BinBackend
+    from rlft.policy.critic_rank import CriticRankPolicy
+    from rlft.policy.llm_policy import LLMPolicy
+
+    codec = load_dataset_codec(str(data))
+    loaded, tokenizer, _ = load_policy_model(str(model))
+    space = gym.make("Pendulum-v1").action_space
+    base = LLMPolicy(codec, BinBackend(loaded, tokenizer, codec, "mean"), np.zeros(1, np.float32), space)
+    return CriticRankPolicy(base, load_critic(iql), str(iql), candidates, seed=seed), base
+
+
+def test_critic_ranked_decoding_plays_the_llms_draw_the_critic_rates_best(bandit):
+    """An untrained LLM spreads its probability over every bin: its mean action sits near the middle, and the
+    critic, choosing among 16 of its draws, plays actions near the rewarded one; never one it rates below the
+    mean action."""
+    _, data, iql, model, _ = bandit
+    obs = np.random.default_rng(1).uniform(-1, 1, (40, 3)).astype(np.float32)
+    policy, base = _critic_ranked(model, data, iql, candidates=16)
+    slots = list(range(len(obs)))
+    for slot, o in zip(slots, obs, strict=True):
+        policy.begin_episode(slot, 0, 0, o)
+    ranked = policy.act(obs, slots)
+    mean = base.act(obs, slots)
+    critic = load_critic(iql)
+    assert (critic.q(obs, ranked) >= critic.q(obs, mean) - 1e-9).all()
+    assert np.abs(ranked[:, 0] - 1.0).mean() < np.abs(mean[:, 0] - 1.0).mean() - 0.3
+    drawn = base.backend.samples(200, np.random.default_rng(0))  # the draws follow the model's distributions
+    assert drawn.shape == (40, 200, 1) and drawn.std() > 0.3
+    info = policy.describe()["critic_rank"]
+    assert info["candidates"] == 16 and info["algo"] == "iql" and 0.5 < info["drawn_chosen_rate"] <= 1
+    assert info["mean_q_gain"] > 0
+
+
+def test_eval_with_a_critic_reports_it_and_refuses_what_cannot_be_ranked(bandit, tmp_path):
+    import json
+
+    cli, data, iql, model, _ = bandit
+    out = tmp_path / "ranked.json"
+    result = cli("eval", "--policy", f"llm:{model}", "--codec", data, "--critic", iql, "--critic-candidates", "4",
+                 "--episodes", "2", "--num-envs", "2", "--max-episode-steps", "5", "--out", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["policy_info"]["critic_rank"]["critic"] == str(iql)
+    assert report["policy_info"]["critic_rank"]["candidates"] == 4 and report["episodes"] == 2
+    text = cli("eval", "--policy", f"llm:{model}", "--codec", data, "--critic", iql, "--bin-decoding", "off",
+               "--episodes", "1", "--max-episode-steps", "2")
+    assert text.exit_code == 2 and "not decoded over bins" in text.output
+    missing = cli("eval", "--policy", f"llm:{model}", "--codec", data, "--critic", tmp_path / "nowhere")
+    assert missing.exit_code == 2 and "no critic" in missing.output
+    both = cli("eval", "--policy", f"llm:{model}", "--codec", data, "--critic", iql, "--search", "4")
+    assert both.exit_code == 2 and "pass one of them" in both.output
+    with pytest.raises(InvalidInputError, match="at least 2"):
+        _critic_ranked(model, data, iql, candidates=1)

@@ -72,6 +72,11 @@ class EvalConfig:
                           "env, then --expert for --search-horizon steps; play the best (0: off).", min=0)
     search_horizon: int = _opt(20, "--search: steps each candidate is scored over.", min=1)
     search_noise: float = _opt(0.1, "--search: perturbation std as a fraction of each dimension's half-range.")
+    critic: str | None = _opt(None, "RUN of rlft train offline (IQL or TD3+BC): critic-ranked decoding of a binned "
+                                    "LLM. Each step the LLM's mean action and --critic-candidates - 1 actions "
+                                    "drawn from its own bin distributions are scored by the critic's Q; the best "
+                                    "is played (the report names the critic: the policy is the LLM and it).")
+    critic_candidates: int = _opt(16, "--critic: actions scored per step, the mean action included.", min=2)
     overwrite: bool = _opt(False, "Replace an existing --out.")
     quiet: bool = _opt(False, "Print no tables (the report file is still written).")
 

@@ -17,7 +17,9 @@ from rlft.evaluate.actions import held_out_rows, policy_action_error
 from rlft.evaluate.config import EvalConfig, parse_policy_spec
 from rlft.evaluate.report import build_report, print_report, write_report
 from rlft.evaluate.setup import build_setup
+from rlft.models.offline import check_critic, load_critic
 from rlft.policy.bins import BIN_DECODINGS
+from rlft.policy.critic_rank import CriticRankPolicy
 from rlft.policy.policies import default_action
 from rlft.policy.rollout import Agreement, RolloutResult, rollout
 from rlft.policy.search import SearchPolicy
@@ -44,6 +46,7 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     limit_threads()
     seed_everything(config.seed)
     expert_model = _load_expert_model(config)
+    critic = _load_critic(config)
     setup = build_setup(config)
     if expert_model is not None:
         check_expert_spaces(expert_model, setup.env_id, setup.observation_space, setup.action_space,
@@ -53,6 +56,10 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
                                 hint="drop --action-scale")
     if config.search:
         setup.policy = _search_policy(config, setup, expert_model)
+    if critic is not None:
+        check_critic(critic, setup.codec, config.critic)
+        setup.policy = CriticRankPolicy(setup.policy, critic, str(config.critic), config.critic_candidates,
+                                        seed=config.seed)
     num_envs = _num_envs(config, setup)
     video = _video_slots(config, setup, num_envs)
     if not config.quiet:
@@ -71,6 +78,15 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     if not config.quiet:
         print_report(report)
     return report
+
+
+def _load_critic(config: EvalConfig):
+    """The critic of --critic, loaded before the model (a bad path fails fast), or None."""
+    if not config.critic:
+        return None
+    if config.search:
+        raise InvalidInputError("--critic and --search both choose among candidate actions: pass one of them")
+    return load_critic(config.critic)
 
 
 def _search_policy(config: EvalConfig, setup, expert_model):
@@ -130,7 +146,8 @@ def _check_config(config: EvalConfig) -> None:
             raise InvalidInputError(f"--out must be a .json file, got {out}")
 
         inputs = [("--policy", parse_policy_spec(config.policy)[1]), ("--codec", config.codec),
-                  ("--expert", config.expert), ("--action-error", config.action_error)]
+                  ("--expert", config.expert), ("--action-error", config.action_error),
+                  ("--critic", config.critic)]
         # an SB3 checkpoint (expert.zip) carries its metadata beside it (expert.json): an input too
         inputs += [(f"{name}'s metadata", str(Path(p).with_suffix(".json"))) for name, p in inputs
                    if p and str(p).endswith(".zip")]

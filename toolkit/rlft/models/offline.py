@@ -174,3 +174,23 @@ def load_critic(path: str | os.PathLike) -> Critic:
         v_net.eval()
     return Critic(q_nets, v_net, features, actions, float(payload["reward_scale"]), float(payload["discount"]),
                   obs_space, act_space, json.loads(payload["info"]))
+
+
+def check_critic(critic: Critic, codec, source: str) -> None:
+    """A critic learned on another env or other spaces than the dataset's is refused by name."""
+    env = critic.info.get("env_id")
+    if env != codec.env_id:
+        raise InvalidInputError(f"the critic {source} was learned on {env}, the dataset is {codec.env_id}",
+                                hint="train one on this dataset: rlft train offline --algo iql --dataset DIR")
+    for name, mine, theirs in (("observation", critic.observation_space, codec.observation_space),
+                               ("action", critic.action_space, codec.action_space)):
+        if (mine.get("type"), mine.get("shape")) != (theirs.get("type"), theirs.get("shape")):
+            raise InvalidInputError(f"the critic {source}'s {name} space ({mine.get('type')} {mine.get('shape')}) is "
+                                    f"not the dataset's ({theirs.get('type')} {theirs.get('shape')})")
+
+
+def load_checked_critic(path: str, codec) -> Critic:
+    """The critic of ``path``, refused by name when it was learned on another env or other spaces than ``codec``'s."""
+    critic = load_critic(path)
+    check_critic(critic, codec, path)
+    return critic

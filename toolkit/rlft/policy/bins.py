@@ -96,6 +96,7 @@ class BinBackend(TransformersBackend):
         torch = self.torch
         self.bin_ids = [torch.as_tensor(i, device=self.device) for i in ids]
         self.bin_means = [torch.as_tensor(m, dtype=torch.float64) for m in codec.bin_values("action")]
+        self.last_probs: list[np.ndarray] = []  # per dimension, the last call's (prompts, bins) probabilities
 
     def _generate(self, prompts: list[Prompt]) -> list[str]:
         torch = self.torch
@@ -109,12 +110,13 @@ class BinBackend(TransformersBackend):
             raise InvalidInputError(f"a prompt of {ids.shape[1]} tokens plus {len(self.bin_ids)} answer tokens "
                                     f"exceeds the model's {limit} positions")
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        chosen, values = [], []
+        chosen, values, self.last_probs = [], [], []
         with torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
             for j, (bins, means) in enumerate(zip(self.bin_ids, self.bin_means, strict=True)):
                 probs = out.logits[:, -1, bins].double().softmax(-1).cpu()
                 best = probs.argmax(-1)
+                self.last_probs.append(probs.numpy())
                 chosen.append(best.numpy())
                 values.append(self._value(probs, best, means))
                 if j + 1 < len(self.bin_ids):
@@ -145,6 +147,20 @@ class BinBackend(TransformersBackend):
             probs = probs * keep
             probs = probs / probs.sum(-1, keepdim=True)
         return (probs * means).sum(-1).numpy()
+
+    def samples(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` actions per prompt of the last call, each dimension's bin drawn from the model's distribution over
+        its bins (given the most likely bins of the dimensions before it, as decoded) and played as the bin's data
+        mean: shape (prompts, n, dimensions). No forward pass: the distributions of the call are reused."""
+        if not self.last_probs:
+            raise InvalidInputError("BinBackend.samples needs a generate call first")
+        columns = []
+        for probs, means in zip(self.last_probs, self.bin_means, strict=True):
+            cdf = np.cumsum(probs, axis=1)
+            cdf /= cdf[:, -1:]
+            picks = (rng.random((len(probs), n, 1)) > cdf[:, None, :]).sum(-1).clip(max=probs.shape[1] - 1)
+            columns.append(means.numpy()[picks])
+        return np.stack(columns, axis=-1)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "transformers", "decoding": f"bins ({self.mode})", "temperature": 0.0}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
-from rlft.models.offline import Critic, load_critic
+from rlft.models.offline import Critic
 
 WEIGHT_COLUMN = "awr_weight"
 
@@ -38,19 +38,6 @@ class AdvantageWeights:
         }
 
 
-def check_critic(critic: Critic, codec, source: str) -> None:
-    """A critic learned on another env or other spaces than the dataset's is refused by name."""
-    env = critic.info.get("env_id")
-    if env != codec.env_id:
-        raise InvalidInputError(f"the critic {source} was learned on {env}, the dataset is {codec.env_id}",
-                                hint="train one on this dataset: rlft train offline --algo iql --dataset DIR")
-    for name, mine, theirs in (("observation", critic.observation_space, codec.observation_space),
-                               ("action", critic.action_space, codec.action_space)):
-        if (mine.get("type"), mine.get("shape")) != (theirs.get("type"), theirs.get("shape")):
-            raise InvalidInputError(f"the critic {source}'s {name} space ({mine.get('type')} {mine.get('shape')}) is "
-                                    f"not the dataset's ({theirs.get('type')} {theirs.get('shape')})")
-
-
 def advantage_weights(critic: Critic, observations: np.ndarray, actions: np.ndarray, temperature: float,
                       max_weight: float, batch: int = 8192) -> AdvantageWeights:
     """exp(temperature * A), capped, for each (observation, action) row; A in the critic's training units."""
@@ -61,12 +48,6 @@ def advantage_weights(critic: Critic, observations: np.ndarray, actions: np.ndar
                                  for i in range(0, len(observations), batch)]) * critic.reward_scale
     weights = np.minimum(np.exp(np.minimum(temperature * advantages, np.log(max_weight))), max_weight)
     return AdvantageWeights(weights, advantages)
-
-
-def load_checked_critic(path: str, codec) -> Critic:
-    critic = load_critic(path)
-    check_critic(critic, codec, path)
-    return critic
 
 
 def weighted_sampling_trainer(base, seed: int):

@@ -273,7 +273,7 @@ class CriticQReward(Reward):
         super().__init__(codec)
         if not critic:
             raise InvalidInputError("--reward critic needs --critic RUN (an rlft train offline run on this data)")
-        from rlft.train.awr import load_checked_critic
+        from rlft.models.offline import load_checked_critic
 
         self.source = critic
         self.critic = load_checked_critic(critic, codec)

@@ -14,7 +14,8 @@ from typing import Any
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.core.seeding import limit_threads, seed_everything
-from rlft.train.awr import WEIGHT_COLUMN, advantage_weights, load_checked_critic, weighted_sampling_trainer
+from rlft.models.offline import load_checked_critic
+from rlft.train.awr import WEIGHT_COLUMN, advantage_weights, weighted_sampling_trainer
 from rlft.train.bin_targets import BinTargets, bin_smoothing_trainer
 from rlft.train.configs import trl_overrides
 from rlft.train.inputs import StageInputs, load_inputs, load_model_for_training, pick_eval_split, prompt_token_metrics
