@@ -238,11 +238,13 @@ def test_a_failed_swap_puts_the_old_folder_back(tmp_path, monkeypatch):
     import os
 
     from rlft.core import io
+    from rlft.core.manifest import write_manifest
 
     out = tmp_path / "ds"
     out.mkdir()
     (out / "old.txt").write_text("old")
-    (out / "rlft_info.json").write_text("{}")  # an output rlft wrote: --overwrite may replace it
+    (out / "rlft_info.json").write_text("{}")
+    write_manifest(out)  # an output rlft wrote: --overwrite may replace it
     real_replace = os.replace
 
     def replace(src, dst):
@@ -253,7 +255,7 @@ def test_a_failed_swap_puts_the_old_folder_back(tmp_path, monkeypatch):
     monkeypatch.setattr(io.os, "replace", replace)
     with pytest.raises(OSError, match="permission denied"), io.atomic_output_dir(out, overwrite=True) as tmp:
         (tmp / "new.txt").write_text("new")
-    assert sorted(p.name for p in out.iterdir()) == ["old.txt", "rlft_info.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".rlft_manifest.json", "old.txt", "rlft_info.json"]
     assert [p.name for p in tmp_path.iterdir()] == ["ds"], "temporary folders were left behind"
 
 

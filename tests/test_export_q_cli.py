@@ -24,7 +24,8 @@ def test_export_writes_hub_layout_that_loads(cli, tmp_path):
     result = cli("data", "export-q", "frozenlake", "--out", out, "--csv", csv, "--episodes", "200")
     assert result.exit_code == 0, result.output
     assert "0.542026" in result.output
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "data", "rlft_codec.json", "rlft_info.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".rlft_manifest.json", "README.md", "data", "rlft_codec.json",
+                                                     "rlft_info.json"]
 
     ds = datasets.load_dataset(str(out), cache_dir=str(out) + "-hf-cache")
     train = ds["train"]

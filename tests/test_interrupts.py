@@ -118,11 +118,13 @@ def test_ctrl_c_between_the_two_renames_is_held_until_both_are_done(tmp_path, mo
     """Replacing a folder takes two renames (old aside, new in). Ctrl-C right between them must not leave nothing
     at ``out``: the interrupt is held until the new folder is in place, then still ends the run."""
     from rlft.core import io
+    from rlft.core.manifest import write_manifest
 
     out = tmp_path / "ds"
     out.mkdir()
     (out / "old.txt").write_text("old")
-    (out / "rlft_info.json").write_text("{}")  # an output rlft wrote: --overwrite may replace it
+    (out / "rlft_info.json").write_text("{}")
+    write_manifest(out)  # an output rlft wrote: --overwrite may replace it
     real_replace = os.replace
 
     def replace_then_interrupt(src, dst):
@@ -133,7 +135,7 @@ def test_ctrl_c_between_the_two_renames_is_held_until_both_are_done(tmp_path, mo
     monkeypatch.setattr(io.os, "replace", replace_then_interrupt)
     with pytest.raises(KeyboardInterrupt), io.atomic_output_dir(out, overwrite=True) as tmp:
         (tmp / "new.txt").write_text("new")
-    assert [p.name for p in out.iterdir()] == ["new.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [".rlft_manifest.json", "new.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["ds"], "temporary folders were left behind"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 

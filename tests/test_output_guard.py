@@ -176,3 +176,74 @@ def test_replacing_a_foreign_folder_takes_an_explicit_setting(cli, tmp_path, mon
     monkeypatch.setenv("RLFT_REPLACE_FOREIGN", "1")
     result = cli("data", "export-q", "frozenlake", "--episodes", "10", "--out", out, "--overwrite")
     assert result.exit_code == 0 and not (out / "draft.txt").exists()
+
+
+def test_overwrite_replaces_a_folder_only_when_rlft_wrote_every_file_in_it(cli, tmp_path):
+    """Each finished output lists its files (.rlft_manifest.json, written last); a file a user added at any depth
+    is named and keeps the whole folder; a user's folder holding a copied rlft_codec.json is not rlft's."""
+    import json
+
+    from rlft.core.manifest import MANIFEST
+
+    out = tmp_path / "fl"
+    args = ("data", "export-q", "frozenlake", "--episodes", "10", "--out", out)
+    assert cli(*args).exit_code == 0
+    listed = json.loads((out / MANIFEST).read_text())["files"]
+    assert "rlft_codec.json" in listed and any(f.startswith("data/") for f in listed) and MANIFEST not in listed
+    assert cli(*args, "--overwrite").exit_code == 0  # rlft's own output: replaced
+    (out / "data" / "my-notes.txt").write_text("mine")
+    before = _fingerprint(tmp_path)
+    result = cli(*args, "--overwrite")
+    assert result.exit_code == 2 and "data/my-notes.txt" in result.output
+    assert _fingerprint(tmp_path) == before
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    (mine / "rlft_codec.json").write_bytes((out / "rlft_codec.json").read_bytes())
+    result = cli("data", "export-q", "frozenlake", "--episodes", "10", "--out", mine, "--overwrite")
+    assert result.exit_code == 2 and "no record of the files rlft wrote" in " ".join(result.output.split())
+    assert (mine / "thesis.tex").read_text() == "years of work"
+
+
+def test_an_unfinished_run_is_replaced_only_when_it_holds_its_trainers_files(tmp_path):
+    import json
+
+    from rlft.core.errors import OutputExistsError
+    from rlft.core.io import refuse_foreign
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "checkpoint-5").mkdir(parents=True)
+    (run / "logs" / "x").mkdir(parents=True)
+    (run / "rlft_run.json").write_text(json.dumps({"status": "failed"}))
+    (run / "checkpoints" / "checkpoint-5" / "model.safetensors").write_bytes(b"w")
+    (run / "logs" / "x" / "events.out.tfevents.1.host").write_bytes(b"e")
+    refuse_foreign(run)  # a failed run's own files: replaceable
+    (run / "checkpoints" / "results.csv").write_text("mine")
+    with pytest.raises(OutputExistsError, match="checkpoints/results.csv"):
+        refuse_foreign(run)
+    (run / "checkpoints" / "results.csv").unlink()
+    (run / "rlft_run.json").write_text(json.dumps({"status": "complete"}))  # complete, no manifest: not vouched for
+    with pytest.raises(OutputExistsError, match="no record"):
+        refuse_foreign(run)
+
+
+def test_home_folders_and_top_level_folders_are_never_replaced_whatever_home_says(tmp_path, monkeypatch):
+    import os
+    import pwd
+    from pathlib import Path
+
+    from rlft.core.errors import OutputExistsError
+    from rlft.core.io import refuse_foreign
+    from rlft.core.manifest import never_replaced
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # the override that once let a test replace /root
+    monkeypatch.setenv("RLFT_REPLACE_FOREIGN", "1")
+    real_home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    for path in (real_home, real_home.parent, Path("/tmp"), Path("/")):
+        with pytest.raises(OutputExistsError, match="rlft never replaces it"):
+            refuse_foreign(path)
+    deep_home = tmp_path / "accounts" / "ada"
+    monkeypatch.setattr(pwd, "getpwall", lambda: [pwd.struct_passwd(("ada", "x", 1, 1, "", str(deep_home), "/bin/sh"))])
+    assert never_replaced(deep_home) == "a home folder"
+    assert never_replaced(deep_home.parent) == "a parent of a home folder"
+    assert never_replaced(deep_home / "runs") is None

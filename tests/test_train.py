@@ -358,10 +358,13 @@ def test_constrained_sampling_with_vllm_is_refused(cli, tmp_path, lake, tiny_mod
 def test_an_interrupted_overwrite_gives_the_old_run_back(cli, tmp_path, lake, tiny_model, monkeypatch):
     import trl
 
+    from rlft.core.manifest import write_manifest
+
     old = tmp_path / "run"
     old.mkdir()
     (old / "rlft_run.json").write_text(json.dumps({"stage": "sft", "status": "complete"}))
     (old / "model.safetensors").write_bytes(b"the old weights")
+    write_manifest(old)  # a run rlft completed lists its files
 
     def interrupted(*args, **kwargs):
         assert not (old / "model.safetensors").exists()  # the new run is under way in an emptied folder

@@ -19,6 +19,7 @@ from rlft.core.claims import claim_output, recover_set_aside, release_output
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError
 from rlft.core.faults import is_output_fault, output_error, signals_held
+from rlft.core.manifest import MANIFEST, never_replaced, unfinished_run_foreign, unlisted_files, write_manifest
 
 
 def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
@@ -69,33 +70,46 @@ def refuse_overlap(out: str | os.PathLike, inputs: Inputs, option: str = "--out"
                                 hint=f"choose an {option} outside every input; nothing was read or written")
 
 
-# Files rlft writes at the top of every output folder it makes: a folder holding none of them is not rlft's to replace.
+# Files rlft writes at the top of every output folder it makes (a folder without a manifest that holds one of them
+# is an rlft output of an earlier version, or a user's copy: named in the refusal, not replaced).
 RLFT_MARKERS = ("rlft_codec.json", "rlft_run.json", "rlft_info.json", "rlft_model.json", "rlft_offline.json",
                 "rlft_online.json")
-# `RLFT_REPLACE_FOREIGN=1`: --overwrite may replace a folder without those files (the user's explicit choice).
+RUN_FILE = "rlft_run.json"
+# `RLFT_REPLACE_FOREIGN=1`: --overwrite may replace a folder rlft cannot vouch for (the user's explicit choice).
 REPLACE_FOREIGN_ENV = "RLFT_REPLACE_FOREIGN"
 
 
 def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
-    """``--overwrite`` replaces only what rlft wrote: never the current folder, one of its parents or the home folder,
-    and no folder that holds none of :data:`RLFT_MARKERS` (unless ``RLFT_REPLACE_FOREIGN=1``)."""
+    """``--overwrite`` replaces only what rlft wrote (:mod:`rlft.core.manifest`): never the root, a folder directly
+    under it, the current folder, a home folder or a parent of one; a non-empty folder only when its manifest lists
+    every file in it, or it is a training run that never completed holding only its trainer's files. Anything else
+    needs ``RLFT_REPLACE_FOREIGN=1``."""
     path = Path(out).expanduser().absolute()
-    resolved = path.resolve()
-    cwd, home = Path.cwd().resolve(), Path.home().resolve()
-    if resolved in (cwd, home, Path(resolved.anchor)) or resolved in cwd.parents:
-        what = "the current folder" if resolved == cwd else "the home folder" if resolved == home else \
-            "a parent of the current folder"
+    what = never_replaced(path.resolve())
+    if what is not None:
         raise OutputExistsError(f"{option} {out} is {what}: rlft never replaces it",
                                 hint=f"give {option} a new folder for this output")
-    if not path.is_dir() or not any(path.iterdir()):
+    if not path.is_dir() or not any(path.iterdir()) or os.environ.get(REPLACE_FOREIGN_ENV) == "1":
         return
-    if any((path / marker).is_file() for marker in RLFT_MARKERS) or os.environ.get(REPLACE_FOREIGN_ENV) == "1":
-        return
-    names = sorted(p.name for p in path.iterdir())
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    raise OutputExistsError(f"{option} {out} holds files rlft did not write ({shown}), so --overwrite will not "
-                            "replace it", hint=f"choose another {option}; to replace it anyway, set "
-                                               f"{REPLACE_FOREIGN_ENV}=1")
+    foreign = unlisted_files(path)
+    if foreign is None:
+        foreign = unfinished_run_foreign(path, RUN_FILE)
+    if foreign is None:
+        names = sorted(p.name for p in path.iterdir())
+        made = any((path / marker).is_file() for marker in RLFT_MARKERS)
+        why = (f"has no record of the files rlft wrote ({MANIFEST}): an output of an earlier rlft, or a copy"
+               if made else f"holds files rlft did not write ({_shown(names)})")
+        raise OutputExistsError(f"{option} {out} {why}, so --overwrite will not replace it",
+                                hint=f"delete it yourself or choose another {option}; to replace it anyway, set "
+                                     f"{REPLACE_FOREIGN_ENV}=1")
+    if foreign:
+        raise OutputExistsError(f"{option} {out} holds files rlft did not write ({_shown(foreign)}), so --overwrite "
+                                "will not replace it", hint=f"move them out or choose another {option}; to replace "
+                                                            f"it anyway, set {REPLACE_FOREIGN_ENV}=1")
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--out", inputs: Inputs = ()) -> Path:
@@ -170,6 +184,7 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the finished folder gets the usual permissions
     try:
         yield tmp
+        write_manifest(tmp)  # last: the list of what rlft wrote, so a later --overwrite replaces nothing else
         old: Path | None = None
         swapped = False
         try:

@@ -18,6 +18,7 @@ from rlft.core.console import console, kv_table
 from rlft.core.errors import FaultError, InvalidInputError
 from rlft.core.faults import is_output_fault, output_error
 from rlft.core.io import atomic_write_text
+from rlft.core.manifest import write_manifest
 from rlft.core.secrets import redact
 from rlft.core.trackers import finish_library_trackers
 from rlft.models.run import (
@@ -282,6 +283,8 @@ def run_outcome(run_dir: Path, info: dict[str, Any]):
         raise
     finally:
         finish_library_trackers()
+    if main_process():  # last: the list of what the run wrote, so a later --overwrite replaces nothing else
+        write_manifest(run_dir)
 
 
 def _mark_run(run_dir: Path, info: dict[str, Any], status: str, reason: str) -> None:

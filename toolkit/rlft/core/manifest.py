@@ -1,0 +1,115 @@
+"""What rlft wrote in an output folder, so that ``--overwrite`` replaces nothing else.
+
+Every folder rlft finishes (a dataset, a model, a training run, an offline or online run) ends with
+:data:`MANIFEST`, the list of every file in it, written last. ``--overwrite`` replaces a folder only when each file
+in it, at any depth, is on that list: a user's notes beside a run, or a copied ``rlft_codec.json`` among a user's
+own files, are named and kept. A training run that never completed has no manifest yet; it may be replaced when
+every file in it is one its trainer writes (:func:`unfinished_run_foreign`). Some folders are never replaced, by
+anyone's flag: the root and the folders directly under it, the current folder and its parents, and every account's
+home folder and its parents (an override once let a test replace ``/root`` because ``$HOME`` pointed elsewhere).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+MANIFEST = ".rlft_manifest.json"
+MANIFEST_FORMAT = "rlft-manifest-v1"
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # a manifest larger than this is not one rlft wrote
+UNFINISHED = ("running", "failed", "interrupted")
+# what a trainer writes into a run before it completes: run files and weights at the top, checkpoints, event logs
+_TRAINER_FILE = re.compile(r"[^/]+\.(json|safetensors|pt|pth|bin|jinja|model)|README\.md|merges\.txt|vocab\.txt")
+_CHECKPOINT_FILE = re.compile(r"checkpoints/checkpoint-\d+/(" + _TRAINER_FILE.pattern + ")")
+_LOG_FILE = re.compile(r"logs/(.+/)?events\.out\.tfevents\.[^/]+")
+
+
+def folder_files(folder: Path) -> list[str]:
+    """Every file under ``folder`` (links and other non-folders included, links not followed), as relative POSIX
+    paths, the manifest left out. An unreadable subfolder counts as a file: what it holds is unknown."""
+    found = []
+    for root, dirs, files in os.walk(folder, onerror=None, followlinks=False):
+        rel = Path(root).relative_to(folder)
+        for name in list(dirs):
+            path = Path(root) / name
+            if path.is_symlink() or not os.access(path, os.R_OK | os.X_OK):
+                found.append((rel / name).as_posix())
+                dirs.remove(name)
+        found += [(rel / name).as_posix() for name in files]
+    return sorted(f for f in found if f != MANIFEST)
+
+
+def write_manifest(folder: str | os.PathLike) -> Path:
+    """List every file of ``folder`` in its manifest (call it last, once the folder is complete)."""
+    folder = Path(folder)
+    path = folder / MANIFEST
+    tmp = folder / f".{MANIFEST}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps({"format": MANIFEST_FORMAT, "files": folder_files(folder)}) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest(folder: Path) -> set[str] | None:
+    """The files the manifest of ``folder`` lists, or None when it has none (or something else by that name)."""
+    path = folder / MANIFEST
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_MANIFEST_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or not isinstance(data.get("files"), list):
+        return None
+    return {f for f in data["files"] if isinstance(f, str)}
+
+
+def unlisted_files(folder: Path) -> list[str] | None:
+    """Files of ``folder`` its manifest does not list ([] when every one is listed), or None without a manifest."""
+    listed = read_manifest(folder)
+    if listed is None:
+        return None
+    return [f for f in folder_files(folder) if f not in listed]
+
+
+def unfinished_run_foreign(folder: Path, run_file: str) -> list[str] | None:
+    """For a training run that never completed (``run_file`` says running, failed or interrupted): the files in it
+    no trainer writes ([] when there are none). None when ``folder`` holds no such run."""
+    try:
+        info = json.loads((folder / run_file).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("status") not in UNFINISHED:
+        return None
+    return [f for f in folder_files(folder)
+            if not (_TRAINER_FILE.fullmatch(f) or _CHECKPOINT_FILE.fullmatch(f) or _LOG_FILE.fullmatch(f))]
+
+
+def _homes() -> set[Path]:
+    """Every account's home folder (the password database, where there is one) and ``$HOME``'s."""
+    homes = {Path.home().resolve()}
+    try:
+        import pwd
+
+        homes |= {Path(entry.pw_dir).resolve() for entry in pwd.getpwall() if entry.pw_dir}
+    except (ImportError, OSError):  # pragma: no cover - no password database (Windows)
+        pass
+    return homes
+
+
+def never_replaced(resolved: Path) -> str | None:
+    """What ``resolved`` is when rlft must never replace it (module doc), else None."""
+    cwd = Path.cwd().resolve()
+    if resolved == cwd:
+        return "the current folder"
+    if resolved in cwd.parents:
+        return "a parent of the current folder"
+    if resolved == Path(resolved.anchor) or resolved.parent == Path(resolved.anchor):
+        return "the root or a folder directly under it"
+    for home in _homes():
+        if resolved == home:
+            return "a home folder"
+        if resolved in home.parents:
+            return "a parent of a home folder"
+    return None
