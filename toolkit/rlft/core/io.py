@@ -103,9 +103,10 @@ def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
                                 hint=f"delete it yourself or choose another {option}; to replace it anyway, set "
                                      f"{REPLACE_FOREIGN_ENV}=1")
     if foreign:
-        raise OutputExistsError(f"{option} {out} holds files rlft did not write ({_shown(foreign)}), so --overwrite "
-                                "will not replace it", hint=f"move them out or choose another {option}; to replace "
-                                                            f"it anyway, set {REPLACE_FOREIGN_ENV}=1")
+        raise OutputExistsError(f"{option} {out} holds files that are not part of what rlft wrote there "
+                                f"({_shown(foreign)}), so --overwrite will not replace it",
+                                hint=f"move them out or choose another {option}; to replace it anyway, set "
+                                     f"{REPLACE_FOREIGN_ENV}=1")
 
 
 def _shown(names: list[str]) -> str:
