@@ -8,67 +8,22 @@ import typer
 
 from rlft.cli import data_minari, data_serialize
 from rlft.cli.common import command, finite
+from rlft.cli.options import config_command
 from rlft.core.errors import InvalidInputError
+from rlft.datasets.frozenlake_q.config import ExportQConfig
 
 app = typer.Typer(no_args_is_help=True)
 
-EXPORT_Q_ENVS = ("frozenlake",)
 IMPORT_FORMATS = ("rlft4rl",)
 
 
-@command(app, "export-q")
-def export_q(
-    env: str = typer.Argument(..., help="Environment: frozenlake."),
-    map: str = typer.Option("4x4", "--map", help="4x4, 8x8, a text file with one row of S/F/H/G per line, or "
-                                                 "randomNxN (a new map every episode, drawn into each prompt)."),
-    maps: int = typer.Option(100, help="--map randomNxN: rows from the maps of seeds 0..N-1."),
-    p: float = typer.Option(0.8, callback=finite, help="--map randomNxN: probability that a cell is ice."),
-    pool: bool = typer.Option(False, "--pool/--no-pool", help="--map randomNxN: the dataset's episodes (training, "
-                              "evaluation with its codec) meet only its --maps maps (seed s: map s mod N)."),
-    slippery: bool = typer.Option(True, "--slippery/--no-slippery", help="Slippery ice (gymnasium default)."),
-    gamma: float = typer.Option(0.99, callback=finite, help="Discount factor in (0, 1]."),
-    out: Path = typer.Option(..., "--out", help="Dataset folder to write (Hub layout)."),
-    csv: Path | None = typer.Option(None, "--csv", help="Also write the Gemma-experiment CSV here."),
-    episodes: int = typer.Option(1000, help="Episodes of the greedy policy run to measure its success rate."),
-    seed: int = typer.Option(0, min=0, help="Seed of the first measured episode (episode i uses seed + i)."),
-    prompt_style: str = typer.Option("chat", help="chat (system + user messages) or plain (one string)."),
-    wording: str = typer.Option("gemma", help="gemma (the Gemma GRPO experiment's prompt), compact (about half "
-                                              "the tokens: legend in one system line, the grid alone) or position "
-                                              "(the map in the system line, the position alone: for episodes)."),
-    completions: str = typer.Option("optimal", help="optimal (one row per state) or all (one row per state and "
-                                                    "action: format-only SFT, a task-naive start for GRPO)."),
-    think: bool = typer.Option(False, "--think/--no-think", help="Completions <think>REASON</think><answer>A</answer>, "
-                                                                  "the reason read from the state's Q-values."),
-    card_extra: Path | None = typer.Option(None, help="Markdown file of dataset-specific prose for the card."),
-    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
-) -> None:
-    """Exact Q*(s,a) of FrozenLake by value iteration, as a Hub-layout dataset with prompts and a card."""
+def _run_export_q(config, ctx) -> None:
+    from rlft.datasets.frozenlake_q.export import export_frozenlake_q
 
-    if env.lower() not in EXPORT_Q_ENVS:
-        raise InvalidInputError(f"export-q supports {', '.join(EXPORT_Q_ENVS)}, not {env!r}")
-    if episodes < 1:
-        raise InvalidInputError(f"--episodes must be at least 1, got {episodes}")
-    from rlft.datasets.frozenlake_q.export import ExportQConfig, export_frozenlake_q
-
-    config = ExportQConfig(
-        map=map,
-        maps=maps,
-        p=p,
-        pool=pool,
-        slippery=slippery,
-        gamma=gamma,
-        out=out,
-        csv=csv,
-        episodes=episodes,
-        seed=seed,
-        prompt_style=prompt_style,
-        wording=wording,
-        completions=completions,
-        think=think,
-        card_extra=card_extra,
-        overwrite=overwrite,
-    )
     export_frozenlake_q(config)
+
+
+config_command(app, "export-q", ExportQConfig, _run_export_q, doc=ExportQConfig.__doc__)
 
 
 # Commands defined in their own modules (each its own Typer group) join this one, in the order of --help.

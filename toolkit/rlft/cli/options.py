@@ -2,7 +2,8 @@
 
 TRL builds its scripts' CLI from its config dataclasses (``TrlParser``, i.e. transformers' ``HfArgumentParser``);
 rlft does the same for Typer. Each field becomes ``--field-name`` (plus the ``aliases`` in its metadata, as
-``HfArgumentParser`` reads them, and within its ``min``/``max``), its help is the field's ``help`` with the
+``HfArgumentParser`` reads them, and within its ``min``/``max``; a positional argument with ``argument``, one the
+command line must give with ``required``), its help is the field's ``help`` with the
 default appended, booleans get ``--x/--no-x``, lists are typed as comma lists. Every option defaults to "not
 given" (``None``), so the merge (:func:`rlft.train.configs.merge_config`: defaults < ``--config`` YAML < flags)
 can tell a typed value from the default. Adding a field to a stage config adds its flag, its YAML key and its
@@ -73,15 +74,20 @@ def field_parameters(cls, skip: tuple[str, ...] = ()) -> list[inspect.Parameter]
         aliases = list(f.metadata.get("aliases", ()))
         decls = [f"{flag}/--no-{flag[2:]}", *aliases] if tp is bool else [flag, *aliases]
         help_text = f.metadata.get("help", "")
-        default = _default_text(f)
+        default = None if f.metadata.get("required") else _default_text(f)
         if default is not None:
             help_text = f"{help_text} [{default}]"
         help_text = escape(help_text)  # the CLI renders rich markup: "[ppo]" would be read as a style tag
         bounds = {k: f.metadata[k] for k in ("min", "max") if k in f.metadata}  # click checks them when parsing
         if tp is float:
             bounds["callback"] = finite
+        given = ... if f.metadata.get("required") else None  # required: click asks for it, in its own words
+        if f.metadata.get("argument"):  # positional, as `rlft data export-q frozenlake`
+            default = typer.Argument(given, help=help_text, metavar=f.name, **bounds)
+        else:
+            default = typer.Option(given, *decls, help=help_text, **bounds)
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=tp | None,
-                                        default=typer.Option(None, *decls, help=help_text, **bounds)))
+                                        default=default))
     return params
 
 

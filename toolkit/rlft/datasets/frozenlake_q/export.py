@@ -15,6 +15,7 @@ from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir, check_output_file, staged_text
 from rlft.datasets.card import CardSpec, message_text, read_extra_markdown
 from rlft.datasets.folder import write_dataset_folder
+from rlft.datasets.frozenlake_q.config import EXPORT_Q_ENVS, ExportQConfig
 from rlft.datasets.frozenlake_q.records import COMPLETIONS, GLOSSARY, build_q_records, to_gemma_csv
 from rlft.datasets.frozenlake_q.solve import (
     QSolution,
@@ -27,26 +28,6 @@ from rlft.datasets.frozenlake_q.solve import (
 from rlft.envs.frozenlake import ENV_ID, RANDOM_LAKE_ID, LakeMap, load_map, random_rows
 
 RANDOM_MAPS = re.compile(r"random(\d+)x(\d+)")  # --map random4x4: a new map every episode (rlft.envs.random_lake)
-
-
-@dataclass
-class ExportQConfig:
-    map: str = "4x4"
-    maps: int = 100  # --map randomNxN: rows from the maps of seeds 0..maps-1
-    p: float = 0.8  # --map randomNxN: probability of ice in a random map (gymnasium's default)
-    pool: bool = False  # --map randomNxN: the codec's episodes meet only these maps (seed s: map s mod maps)
-    slippery: bool = True
-    gamma: float = 0.99
-    out: Path = Path("datasets/frozenlake-q")
-    csv: Path | None = None
-    episodes: int = 1000
-    seed: int = 0
-    prompt_style: str = "chat"
-    wording: str = "gemma"
-    completions: str = "optimal"
-    think: bool = False
-    card_extra: Path | None = None
-    overwrite: bool = False
 
 
 @dataclass
@@ -80,6 +61,10 @@ def _validate_random(config: ExportQConfig) -> None:
 
 def _validate(config: ExportQConfig) -> LakeMap:
     """Every check runs before anything is computed or written."""
+    if config.env.lower() not in EXPORT_Q_ENVS:
+        raise InvalidInputError(f"export-q supports {', '.join(EXPORT_Q_ENVS)}, not {config.env!r}")
+    if config.episodes < 1:
+        raise InvalidInputError(f"--episodes must be at least 1, got {config.episodes}")
     size = random_map_size(config.map)
     if size is not None:
         _validate_random(config)
