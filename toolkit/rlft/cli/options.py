@@ -67,7 +67,8 @@ def field_parameters(cls, skip: tuple[str, ...] = ()) -> list[inspect.Parameter]
     hints = typing.get_type_hints(cls)
     params = []
     for f in dataclasses.fields(cls):
-        if f.name in skip or typing.get_origin(hints[f.name]) is dict or hints[f.name] is dict:
+        if f.name in skip or not f.metadata.get("cli", True) or typing.get_origin(hints[f.name]) is dict \
+                or hints[f.name] is dict:
             continue
         tp = _base_type(hints[f.name])
         flag = "--" + f.name.replace("_", "-")

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -15,40 +14,10 @@ from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
 from rlft.datasets.card import read_extra_markdown
+from rlft.datasets.serialize_config import SerializeConfig
 from rlft.sources.minari_source import datasets_root
 
 FORMATS = ("raw", "discretized", "tokenized", "binned")
-
-
-@dataclass
-class SerializeConfig:
-    source: str
-    out: Path
-    format: str = "raw"
-    precision: int = 3
-    bins: int = 32
-    edges_from: str = "data"
-    tokens: int = 1000
-    prompt_style: str = "plain"
-    history: int = 0
-    turns: int = 0  # K > 1: each prompt is the episode so far as its last K turns (the episodic GRPO format)
-    return_to_go: bool = False
-    splits: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    seed: int = 0
-    drop_nonfinite: bool = False
-    max_episodes: int | None = None
-    chunk_steps: int = 100_000
-    in_memory_steps: int = 2_000_000
-    download: bool = False
-    card_extra: Path | None = None
-    plot: bool = False  # plots/returns.png: opt-in, matplotlib's import is most of a small dataset's run time
-    allow_large_observations: bool = False
-    overwrite: bool = False
-    system: str | None = None
-    separator: str = " "
-    prefill: bool = False
-    profile: str | None = None
-    extra_info: dict = field(default_factory=dict)
 
 
 def validate_config(config: SerializeConfig) -> None:
