@@ -22,6 +22,7 @@ import rlft
 from rlft.core.errors import InvalidInputError, OutputExistsError, require
 from rlft.core.seeding import seed_everything
 from rlft.envs.registry import action_space, check_env_id, make_env, reference_scores
+from rlft.sources.collect_config import CollectConfig
 from rlft.sources.experts import check_expert_spaces, load_expert
 from rlft.sources.minari_source import check_dataset_id, datasets_root, env_requirements, staged_dataset
 from rlft.sources.rollouts import EpisodeStats, episode_blocks, noisy_execution, policy_act, run_episodes
@@ -31,26 +32,6 @@ from rlft.sources.rollouts import EpisodeStats, episode_blocks, noisy_execution,
 DATA_FORMATS = ("hdf5", "arrow")
 # What a noisy collection records as the action: the one the env was stepped with, or the policy's own (DART).
 ACTION_LABELS = ("executed", "clean")
-
-
-@dataclass
-class CollectConfig:
-    """What ``rlft data collect`` needs. ``policy`` is an SB3 checkpoint path or ``"random"``."""
-
-    env_id: str
-    dataset_id: str
-    episodes: int
-    policy: str = "random"
-    num_envs: int = 1
-    seed: int = 0
-    noise: float = 0.0
-    stochastic: bool = False  # sample the policy's own action distribution (D4RL's way) instead of its mean
-    label_actions: str = "executed"
-    data_format: str = "hdf5"
-    overwrite: bool = False
-    max_episode_steps: int | None = None
-    author: str = "rlft"
-    description: str | None = None
 
 
 @dataclass
