@@ -24,6 +24,7 @@ from rlft.envs.registry import check_env_id, make_env, normalized_score, referen
 from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import check_spaces
 from rlft.sources.expert_algos import ALGOS, AUTO_ALGO, algo_class, auto_algo, check_algo_space
+from rlft.sources.expert_config import ExpertConfig
 from rlft.sources.hyperparams import load_hyperparams, tuned_algos
 from rlft.sources.replay import check_replay_request, write_replay
 from rlft.sources.rollouts import policy_act, run_episodes
@@ -31,26 +32,6 @@ from rlft.sources.rollouts import policy_act, run_episodes
 SB3_BUFFER_SIZE = 1_000_000  # SAC's, TQC's and DQN's default replay buffer size
 # Evaluation episodes use seeds far from the training seeds so the score is measured on unseen starts.
 EVAL_SEED_OFFSET = 1_000_000
-
-
-@dataclass
-class ExpertConfig:
-    """What ``rlft expert train`` needs; None means "from the hyperparameter file"."""
-
-    env_id: str
-    out: Path
-    algo: str = "ppo"
-    timesteps: int | None = None
-    seed: int = 0
-    num_envs: int | None = None
-    stop_at_return: float | None = None
-    eval_episodes: int = 10
-    eval_freq: int = 10_000
-    eval_freq_episodes: int = 5
-    hyperparams: Path | None = None
-    overwrite: bool = False
-    record_replay: str | None = None  # a Minari dataset id: the run's whole replay buffer (medium-replay data)
-    report_to: str = "none"  # none or tensorboard (FILE_tb/ beside the checkpoint)
 
 
 @dataclass
