@@ -6,44 +6,24 @@ from pathlib import Path
 
 import typer
 
-from rlft.cli.common import command, finite
+from rlft.cli.common import command
+from rlft.cli.options import config_command
 from rlft.core.console import console, records_table
+from rlft.models.tiny_config import ModelInitConfig
 
 app = typer.Typer(no_args_is_help=True)
 
 
-@command(app, "init")
-def init(
-    dataset: str = typer.Option(..., "--dataset", help="rlft dataset folder (or Hub id) to train the tokenizer on."),
-    out: Path = typer.Option(..., "--out", help="Model folder to write."),
-    layers: int = typer.Option(2, help="Transformer layers."),
-    hidden: int = typer.Option(64, help="Hidden size."),
-    heads: int = typer.Option(2, help="Attention heads (hidden must be a multiple; head size hidden/heads >= 32 "
-                              "for vLLM's CPU attention)."),
-    kv_heads: int | None = typer.Option(None, help="Key/value heads (default: heads)."),
-    intermediate: int | None = typer.Option(None, help="MLP size (default: 4 x hidden)."),
-    max_positions: int | None = typer.Option(None, help="Context length (default: fitted to the data)."),
-    max_rows: int = typer.Option(20_000, help="Dataset rows read to train the tokenizer."),
-    seed: int = typer.Option(0, min=0, help="Seed of the weight initialisation."),
-    init_std: float | None = typer.Option(None, callback=finite,
-                                          help="Std of the initial weights (default hidden ** -0.5)."),
-    bin_embeddings: str = typer.Option("random", help="binned datasets: random, or smooth (bin k's embedding "
-                                       "varies smoothly with k, so rare bins start like their neighbours)."),
-    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
-) -> None:
-    """A small causal LM (Llama architecture) with a word-level tokenizer trained on the dataset's text.
-
-    The tokenizer has pad/bos/eos (eos = the end-of-turn token <|im_end|>) and a ChatML chat template, so chat
-    datasets train as with SmolLM2; a `tokenized` codec's values 0..N-1 are one token each.
-    """
+def _run_init(config, ctx) -> None:
     from rlft.core.seeding import limit_threads
-    from rlft.models.tiny import ModelInitConfig, init_model
+    from rlft.models.tiny import init_model
 
     limit_threads()
-    init_model(ModelInitConfig(dataset=dataset, out=out, layers=layers, hidden=hidden, heads=heads,
-                               kv_heads=kv_heads, intermediate=intermediate, max_positions=max_positions,
-                               max_rows=max_rows, seed=seed, init_std=init_std,
-                               bin_embeddings=bin_embeddings.lower(), overwrite=overwrite))
+    config.bin_embeddings = config.bin_embeddings.lower()
+    init_model(config)
+
+
+config_command(app, "init", ModelInitConfig, _run_init, doc=ModelInitConfig.__doc__)
 
 
 @command(app, "fetch")

@@ -113,7 +113,7 @@ def config_command(app: typer.Typer, name: str, cls, run: Callable[[Any, typer.C
 
     extra = [inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None,
                                default=CONFIG_OPTION)] if section is not None else []
-    impl.__doc__ = doc
+    impl.__doc__ = inspect.cleandoc(doc)
     impl.__name__ = impl.__qualname__ = name.replace("-", "_")
     command(app, name, **({"context_settings": TRL_FLAGS} if trl_flags else {}))(
         with_field_options(impl, cls, extra, skip))

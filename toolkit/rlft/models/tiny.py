@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -14,28 +14,8 @@ from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, check_output_dir
 from rlft.datasets.dataset import RlftDataset
 from rlft.models.resolve import MODEL_INFO_FILENAME
+from rlft.models.tiny_config import ModelInitConfig
 from rlft.models.tokenizer import BIN_SEPARATORS, dataset_texts, longest_tokens, train_tokenizer, value_token_count
-
-
-@dataclass
-class ModelInitConfig:
-    """``rlft model init``: a from-scratch Llama-architecture model sized for CPU tests and demos."""
-
-    dataset: str
-    out: Path
-    layers: int = 2
-    hidden: int = 64
-    heads: int = 2  # head size 32 at hidden 64: vLLM's CPU attention needs 32, 64, 80 or more
-    kv_heads: int | None = None
-    intermediate: int | None = None  # default 4 * hidden
-    max_positions: int | None = None  # default: fitted to the longest example (x2, at least 256)
-    init_std: float | None = None  # default hidden ** -0.5 (see build_tiny_model)
-    bin_embeddings: str = "random"  # binned codecs: random, or smooth (see smooth_bin_embeddings)
-    max_rows: int = 20_000  # rows read to train the tokenizer
-    seed: int = 0
-    overwrite: bool = False
-
-
 
 BIN_EMBEDDINGS = ("random", "smooth")
 # Correlation length of smooth bin embeddings, as a fraction of the bin range: bins 1/32 of the range apart start

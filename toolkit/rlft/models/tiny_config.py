@@ -1,0 +1,40 @@
+"""What ``rlft model init`` takes: :class:`ModelInitConfig`, whose fields are the command's options
+(``rlft.cli.options`` generates them: a setting is declared once, here). A light module: the CLI imports it to
+build its options without loading torch or transformers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _opt(default, help_text: str, **more):
+    return field(default=default, metadata={"help": help_text, **more})
+
+
+@dataclass(kw_only=True)
+class ModelInitConfig:
+    """A small causal LM (Llama architecture) with a word-level tokenizer trained on the dataset's text.
+
+    The tokenizer has pad/bos/eos (eos = the end-of-turn token <|im_end|>) and a ChatML chat template, so chat
+    datasets train as with SmolLM2; a `tokenized` codec's values 0..N-1 are one token each.
+    """
+
+    dataset: str = field(metadata={"help": "rlft dataset folder (or Hub id) to train the tokenizer on.",
+                                   "required": True})
+    out: Path = field(metadata={"help": "Model folder to write.", "required": True})
+    layers: int = _opt(2, "Transformer layers.")
+    hidden: int = _opt(64, "Hidden size.")
+    # head size 32 at hidden 64: vLLM's CPU attention needs 32, 64, 80 or more
+    heads: int = _opt(2, "Attention heads (hidden must be a multiple; head size hidden/heads >= 32 for vLLM's CPU "
+                         "attention).")
+    kv_heads: int | None = _opt(None, "Key/value heads (default: heads).")
+    intermediate: int | None = _opt(None, "MLP size (default: 4 x hidden).")
+    max_positions: int | None = _opt(None, "Context length (default: fitted to the data: the longest example x2, "
+                                           "at least 256).")
+    max_rows: int = _opt(20_000, "Dataset rows read to train the tokenizer.")
+    seed: int = _opt(0, "Seed of the weight initialisation.", min=0)
+    init_std: float | None = _opt(None, "Std of the initial weights (default hidden ** -0.5).")
+    bin_embeddings: str = _opt("random", "binned datasets: random, or smooth (bin k's embedding varies smoothly "
+                                         "with k, so rare bins start like their neighbours).")
+    overwrite: bool = _opt(False, "Replace a non-empty --out (atomically).")
