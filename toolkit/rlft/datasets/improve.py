@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -37,48 +37,10 @@ from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, check_output_dir
 from rlft.core.seeding import limit_threads
 from rlft.datasets.dataset import RlftDataset
+from rlft.datasets.improve_config import ImproveConfig
 from rlft.datasets.layout import CARD_FILENAME, DATA_DIR, INFO_FILENAME, shard_path
 from rlft.envs.state import perturbation_values
 from rlft.sources.experts import load_expert
-
-WEIGHTINGS = ("soft", "best")
-
-
-@dataclass
-class ImproveConfig:
-    """``rlft data improve`` settings."""
-
-    dataset: Path
-    expert: Path
-    out: Path
-    rows: int = 20_000
-    split: str = "train"
-    horizon: int = 20
-    candidates: int = 8
-    noise: float = 0.1
-    gamma: float = 0.99
-    weighting: str = "soft"
-    mirrored: bool = False
-    step: float = 1.0
-    consistency_rows: int = 200
-    seed: int = 0
-    overwrite: bool = False
-
-    def check(self) -> None:
-        if self.weighting not in WEIGHTINGS:
-            raise InvalidInputError(f"--weighting must be one of {', '.join(WEIGHTINGS)}, got {self.weighting!r}")
-        if self.rows < 1 or self.horizon < 1 or self.candidates < 2:
-            raise InvalidInputError(f"need rows >= 1, horizon >= 1 and candidates >= 2; got {self.rows}, "
-                                    f"{self.horizon}, {self.candidates}")
-        if not (np.isfinite(self.noise) and self.noise > 0 and 0 < self.gamma <= 1):
-            raise InvalidInputError(f"need noise > 0 and gamma in (0, 1]; got {self.noise}, {self.gamma}")
-        if self.mirrored and self.candidates % 2 == 0:
-            raise InvalidInputError(f"--mirrored draws perturbations in opposite pairs beside the recorded action: "
-                                    f"--candidates must be odd, got {self.candidates}", hint="e.g. --candidates 9")
-        if not (np.isfinite(self.step) and self.step > 0):
-            raise InvalidInputError(f"--step must be a positive number, got {self.step}")
-        if self.consistency_rows < 0:
-            raise InvalidInputError(f"--consistency-rows must be >= 0, got {self.consistency_rows}")
 
 
 def improved_action(values: np.ndarray, candidates: np.ndarray, weighting: str = "soft") -> np.ndarray:

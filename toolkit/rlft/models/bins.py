@@ -22,7 +22,7 @@ The new embeddings start either
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,23 +30,12 @@ from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, check_output_dir
 from rlft.datasets.dataset import RlftDataset
+from rlft.models.fetch_config import AddBinsConfig
 from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
 from rlft.models.tiny import smooth_bin_embeddings
 from rlft.models.tokenizer import BIN_SEPARATORS, value_token_count
 
 BIN_INITS = ("subwords", "smooth")
-
-
-@dataclass
-class AddBinsConfig:
-    """``rlft model add-bins``: MODEL with one token per bin index of DATASET's binned codec, saved at OUT."""
-
-    model: str
-    dataset: str
-    out: Path
-    init: str = "subwords"
-    seed: int = 0
-    overwrite: bool = False
 
 
 def bin_pieces(codec) -> list[str]:

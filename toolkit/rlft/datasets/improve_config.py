@@ -1,0 +1,61 @@
+"""What ``rlft data improve`` takes: :class:`ImproveConfig`, whose fields are the command's argument and options
+(``rlft.cli.options`` generates them: a setting is declared once, here), and its checks. A light module: the CLI
+imports it without loading the environments or SB3."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlft.core.errors import InvalidInputError
+
+WEIGHTINGS = ("soft", "best")
+
+
+def _opt(default, help_text: str, **more):
+    return field(default=default, metadata={"help": help_text, **more})
+
+
+@dataclass(kw_only=True)
+class ImproveConfig:
+    """Q-improved labels: each recorded action moved toward the best of its perturbations under the expert's k-step
+    Q, played in the real environment (one step of policy improvement for an imitator to learn)."""
+
+    dataset: Path = field(metadata={"help": "rlft dataset folder with continuous (Box) actions.", "argument": True,
+                                    "required": True})
+    expert: Path = field(metadata={"help": "SB3 checkpoint (.zip) of the data's expert: it continues after each "
+                                           "candidate action (its k-step Q).", "required": True})
+    out: Path = field(metadata={"help": "Dataset folder to write (the source's layout and codec).",
+                                "required": True})
+    rows: int = _opt(20_000, "First rows of --split to relabel (and keep).", min=1)
+    split: str = _opt("train", "Split to relabel; the others are copied unchanged.")
+    horizon: int = _opt(20, "Steps each candidate is scored over (the first is its own).", min=1)
+    candidates: int = _opt(8, "Candidates per row: the recorded action and perturbations.", min=2)
+    noise: float = _opt(0.1, "Perturbation std, as a fraction of each dimension's half-range.")
+    gamma: float = _opt(0.99, "Discount over the horizon.")
+    weighting: str = _opt("soft", "soft (candidates weighted by softmax of standardized Q) or best.")
+    mirrored: bool = _opt(False, "Draw perturbations in opposite pairs (odd --candidates): the soft label moves only "
+                                 "by what the values say.")
+    step: float = _opt(1.0, "Move each label this many times the way from the recorded to the improved action "
+                            "(> 1 extrapolates).")
+    consistency_rows: int = _opt(200, "Rows relabelled a second time, independently, to measure the learnable "
+                                      "share of the label change (0: skip).", min=0)
+    seed: int = _opt(0, "Seeds the perturbations.", min=0)
+    overwrite: bool = _opt(False, "Replace a non-empty --out (atomically).")
+
+    def check(self) -> None:
+        if self.weighting not in WEIGHTINGS:
+            raise InvalidInputError(f"--weighting must be one of {', '.join(WEIGHTINGS)}, got {self.weighting!r}")
+        if self.rows < 1 or self.horizon < 1 or self.candidates < 2:
+            raise InvalidInputError(f"need rows >= 1, horizon >= 1 and candidates >= 2; got {self.rows}, "
+                                    f"{self.horizon}, {self.candidates}")
+        if not (math.isfinite(self.noise) and self.noise > 0 and 0 < self.gamma <= 1):
+            raise InvalidInputError(f"need noise > 0 and gamma in (0, 1]; got {self.noise}, {self.gamma}")
+        if self.mirrored and self.candidates % 2 == 0:
+            raise InvalidInputError(f"--mirrored draws perturbations in opposite pairs beside the recorded action: "
+                                    f"--candidates must be odd, got {self.candidates}", hint="e.g. --candidates 9")
+        if not (math.isfinite(self.step) and self.step > 0):
+            raise InvalidInputError(f"--step must be a positive number, got {self.step}")
+        if self.consistency_rows < 0:
+            raise InvalidInputError(f"--consistency-rows must be >= 0, got {self.consistency_rows}")
