@@ -247,3 +247,83 @@ def test_home_folders_and_top_level_folders_are_never_replaced_whatever_home_say
     assert never_replaced(deep_home) == "a home folder"
     assert never_replaced(deep_home.parent) == "a parent of a home folder"
     assert never_replaced(deep_home / "runs") is None
+
+
+def test_an_unfinished_run_with_a_users_notes_or_weights_is_not_replaced(tmp_path):
+    """Only the names a trainer writes count as a run's: a user's README, results or weights beside a failed run
+    keep it (the model card TRL writes is told apart by its front matter)."""
+    import json
+
+    from rlft.core.errors import OutputExistsError
+    from rlft.core.io import refuse_foreign
+
+    run = tmp_path / "uf"
+    run.mkdir()
+    (run / "rlft_run.json").write_text(json.dumps({"status": "failed"}))
+    for name, text in (("README.md", "my notes"), ("results_2024.json", "{}"), ("my_weights.pt", "w")):
+        (run / name).write_text(text)
+        with pytest.raises(OutputExistsError, match=name.replace(".", r"\.")):
+            refuse_foreign(run)
+        (run / name).unlink()
+    (run / "README.md").write_text("---\nlibrary_name: transformers\ntags:\n- trl\n---\n# model card\n")
+    refuse_foreign(run)
+
+
+def test_eval_never_replaces_a_users_folder_or_plot_beside_its_report(cli, tmp_path):
+    import json
+
+    u = tmp_path / "u"
+    (u / "thesis_tb" / "ch1").mkdir(parents=True)
+    (u / "thesis_tb" / "ch1" / "draft.tex").write_text("d")
+    (u / "thesis.png").write_bytes(b"my figure")
+    args = ("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--quiet", "--out",
+            u / "thesis.json")
+    result = cli(*args)
+    assert result.exit_code == 2 and "thesis.png" in result.output
+    result = cli(*args, "--overwrite")
+    assert result.exit_code == 2 and "ch1/draft.tex" in " ".join(result.output.split())
+    assert (u / "thesis_tb" / "ch1" / "draft.tex").read_text() == "d" and (u / "thesis.png").read_bytes() == b"my figure"
+    out = tmp_path / "r" / "report.json"
+    assert cli(*args[:-1], out).exit_code == 0
+    assert cli(*args[:-1], out, "--overwrite").exit_code == 0  # its own plot and event files: replaced
+    assert json.loads(out.read_text())["episodes"] == 1
+
+
+def test_a_killed_replacement_is_finished_not_reverted(tmp_path, monkeypatch):
+    """atomic_output_dir's old content waits aside only while the new folder is renamed in: a kill after that
+    leaves the new folder, whose leftover aside the next command deletes; a kill between the renames (nothing at
+    --out) puts the old one back."""
+    from rlft.core.io import REPLACED, check_output_dir
+    from rlft.core.manifest import write_manifest
+
+    out = tmp_path / "ds"
+    out.mkdir()
+    (out / "new.txt").write_text("new")
+    write_manifest(out)
+    aside = tmp_path / f".ds{REPLACED}x"
+    (aside / "content").mkdir(parents=True)
+    (aside / "content" / "old.txt").write_text("old, half deleted")
+    check_output_dir(out, overwrite=True)
+    assert (out / "new.txt").read_text() == "new" and not aside.exists()
+    gone = tmp_path / "gone"
+    (tmp_path / f".gone{REPLACED}y" / "content").mkdir(parents=True)
+    (tmp_path / f".gone{REPLACED}y" / "content" / "old.txt").write_text("old")
+    write_manifest(tmp_path / f".gone{REPLACED}y" / "content")
+    check_output_dir(gone, overwrite=True)
+    assert (gone / "old.txt").read_text() == "old"
+
+
+def test_a_quoted_tilde_is_judged_as_the_folder_it_names(cli, tmp_path, monkeypatch):
+    """``--out '~/x'`` (the shell did not expand it) writes ./~/x: that folder, not $HOME/x, is what --overwrite
+    must judge."""
+    home = tmp_path / "home"
+    (home / "x").mkdir(parents=True)
+    work = tmp_path / "work"
+    (work / "~" / "x").mkdir(parents=True)
+    (work / "~" / "x" / "thesis.txt").write_text("t")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    assert cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", home / "x", "--overwrite",
+               ).exit_code in (0, 2)
+    result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", "~/x", "--overwrite")
+    assert result.exit_code == 2 and (work / "~" / "x" / "thesis.txt").read_text() == "t"

@@ -84,7 +84,7 @@ def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
     under it, the current folder, a home folder or a parent of one; a non-empty folder only when its manifest lists
     every file in it, or it is a training run that never completed holding only its trainer's files. Anything else
     needs ``RLFT_REPLACE_FOREIGN=1``."""
-    path = Path(out).expanduser().absolute()
+    path = Path(out).absolute()  # as written: the writers do not expand "~" either (a quoted ~ is a folder named ~)
     what = never_replaced(path.resolve())
     if what is not None:
         raise OutputExistsError(f"{option} {out} is {what}: rlft never replaces it",
@@ -113,6 +113,23 @@ def _shown(names: list[str]) -> str:
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
+REPLACED = ".replaced-"  # atomic_output_dir's aside for the old content while the new one is renamed in
+
+
+def recover_replaced(out: str | os.PathLike) -> None:
+    """Old content :func:`atomic_output_dir` moved aside and a kill kept it from deleting: put back when nothing is
+    at ``out`` (killed between its two renames), else deleted (the new content was complete and in place)."""
+    out = Path(out).absolute()
+    if not out.parent.is_dir():
+        return
+    for aside in sorted(out.parent.glob(f".{out.name}{REPLACED}*")):
+        if (aside / "content").is_dir() and not (out.exists() or out.is_symlink()):
+            os.replace(aside / "content", out)
+            err_console.print(f"[yellow]Note:[/] a replacement of {out} was killed between its two renames: the "
+                              "previous content is back", highlight=False, soft_wrap=True)
+        shutil.rmtree(aside, ignore_errors=True)
+
+
 def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--out", inputs: Inputs = ()) -> Path:
     """Refuse an ``out`` that is, contains or lies inside an input (:func:`refuse_overlap`), that exists and is not an
     empty folder (unless ``overwrite``, and then only a folder rlft wrote: :func:`refuse_foreign`), or that cannot be
@@ -120,6 +137,7 @@ def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--o
     refuse_overlap(out, inputs, option)
     claim_output(out, option)
     recover_set_aside(out)
+    recover_replaced(out)
     out = Path(out)
     if out.exists():
         if not out.is_dir():
@@ -190,8 +208,8 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
         swapped = False
         try:
             with signals_held():  # Ctrl-C between the two renames would leave no folder at ``out``
-                if out.exists():
-                    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+                if out.exists():  # not ".old-": recover_set_aside would bring a replaced folder back
+                    old = Path(tempfile.mkdtemp(prefix=f".{out.name}{REPLACED}", dir=out.parent))
                     os.replace(out, old / "content")
                     try:
                         os.replace(tmp, out)

@@ -20,10 +20,17 @@ MANIFEST = ".rlft_manifest.json"
 MANIFEST_FORMAT = "rlft-manifest-v1"
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # a manifest larger than this is not one rlft wrote
 UNFINISHED = ("running", "failed", "interrupted")
-# what a trainer writes into a run before it completes: run files and weights at the top, checkpoints, event logs
-_TRAINER_FILE = re.compile(r"[^/]+\.(json|safetensors|pt|pth|bin|jinja|model)|README\.md|merges\.txt|vocab\.txt")
-_CHECKPOINT_FILE = re.compile(r"checkpoints/checkpoint-\d+/(" + _TRAINER_FILE.pattern + ")")
-_LOG_FILE = re.compile(r"logs/(.+/)?events\.out\.tfevents\.[^/]+")
+# what a trainer writes into a run before it completes: rlft's run files, the model, tokenizer and adapter files
+# transformers/PEFT save, and per checkpoint its optimizer, scheduler, RNG and trainer states; event logs under logs/
+_MODEL_FILES = (r"config\.json|generation_config\.json|model(-\d+-of-\d+)?\.safetensors|model\.safetensors\.index\.json"
+                r"|adapter_config\.json|adapter_model\.safetensors|tokenizer\.json|tokenizer_config\.json"
+                r"|special_tokens_map\.json|chat_template\.jinja|added_tokens\.json|vocab\.json|merges\.txt"
+                r"|tokenizer\.model|training_args\.bin")
+_RUN_FILE = re.compile(r"rlft_run\.json|rlft_codec\.json|summary\.json|" + _MODEL_FILES)
+_CHECKPOINT_FILE = re.compile(r"checkpoints/checkpoint-\d+/(" + _MODEL_FILES
+                              + r"|optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|trainer_state\.json"
+                                r"|README\.md)")
+_LOG_FILE = re.compile(r"(logs|checkpoints/runs)/(.+/)?events\.out\.tfevents\.[^/]+")
 
 
 def folder_files(folder: Path) -> list[str]:
@@ -82,8 +89,21 @@ def unfinished_run_foreign(folder: Path, run_file: str) -> list[str] | None:
         return None
     if not isinstance(info, dict) or info.get("status") not in UNFINISHED:
         return None
-    return [f for f in folder_files(folder)
-            if not (_TRAINER_FILE.fullmatch(f) or _CHECKPOINT_FILE.fullmatch(f) or _LOG_FILE.fullmatch(f))]
+    return [f for f in folder_files(folder) if not (_RUN_FILE.fullmatch(f) or _CHECKPOINT_FILE.fullmatch(f)
+                                                     or _LOG_FILE.fullmatch(f) or _model_card(folder, f))]
+
+
+def _model_card(folder: Path, name: str) -> bool:
+    """The model card TRL writes when it saves (at the run's top, and in checkpoints/, the trainer's output folder):
+    a README.md whose front matter names TRL."""
+    if name not in ("README.md", "checkpoints/README.md"):
+        return False
+    try:
+        with open(folder / name, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return head.startswith("---") and "trl" in head.split("---")[1].lower() if head.count("---") >= 2 else False
 
 
 def _homes() -> set[Path]:

@@ -195,6 +195,34 @@ def side_paths(out: Path) -> dict[str, Path]:
     return {"json": out, "png": out.with_suffix(".png"), "tensorboard": out.with_name(out.stem + "_tb")}
 
 
+def check_side_files(out: Path, overwrite: bool) -> None:
+    """Before an evaluation runs: ``REPORT.png`` and ``REPORT_tb/`` are replaced only with ``--overwrite``, the plot
+    only when it is a file, the log folder only when it holds TensorBoard event files alone (what an earlier report
+    wrote there); anything else of the user's there is refused by name, with nothing run or written."""
+    from rlft.core.errors import OutputExistsError
+
+    paths = side_paths(Path(out))
+    for kind in ("png", "tensorboard"):
+        path = paths[kind]
+        if not (path.exists() or path.is_symlink()):
+            continue
+        if not overwrite:
+            raise OutputExistsError(f"{path} (written beside --out {out}) already exists",
+                                    hint="pass --overwrite to replace it, or choose another --out")
+        wrong = path.is_symlink() or not (path.is_file() if kind == "png" else path.is_dir())
+        if wrong:
+            what = "plot file" if kind == "png" else "log folder"
+            raise OutputExistsError(f"{path} (written beside --out {out}) is not a {what} an earlier report wrote",
+                                    hint="move it or choose another --out")
+        if kind == "tensorboard":
+            foreign = sorted(str(f.relative_to(path)) for f in path.rglob("*")
+                             if not f.is_dir() and not f.name.startswith("events.out.tfevents."))
+            if foreign:
+                raise OutputExistsError(f"{path} (the log folder beside --out {out}) holds files an evaluation does "
+                                        f"not write ({', '.join(foreign[:5])}), so it is not replaced",
+                                        hint="move them or choose another --out")
+
+
 def write_report(report: dict[str, Any], out: Path) -> dict[str, str]:
     """JSON (atomic), PNG and TensorBoard next to it; returns their paths (also stored in the JSON)."""
     paths = side_paths(Path(out))

@@ -15,7 +15,7 @@ from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import VideoSlots, check_video, make_env_fns
 from rlft.evaluate.actions import held_out_rows, policy_action_error
 from rlft.evaluate.config import EvalConfig, parse_policy_spec
-from rlft.evaluate.report import build_report, print_report, write_report
+from rlft.evaluate.report import build_report, check_side_files, print_report, write_report
 from rlft.evaluate.setup import build_setup
 from rlft.models.offline import check_critic, load_critic
 from rlft.policy.bins import BIN_DECODINGS
@@ -152,6 +152,7 @@ def _check_config(config: EvalConfig) -> None:
         inputs += [(f"{name}'s metadata", str(Path(p).with_suffix(".json"))) for name, p in inputs
                    if p and str(p).endswith(".zip")]
         check_output_file(out, config.overwrite, inputs=inputs)
+        check_side_files(out, config.overwrite)
 
 
 def _load_expert_model(config: EvalConfig):
