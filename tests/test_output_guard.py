@@ -282,7 +282,8 @@ def test_eval_never_replaces_a_users_folder_or_plot_beside_its_report(cli, tmp_p
     assert result.exit_code == 2 and "thesis.png" in result.output
     result = cli(*args, "--overwrite")
     assert result.exit_code == 2 and "ch1/draft.tex" in " ".join(result.output.split())
-    assert (u / "thesis_tb" / "ch1" / "draft.tex").read_text() == "d" and (u / "thesis.png").read_bytes() == b"my figure"
+    assert (u / "thesis_tb" / "ch1" / "draft.tex").read_text() == "d"
+    assert (u / "thesis.png").read_bytes() == b"my figure"
     out = tmp_path / "r" / "report.json"
     assert cli(*args[:-1], out).exit_code == 0
     assert cli(*args[:-1], out, "--overwrite").exit_code == 0  # its own plot and event files: replaced
