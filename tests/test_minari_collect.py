@@ -180,12 +180,13 @@ def test_existing_id_refused_and_replaced_only_on_success(cli, monkeypatch):
         raise RuntimeError("simulated crash mid-collection")
 
     config = CollectConfig(env_id="CartPole-v1", dataset_id="cartpole/keep-v0", episodes=4, overwrite=True)
+    real = collect_mod.run_episodes
     monkeypatch.setattr(collect_mod, "run_episodes", broken)
     with pytest.raises(RuntimeError, match="simulated"):
         collect_to_minari(config)
     assert minari.load_dataset("cartpole/keep-v0").total_episodes == 2
     assert list(minari.list_local_datasets()) == ["cartpole/keep-v0"]  # no temporary leftovers listed
-    monkeypatch.undo()
+    monkeypatch.setattr(collect_mod, "run_episodes", real)  # not undo(): that would drop the isolated data path
 
     _collect(cli, "--env", "CartPole-v1", "--episodes", "4", "--dataset-id", "cartpole/keep-v0", "--overwrite")
     assert minari.load_dataset("cartpole/keep-v0").total_episodes == 4
@@ -343,3 +344,19 @@ def test_combine_keeps_every_episode_and_the_reference_scores(cli):
     assert not (minari_source.datasets_root() / "cartpole" / "ac-v0").exists()
     result = cli("data", "combine", "cartpole/a-v0", "cartpole/b-v0", "--dataset-id", "cartpole/ab-v0")
     assert result.exit_code == 2 and "already exists" in result.output
+
+
+def test_overwrite_keeps_a_minari_folder_holding_a_users_file(cli, tmp_path):
+    """A Minari dataset rlft collected lists its files; a file a user put in it keeps the dataset on --overwrite."""
+    from rlft.sources.minari_source import datasets_root
+
+    _collect(cli, "--env", "CartPole-v1", "--episodes", "2", "--dataset-id", "cartpole/notes-v0")
+    folder = datasets_root() / "cartpole/notes-v0"
+    assert (folder / ".rlft_manifest.json").is_file()
+    _collect(cli, "--env", "CartPole-v1", "--episodes", "3", "--dataset-id", "cartpole/notes-v0", "--overwrite")
+    (folder / "notes.txt").write_text("mine")
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "4", "--dataset-id", "cartpole/notes-v0",
+                 "--overwrite")
+    assert result.exit_code == 2 and "notes.txt" in result.output
+    assert (folder / "notes.txt").read_text() == "mine"
+    assert minari.load_dataset("cartpole/notes-v0").total_episodes == 3

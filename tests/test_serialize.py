@@ -212,6 +212,7 @@ def test_bad_options_and_existing_output(cli, tmp_path, cartpole, monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("a bad option must be refused before the source is read")
 
+    real = source.load_minari
     monkeypatch.setattr(source, "load_minari", never)
     for args, message in [(["--format", "json"], "--format"), (["--splits", "0.5,0.5"], "three"),
                           (["--splits", "0.9,0.2,0.1"], "sum"), (["--bins", "0"], "--bins must be at least 2"),
@@ -222,7 +223,7 @@ def test_bad_options_and_existing_output(cli, tmp_path, cartpole, monkeypatch):
         result = cli("data", "serialize", "cartpole/random-v0", "--out", tmp_path / "x", *args)
         assert result.exit_code == 2 and message in result.output, (args, result.output)
         assert not (tmp_path / "x").exists()
-    monkeypatch.undo()
+    monkeypatch.setattr(source, "load_minari", real)  # not undo(): that would drop the isolated data path
     out = tmp_path / "taken"
     out.mkdir()
     (out / "f").write_text("keep")

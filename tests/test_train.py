@@ -370,6 +370,7 @@ def test_an_interrupted_overwrite_gives_the_old_run_back(cli, tmp_path, lake, ti
         assert not (old / "model.safetensors").exists()  # the new run is under way in an emptied folder
         raise KeyboardInterrupt
 
+    real = trl.SFTTrainer.train
     monkeypatch.setattr(trl.SFTTrainer, "train", interrupted)
     result = cli("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", old, "--overwrite",
                  "--max-steps", "2", "--no-lora")
@@ -377,7 +378,7 @@ def test_an_interrupted_overwrite_gives_the_old_run_back(cli, tmp_path, lake, ti
     assert (old / "model.safetensors").read_bytes() == b"the old weights"
     assert json.loads((old / "rlft_run.json").read_text())["status"] == "complete"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing set aside is left behind
-    monkeypatch.undo()
+    monkeypatch.setattr(trl.SFTTrainer, "train", real)  # not undo(): that would drop the isolated data path
     result = cli("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", old, "--overwrite",
                  "--max-steps", "2", "--no-lora")
     assert result.exit_code == 0, result.output

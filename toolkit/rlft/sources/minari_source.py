@@ -19,6 +19,8 @@ import numpy as np
 
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OfflineError, require
+from rlft.core.io import refuse_foreign
+from rlft.core.manifest import write_manifest
 from rlft.core.net import check_reachable, host_port, hub_endpoint, hub_offline
 
 CONNECT_TIMEOUT_S = 3.0
@@ -73,6 +75,8 @@ def staged_dataset(dataset_id: str) -> Iterator[Path]:
     move it into place when the block ends without an error; an existing dataset of that id is replaced only
     then. Yields the final dataset folder's path (it exists once the block has ended)."""
     root = datasets_root()
+    if (root / dataset_id).exists():  # replaced at the end: only a dataset rlft wrote, every file of it listed
+        refuse_foreign(root / dataset_id, "--dataset-id")
     root.mkdir(parents=True, exist_ok=True)
     stale = sorted(p.name for p in root.glob(STAGING_PREFIX + "*"))
     if stale:  # named, not deleted: another writer may be running into the same root
@@ -97,6 +101,7 @@ def _move_into_place(tmp_root: Path, root: Path, dataset_id: str) -> Path:
     if namespace is not None and namespace not in list_local_namespaces():
         create_namespace(namespace)
     new, final = tmp_root / dataset_id, root / dataset_id
+    write_manifest(new)  # last: what rlft wrote, so a later --overwrite replaces nothing else
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
         trash = tmp_root / ".old"
