@@ -27,6 +27,22 @@ def test_redaction_rules():
         f"http://me:{MASK}@host:8000/v1?api_key={MASK}&x=1"
     assert redact({"a": [{"hub_token": TOKEN}], "url": f"https://u:{TOKEN}@h"}) == {"a": [{"hub_token": MASK}],
                                                                                    "url": f"https://u:{MASK}@h"}
+    # a password holding "/" or "@" as typed, and a token given as the user name (git's way)
+    for url in (f"http://u:p@{TOKEN}@127.0.0.1:9/v1", f"http://user:{TOKEN}/z@h/v1", f"https://{TOKEN}@host/x",
+                f"https://u:x/{TOKEN}@host"):
+        assert TOKEN not in redact_text(url) and redact_text(url).endswith(url.rsplit("@", 1)[1])
+    assert redact_text("http://127.0.0.1:8000/v1 and s3://bucket/key") == "http://127.0.0.1:8000/v1 and s3://bucket/key"
+
+
+@pytest.mark.slow
+def test_a_url_in_the_run_name_reaches_no_file_of_the_run(cli, lake, tmp_path):
+    """--run-name (a TRL text setting) lands in training_args.bin and the event logs: its URL secret is masked."""
+    data, model = lake
+    run = tmp_path / "run"
+    result = cli("train", "sft", "--dataset", data, "--model", model, "--out", run, "--no-lora", "--max-steps", "2",
+                 "--save-steps", "1", "--report-to", "tensorboard", "--run-name", f"https://u:{TOKEN}@host/x")
+    assert result.exit_code == 0, result.output
+    assert _files_holding(run, TOKEN) == [] and TOKEN not in result.output
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,9 @@ MASK = "***"
 # by name: a token of a service (never a tokenizer's pad_token or max_new_tokens), keys, passwords and the like
 _SECRET_NAME = re.compile(r"^(?:token|(?:.*_)?(?:hub|hf|api|access|auth|bearer|github|wandb|openai|push_to_hub)_token)$"
                           r"|api_?key|passw(?:or)?d|secret|credential|authorization")
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<secret>[^@/\s]+)@")
+# the userinfo of a URL runs to the last "@" before the next space: a password may hold "/" or "@" as typed; with no
+# ":" the whole userinfo is the secret (https://TOKEN@host, git's way)
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>\S*)@")
 _QUERY_SECRET = re.compile(r"(?P<key>[?&][^=&#\s]*(token|key|password|secret)[^=&#\s]*=)(?P<value>[^&#\s]+)",
                            re.IGNORECASE)
 
@@ -24,9 +26,14 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(str(name).lstrip("-").lower().replace("-", "_")))
 
 
+def _masked_userinfo(match: re.Match) -> str:
+    user, colon, _ = match["userinfo"].partition(":")
+    return f"{match['scheme']}{user}:{MASK}@" if colon and "/" not in user else f"{match['scheme']}{MASK}@"
+
+
 def redact_text(text: str) -> str:
     """``text`` with URL passwords and secret query values masked (``https://u:***@host``, ``?token=***``)."""
-    text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", str(text))
+    text = _URL_USERINFO.sub(_masked_userinfo, str(text))
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)
 
 

@@ -297,13 +297,16 @@ def trl_overrides(config: StageConfig, args: dict[str, Any]) -> dict[str, Any]:
     checkpoint (``training_args.bin``): it goes to the process's ``HF_TOKEN``, where huggingface_hub reads it."""
     import os
 
-    from rlft.core.secrets import is_secret_name
+    from rlft.core.secrets import is_secret_name, redact_text
 
     given = dict(config.trl)
     for key in [k for k in given if is_secret_name(k)]:
         value = given.pop(key)
         if value and key in ("hub_token", "push_to_hub_token"):
             os.environ.setdefault("HF_TOKEN", str(value))
+    # any other text setting (a --run-name that is a URL with a password) reaches training_args.bin and the event
+    # logs as given: its secrets are masked before TRL sees it
+    given = {k: redact_text(v) if isinstance(v, str) else v for k, v in given.items()}
     if isinstance(given.get("report_to"), str) and "," in given["report_to"]:  # --report-to wandb,trackio
         given["report_to"] = [name.strip() for name in given["report_to"].split(",") if name.strip()]
     config.trl = given
