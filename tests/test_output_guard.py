@@ -328,3 +328,22 @@ def test_a_quoted_tilde_is_judged_as_the_folder_it_names(cli, tmp_path, monkeypa
                ).exit_code in (0, 2)
     result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", "~/x", "--overwrite")
     assert result.exit_code == 2 and (work / "~" / "x" / "thesis.txt").read_text() == "t"
+
+
+def test_hostile_sizes_and_nesting_are_one_line(cli, tmp_path):
+    """Sizes a user passes are bounded before work, and a file nested past Python's recursion limit is one line."""
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    (deep / "rlft_codec.json").write_text("[" * 100_000)
+    cases = [
+        (["eval", "--policy", "random", "--codec", deep, "--episodes", "1"], "nested too deeply"),
+        (["eval", "--policy", "random", "--env", "CartPole-v1", "--seed", str(2**40)], "2147483647"),
+        (["data", "export-q", "frozenlake", "--map", "random100000x100000", "--out", tmp_path / "m"], "64x64"),
+        (["model", "init", "--dataset", deep, "--out", tmp_path / "x", "--seed", str(10**23)], "2147483647"),
+    ]
+    for args, message in cases:
+        result = cli(*args)
+        assert result.exit_code == 2 and message in " ".join(result.output.split()), (args, result.output)
+    out = tmp_path / "DS[" / "[/bad]"
+    result = cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", out)
+    assert result.exit_code == 0 and "[/bad]" in result.output

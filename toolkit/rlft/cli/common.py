@@ -111,6 +111,11 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             err_console.print(f"[bold red]Error:[/] {escape(redact_text(system_fault(exc)))}", markup=True,
                               highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_FAULT if exc.errno in MACHINE_FAULTS else EXIT_USAGE) from exc
+        except RecursionError as exc:  # a JSON or YAML file nested thousands deep (a damaged or hostile file)
+            err_console.print("[bold red]Error:[/] an input file or setting is nested too deeply to read (Python's "
+                              "recursion limit); nothing was written. Check the JSON/YAML files this command reads.",
+                              markup=True, highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_USAGE) from exc
         except KeyboardInterrupt as exc:
             err_console.print(
                 f"[bold red]{'Terminated' if isinstance(exc, Terminated) else 'Interrupted'}:[/] dataset folders "

@@ -24,6 +24,7 @@ from rich.markup import escape
 
 from rlft.cli.common import command, finite
 from rlft.core.errors import InvalidInputError
+from rlft.core.seeding import MAX_SEED
 from rlft.train.config_values import _strip_optional
 from rlft.train.configs import build_config, merge_config
 
@@ -80,6 +81,8 @@ def field_parameters(cls, skip: tuple[str, ...] = ()) -> list[inspect.Parameter]
             help_text = f"{help_text} [{default}]"
         help_text = escape(help_text)  # the CLI renders rich markup: "[ppo]" would be read as a style tag
         bounds = {k: f.metadata[k] for k in ("min", "max") if k in f.metadata}  # click checks them when parsing
+        if f.name == "seed" and "max" not in bounds:
+            bounds["max"] = MAX_SEED
         if tp is float:
             bounds["callback"] = finite
         given = ... if f.metadata.get("required") else None  # required: click asks for it, in its own words

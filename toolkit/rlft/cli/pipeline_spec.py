@@ -10,6 +10,7 @@ from typing import Any
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.reading import read_yaml_mapping
+from rlft.core.seeding import MAX_SEED
 
 
 def _substitute(value: Any, variables: dict[str, Any]) -> Any:
@@ -18,6 +19,10 @@ def _substitute(value: Any, variables: dict[str, Any]) -> Any:
             if value == f"{{{key}}}":  # a whole-value reference keeps the variable's type
                 return val
             value = value.replace(f"{{{key}}}", str(val))
+            if len(value) > MAX_VALUE_CHARS:  # variables that repeat each other grow tenfold per level
+                raise InvalidInputError(f"a pipeline value grows past {MAX_VALUE_CHARS:,} characters once its "
+                                        f"variables are filled in (through {{{key}}})",
+                                        hint="a variable that repeats another many times, level after level")
         return value
     if isinstance(value, list):
         return [_substitute(v, variables) for v in value]
@@ -68,8 +73,8 @@ def parse_seeds(text: str) -> list[int]:
             raise InvalidInputError(f"--seeds {text!r} names more than {MAX_SEEDS:,} seeds",
                                     hint="an experiment runs every step once per seed: give a few")
         seeds += [v for v in values if v not in set(seeds)]
-    if not seeds or any(v < 0 for v in seeds):
-        raise InvalidInputError(f"--seeds {text!r} must list seeds >= 0")
+    if not seeds or any(v < 0 or v > MAX_SEED for v in seeds):
+        raise InvalidInputError(f"--seeds {text!r} must list seeds from 0 to {MAX_SEED}")
     return seeds
 
 
@@ -91,6 +96,7 @@ PIPELINE_KEYS = ("name", "description", "extends", "vars", "presets", "steps", "
                  "grpo")  # sft, grpo: --config
 MAX_EXTENDS = 8  # a pipeline extends at most this many others in a chain (a circle is refused by name)
 MAX_SEEDS = 1000  # --seeds of an experiment
+MAX_VALUE_CHARS = 100_000  # a step's value once its variables are filled in
 UNDEFINED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

@@ -9,6 +9,7 @@ import typer
 from rlft.cli.common import command
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
+from rlft.core.seeding import MAX_SEED
 from rlft.results.render import pages as default_pages
 from rlft.results.render import render_readme, table_markdown
 
@@ -19,7 +20,7 @@ _RESULTS_DIR = typer.Option(Path("results"), "--results-dir", help="Folder of co
 @command(app, "record")
 def record(
     name: str = typer.Argument(..., help="Experiment name: results go to RESULTS_DIR/NAME/."),
-    seed: int = typer.Option(..., "--seed", min=0, help="The seed this run used."),
+    seed: int = typer.Option(..., "--seed", min=0, max=MAX_SEED, help="The seed this run used."),
     report: list[str] = typer.Option([], "--report", help="LABEL=REPORT.json of an rlft eval (repeatable)."),
     run: list[str] = typer.Option([], "--run", help="LABEL=RUN folder of an rlft train (repeatable)."),
     dataset: list[str] = typer.Option([], "--dataset", help="LABEL=DATASET folder whose rlft_info.json facts to "

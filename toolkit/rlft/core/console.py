@@ -15,6 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 console = Console()
 err_console = Console(stderr=True)
@@ -52,21 +53,22 @@ def _fmt(value: Any) -> str:
 
 def kv_table(title: str, rows: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> Table:
     """A two-column table of named values."""
-    table = Table(title=title, show_header=False, title_justify="left")
+    # values and titles are data (paths, ids), not markup: "[/bad]" in a folder name prints as written
+    table = Table(title=Text(str(title)), show_header=False, title_justify="left")
     table.add_column("key", style="bold")
     table.add_column("value")
     items = rows.items() if isinstance(rows, Mapping) else rows
     for key, value in items:
-        table.add_row(str(key), _fmt(value))
+        table.add_row(Text(str(key)), Text(_fmt(value)))
     return table
 
 
 def records_table(title: str, records: list[Mapping[str, Any]], columns: list[str] | None = None) -> Table:
     """A table with one row per record."""
     columns = columns or (list(records[0]) if records else [])
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(str(title)), title_justify="left")
     for col in columns:
-        table.add_column(col)
+        table.add_column(Text(str(col)))
     for rec in records:
-        table.add_row(*(_fmt(rec.get(c, "")) for c in columns))
+        table.add_row(*(Text(_fmt(rec.get(c, ""))) for c in columns))
     return table

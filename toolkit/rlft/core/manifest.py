@@ -65,7 +65,7 @@ def read_manifest(folder: Path) -> set[str] | None:
         if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_MANIFEST_BYTES:
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or not isinstance(data.get("files"), list):
         return None
@@ -85,7 +85,7 @@ def unfinished_run_foreign(folder: Path, run_file: str) -> list[str] | None:
     no trainer writes ([] when there are none). None when ``folder`` holds no such run."""
     try:
         info = json.loads((folder / run_file).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(info, dict) or info.get("status") not in UNFINISHED:
         return None

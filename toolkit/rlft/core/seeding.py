@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import random
 
-import numpy as np
+# The largest seed any command takes: numpy's legacy seeding stops at 2**32 - 1, Minari stores seeds in 32-bit
+# fields, and episode seeds are this plus the episode index.
+MAX_SEED = 2**31 - 1
 
 
-def seed_everything(seed: int) -> np.random.Generator:
+def seed_everything(seed: int):
     """Seed python, numpy and (if imported) torch; return a numpy Generator for explicit use."""
+    import numpy as np  # here, not at the top: the CLI imports this module for MAX_SEED and starts without numpy
+
     random.seed(seed)
     np.random.seed(seed % 2**32)
     import sys

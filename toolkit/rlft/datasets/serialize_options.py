@@ -18,6 +18,7 @@ from rlft.datasets.serialize_config import SerializeConfig
 from rlft.sources.minari_source import datasets_root
 
 FORMATS = ("raw", "discretized", "tokenized", "binned")
+MAX_HISTORY = 1000  # previous steps in one prompt
 
 
 def validate_config(config: SerializeConfig) -> None:
@@ -54,8 +55,8 @@ def _check_prompt_options(config: SerializeConfig) -> None:
             f"--splits must be three non-negative fractions train,validation,test summing to 1 (train > 0), "
             f"got {','.join(map(str, config.splits))}"
         )
-    if config.history < 0:
-        raise InvalidInputError("--history must be >= 0")
+    if not 0 <= config.history <= MAX_HISTORY:  # each prompt holds them all: a billion hung the serializer
+        raise InvalidInputError(f"--history must be from 0 to {MAX_HISTORY}, got {config.history}")
     if config.turns < 0:
         raise InvalidInputError(f"--turns must be >= 0, got {config.turns}")
     if config.turns > 1 and (config.prefill or config.profile is not None):

@@ -27,6 +27,7 @@ from rlft.datasets.frozenlake_q.solve import (
 )
 from rlft.envs.frozenlake import ENV_ID, RANDOM_LAKE_ID, LakeMap, load_map, random_rows
 
+MAX_RANDOM_SIZE = 64  # a random map's side: its Q-table and every prompt hold side x side cells
 RANDOM_MAPS = re.compile(r"random(\d+)x(\d+)")  # --map random4x4: a new map every episode (rlft.envs.random_lake)
 
 
@@ -42,8 +43,10 @@ def random_map_size(spec: str) -> int | None:
     match = RANDOM_MAPS.fullmatch(spec)
     if not match:
         return None
-    if match.group(1) != match.group(2) or int(match.group(1)) < 2:
-        raise InvalidInputError(f"--map {spec}: random maps are square and at least 2x2", hint="e.g. --map random4x4")
+    if match.group(1) != match.group(2) or not 2 <= int(match.group(1)) <= MAX_RANDOM_SIZE:
+        side = MAX_RANDOM_SIZE
+        raise InvalidInputError(f"--map {spec}: random maps are square, from 2x2 to {side}x{side}",
+                                hint="e.g. --map random4x4")
     return int(match.group(1))
 
 
