@@ -347,3 +347,12 @@ def test_hostile_sizes_and_nesting_are_one_line(cli, tmp_path):
     out = tmp_path / "DS[" / "[/bad]"
     result = cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", out)
     assert result.exit_code == 0 and "[/bad]" in result.output
+
+
+def test_a_refused_command_leaves_no_folders_behind(cli, tmp_path):
+    (tmp_path / "existing.csv").write_text("x")
+    result = cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", tmp_path / "nd" / "a" / "b",
+                 "--csv", tmp_path / "existing.csv")
+    assert result.exit_code == 2 and not (tmp_path / "nd").exists()
+    assert cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", tmp_path / "nd" / "a" / "b").exit_code == 0
+    assert (tmp_path / "nd" / "a" / "b" / "rlft_codec.json").is_file()

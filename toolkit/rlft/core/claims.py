@@ -101,17 +101,22 @@ def restore_set_aside() -> list[Path]:
 
 # -- one writer per output: a lock file beside it holds the writer's pid -------------------------------------------
 _LOCKS: set[Path] = set()
+_MADE: dict[Path, list[Path]] = {}  # lock -> the folders made for it, deepest first
 
 
 def _lock_path(out: Path, option: str = "--out") -> Path:
     """The lock of ``out`` lies beside it (its parent is made first): every process that writes ``out`` sees the same
     file, whatever its ``TMPDIR`` (batch schedulers give each job its own)."""
     out = out.resolve()
+    missing = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise output_error(out, exc, option) from exc
-    return out.parent / f".{out.name}.rlft-lock"
+    lock = out.parent / f".{out.name}.rlft-lock"
+    if missing:  # made for the lock: removed again if they are still empty when it is released (a refused command)
+        _MADE[lock] = missing
+    return lock
 
 
 def _is_rlft(pid: int) -> bool:
@@ -171,14 +176,21 @@ def release_output(out: str | os.PathLike) -> None:
     once it is written."""
     lock = Path(out).absolute().resolve().parent / f".{Path(out).name}.rlft-lock"
     if lock in _LOCKS:
-        with contextlib.suppress(OSError):
-            lock.unlink()
-        _LOCKS.discard(lock)
+        _drop_lock(lock)
 
 
 def release_outputs() -> None:
     """Drop every output lock this process holds."""
     for lock in list(_LOCKS):
-        with contextlib.suppress(OSError):
-            lock.unlink()
-        _LOCKS.discard(lock)
+        _drop_lock(lock)
+
+
+def _drop_lock(lock: Path) -> None:
+    with contextlib.suppress(OSError):
+        lock.unlink()
+    _LOCKS.discard(lock)
+    for folder in _MADE.pop(lock, []):  # deepest first; a folder the output (or anyone) wrote into stays
+        try:
+            folder.rmdir()
+        except OSError:
+            break

@@ -198,10 +198,10 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     except OSError as exc:
         raise output_error(out, exc) from exc
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the finished folder gets the usual permissions
-    try:
+    try:  # everything after mkdtemp inside the cleanup: an interrupt right after it must not leave the folder
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the finished folder gets the usual permissions
         yield tmp
         write_manifest(tmp)  # last: the list of what rlft wrote, so a later --overwrite replaces nothing else
         old: Path | None = None
