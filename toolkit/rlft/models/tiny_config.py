@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def _opt(default, help_text: str, **more):
-    return field(default=default, metadata={"help": help_text, **more})
+from rlft.core.options import option
 
 
 @dataclass(kw_only=True)
@@ -23,18 +21,18 @@ class ModelInitConfig:
     dataset: str = field(metadata={"help": "rlft dataset folder (or Hub id) to train the tokenizer on.",
                                    "required": True})
     out: Path = field(metadata={"help": "Model folder to write.", "required": True})
-    layers: int = _opt(2, "Transformer layers.")
-    hidden: int = _opt(64, "Hidden size.")
+    layers: int = option(2, "Transformer layers.")
+    hidden: int = option(64, "Hidden size.")
     # head size 32 at hidden 64: vLLM's CPU attention needs 32, 64, 80 or more
-    heads: int = _opt(2, "Attention heads (hidden must be a multiple; head size hidden/heads >= 32 for vLLM's CPU "
+    heads: int = option(2, "Attention heads (hidden must be a multiple; head size hidden/heads >= 32 for vLLM's CPU "
                          "attention).")
-    kv_heads: int | None = _opt(None, "Key/value heads (default: heads).")
-    intermediate: int | None = _opt(None, "MLP size (default: 4 x hidden).")
-    max_positions: int | None = _opt(None, "Context length (default: fitted to the data: the longest example x2, "
+    kv_heads: int | None = option(None, "Key/value heads (default: heads).")
+    intermediate: int | None = option(None, "MLP size (default: 4 x hidden).")
+    max_positions: int | None = option(None, "Context length (default: fitted to the data: the longest example x2, "
                                            "at least 256).")
-    max_rows: int = _opt(20_000, "Dataset rows read to train the tokenizer.")
-    seed: int = _opt(0, "Seed of the weight initialisation.", min=0)
-    init_std: float | None = _opt(None, "Std of the initial weights (default hidden ** -0.5).")
-    bin_embeddings: str = _opt("random", "binned datasets: random, or smooth (bin k's embedding varies smoothly "
+    max_rows: int = option(20_000, "Dataset rows read to train the tokenizer.")
+    seed: int = option(0, "Seed of the weight initialisation.", min=0)
+    init_std: float | None = option(None, "Std of the initial weights (default hidden ** -0.5).")
+    bin_embeddings: str = option("random", "binned datasets: random, or smooth (bin k's embedding varies smoothly "
                                          "with k, so rare bins start like their neighbours).")
-    overwrite: bool = _opt(False, "Replace a non-empty --out (atomically).")
+    overwrite: bool = option(False, "Replace a non-empty --out (atomically).")

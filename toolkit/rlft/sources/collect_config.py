@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def _opt(default, help_text: str, **more):
-    return field(default=default, metadata={"help": help_text, **more})
+from rlft.core.options import option
 
 
 @dataclass(kw_only=True)
@@ -21,20 +19,20 @@ class CollectConfig:
     dataset_id: str = field(metadata={"help": "Minari id NAMESPACE/NAME-vK (the version is required).",
                                       "required": True})
     episodes: int = field(metadata={"help": "Episodes to record.", "required": True, "min": 1})
-    policy: str = _opt("random", "An SB3 checkpoint FILE.zip, or 'random'.")
-    num_envs: int = _opt(1, "Envs stepped together with batched policy inference.")
-    seed: int = _opt(0, "Episode i is reset with seed + i (stored in the dataset).", min=0)
-    noise: float = _opt(0.0, "Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random.")
-    stochastic: bool = _opt(False, "Record the policy's own sampled actions (SB3 predict with deterministic=False: "
+    policy: str = option("random", "An SB3 checkpoint FILE.zip, or 'random'.")
+    num_envs: int = option(1, "Envs stepped together with batched policy inference.")
+    seed: int = option(0, "Episode i is reset with seed + i (stored in the dataset).", min=0)
+    noise: float = option(0.0, "Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random.")
+    stochastic: bool = option(False, "Record the policy's own sampled actions (SB3 predict with deterministic=False: "
                                    "SAC's squashed Gaussian, PPO's distribution), as D4RL recorded its datasets, "
                                    "instead of its mean action.")
-    label_actions: str = _opt("executed", "With --noise: record the action the env was stepped with (executed), or "
+    label_actions: str = option("executed", "With --noise: record the action the env was stepped with (executed), or "
                                           "the policy's own action before the noise (clean: DART-style data, "
                                           "off-path states with expert labels).")
-    data_format: str = _opt("hdf5", "Minari storage: hdf5 (default) or arrow.")
-    max_episode_steps: int | None = _opt(None, "Override the env's limit.")
-    author: str = _opt("rlft", "Author recorded in the dataset metadata.")
-    description: str | None = _opt(None, "Description recorded in the dataset metadata.", cli=False)
-    overwrite: bool = _opt(False, "Replace an existing id (only after success).")
-    data_path: Path | None = _opt(None, "Minari datasets folder to write into (default: $MINARI_DATASETS_PATH, else "
+    data_format: str = option("hdf5", "Minari storage: hdf5 (default) or arrow.")
+    max_episode_steps: int | None = option(None, "Override the env's limit.")
+    author: str = option("rlft", "Author recorded in the dataset metadata.")
+    description: str | None = option(None, "Description recorded in the dataset metadata.", cli=False)
+    overwrite: bool = option(False, "Replace an existing id (only after success).")
+    data_path: Path | None = option(None, "Minari datasets folder to write into (default: $MINARI_DATASETS_PATH, else "
                                         "~/.minari/datasets); read it back with the dataset's folder, PATH/ID.")

@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def _opt(default, help_text: str, **more):
-    return field(default=default, metadata={"help": help_text, **more})
+from rlft.core.options import option
 
 
 @dataclass(kw_only=True)
@@ -19,20 +17,20 @@ class ExpertConfig:
     env_id: str = field(metadata={"help": "Gymnasium env id, e.g. CartPole-v1, HalfCheetah-v5.",
                                   "aliases": ["--env"], "required": True})
     out: Path = field(metadata={"help": "Checkpoint FILE.zip; metadata goes to FILE.json.", "required": True})
-    algo: str = _opt("ppo", "ppo, sac, tqc (sb3-contrib), dqn, or auto: ppo (discrete actions) or sac (Box), else "
+    algo: str = option("ppo", "ppo, sac, tqc (sb3-contrib), dqn, or auto: ppo (discrete actions) or sac (Box), else "
                             "the algorithm with tuned settings for the env.")
-    timesteps: int | None = _opt(None, "Env steps (default: n_timesteps of the file).")
-    seed: int = _opt(0, "Seed of training envs, networks and evaluation.", min=0)
-    num_envs: int | None = _opt(None, "Vectorised training envs (default: file).")
-    stop_at_return: float | None = _opt(None, "Stop once the periodic evaluation's mean return reaches this.")
-    eval_episodes: int = _opt(10, "Episodes of the final evaluation.")
-    eval_freq: int = _opt(10_000, "Env steps between periodic evaluations (0: none).")
-    eval_freq_episodes: int = _opt(5, "Episodes per periodic evaluation.")
-    hyperparams: Path | None = _opt(None, "YAML keyed by env id (default: the shipped rlft/sources/zoo/<algo>.yaml).")
-    overwrite: bool = _opt(False, "Replace an existing checkpoint (and replay dataset).")
-    record_replay: str | None = _opt(None, "Also write the run's whole replay buffer as this Minari dataset id "
+    timesteps: int | None = option(None, "Env steps (default: n_timesteps of the file).")
+    seed: int = option(0, "Seed of training envs, networks and evaluation.", min=0)
+    num_envs: int | None = option(None, "Vectorised training envs (default: file).")
+    stop_at_return: float | None = option(None, "Stop once the periodic evaluation's mean return reaches this.")
+    eval_episodes: int = option(10, "Episodes of the final evaluation.")
+    eval_freq: int = option(10_000, "Env steps between periodic evaluations (0: none).")
+    eval_freq_episodes: int = option(5, "Episodes per periodic evaluation.")
+    hyperparams: Path | None = option(None, "YAML keyed by env id (default: the shipped rlft/sources/zoo/<algo>.yaml).")
+    overwrite: bool = option(False, "Replace an existing checkpoint (and replay dataset).")
+    record_replay: str | None = option(None, "Also write the run's whole replay buffer as this Minari dataset id "
                                            "(namespace/name-vN): every transition seen while training, D4RL's "
                                            "medium-replay kind (sac, tqc, dqn).")
-    data_path: Path | None = _opt(None, "Minari datasets folder --record-replay writes into (default: "
+    data_path: Path | None = option(None, "Minari datasets folder --record-replay writes into (default: "
                                         "$MINARI_DATASETS_PATH, else ~/.minari/datasets).")
-    report_to: str = _opt("none", "none or tensorboard (FILE_tb/ beside the checkpoint: SB3's training curves).")
+    report_to: str = option("none", "none or tensorboard (FILE_tb/ beside the checkpoint: SB3's training curves).")

@@ -7,37 +7,36 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlft.core.options import option
+
 EXPORT_Q_ENVS = ("frozenlake",)
 
-
-def _opt(default, help_text: str, **more):
-    return field(default=default, metadata={"help": help_text, **more})
 
 
 @dataclass(kw_only=True)
 class ExportQConfig:
     """Exact Q*(s,a) of FrozenLake by value iteration, as a Hub-layout dataset with prompts and a card."""
 
-    env: str = _opt("frozenlake", "Environment: frozenlake.", argument=True, required=True)
+    env: str = option("frozenlake", "Environment: frozenlake.", argument=True, required=True)
     out: Path = field(metadata={"help": "Dataset folder to write (Hub layout).", "required": True})
-    map: str = _opt("4x4", "4x4, 8x8, a text file with one row of S/F/H/G per line, or randomNxN (a new map every "
+    map: str = option("4x4", "4x4, 8x8, a text file with one row of S/F/H/G per line, or randomNxN (a new map every "
                            "episode, drawn into each prompt).")
-    maps: int = _opt(100, "--map randomNxN: rows from the maps of seeds 0..N-1.")
-    p: float = _opt(0.8, "--map randomNxN: probability that a cell is ice.")
-    pool: bool = _opt(False, "--map randomNxN: the dataset's episodes (training, evaluation with its codec) meet "
+    maps: int = option(100, "--map randomNxN: rows from the maps of seeds 0..N-1.")
+    p: float = option(0.8, "--map randomNxN: probability that a cell is ice.")
+    pool: bool = option(False, "--map randomNxN: the dataset's episodes (training, evaluation with its codec) meet "
                              "only its --maps maps (seed s: map s mod N).")
-    slippery: bool = _opt(True, "Slippery ice (gymnasium default).")
-    gamma: float = _opt(0.99, "Discount factor in (0, 1].")
-    csv: Path | None = _opt(None, "Also write the Gemma-experiment CSV here.")
-    episodes: int = _opt(1000, "Episodes of the greedy policy run to measure its success rate.", min=1)
-    seed: int = _opt(0, "Seed of the first measured episode (episode i uses seed + i).", min=0)
-    prompt_style: str = _opt("chat", "chat (system + user messages) or plain (one string).")
-    wording: str = _opt("gemma", "gemma (the Gemma GRPO experiment's prompt), compact (about half the tokens: "
+    slippery: bool = option(True, "Slippery ice (gymnasium default).")
+    gamma: float = option(0.99, "Discount factor in (0, 1].")
+    csv: Path | None = option(None, "Also write the Gemma-experiment CSV here.")
+    episodes: int = option(1000, "Episodes of the greedy policy run to measure its success rate.", min=1)
+    seed: int = option(0, "Seed of the first measured episode (episode i uses seed + i).", min=0)
+    prompt_style: str = option("chat", "chat (system + user messages) or plain (one string).")
+    wording: str = option("gemma", "gemma (the Gemma GRPO experiment's prompt), compact (about half the tokens: "
                                  "legend in one system line, the grid alone) or position (the map in the system "
                                  "line, the position alone: for episodes).")
-    completions: str = _opt("optimal", "optimal (one row per state) or all (one row per state and action: "
+    completions: str = option("optimal", "optimal (one row per state) or all (one row per state and action: "
                                        "format-only SFT, a task-naive start for GRPO).")
-    think: bool = _opt(False, "Completions <think>REASON</think><answer>A</answer>, the reason read from the "
+    think: bool = option(False, "Completions <think>REASON</think><answer>A</answer>, the reason read from the "
                               "state's Q-values.")
-    card_extra: Path | None = _opt(None, "Markdown file of dataset-specific prose for the card.")
-    overwrite: bool = _opt(False, "Replace a non-empty --out (atomically).")
+    card_extra: Path | None = option(None, "Markdown file of dataset-specific prose for the card.")
+    overwrite: bool = option(False, "Replace a non-empty --out (atomically).")
