@@ -196,6 +196,11 @@ def test_overwrite_replaces_a_folder_only_when_rlft_wrote_every_file_in_it(cli, 
     result = cli(*args, "--overwrite")
     assert result.exit_code == 2 and "data/my-notes.txt" in result.output
     assert _fingerprint(tmp_path) == before
+    (out / "data" / "my-notes.txt").unlink()
+    (out / "odd\nname\x1b[31m").write_text("mine")
+    result = cli(*args, "--overwrite")
+    assert result.exit_code == 2 and "'odd\\nname\\x1b[31m'" in result.output and "\x1b" not in result.output
+    (out / "odd\nname\x1b[31m").unlink()
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work")

@@ -31,7 +31,7 @@ def push(
     private: bool = typer.Option(False, help="Create the repo as private."),
     revision: str | None = typer.Option(None, help="Branch to push to (created if missing)."),
     token: str | None = typer.Option(None, help="Hub token (default: HF_TOKEN or the saved login)."),
-    timeout: float = typer.Option(900.0, "--timeout", callback=finite, min=0.001,
+    timeout: float = typer.Option(900.0, "--timeout", callback=finite, min=0.001, max=86400.0,
                                   help="Seconds the whole push may take (each request waits at most 60 s)."),
 ) -> None:
     """Upload a dataset folder (Parquet, card, codec, plots) to the Hugging Face Hub."""

@@ -110,7 +110,9 @@ def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
 
 
 def _shown(names: list[str]) -> str:
-    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    """Up to five names for a one-line message; a name holding a newline or a terminal escape is shown quoted."""
+    shown = [repr(n) if any(ord(c) < 32 or ord(c) == 127 for c in n) else n for n in names[:5]]
+    return ", ".join(shown) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 REPLACED = ".replaced-"  # atomic_output_dir's aside for the old content while the new one is renamed in
