@@ -20,7 +20,8 @@ class EvalConfig:
     policy: str = field(metadata={"help": "llm:MODEL (model folder, RUN folder or Hub id), random, constant[:VALUE], "
                                           "expert:FILE.zip, bc:FILE, q-greedy, online:RUN, offline:RUN."})
     env_id: str | None = option(None, "Gymnasium env id (default: the codec's env).", aliases=["--env"])
-    episodes: int = option(10, "Episodes N; episode i is seeded SEED + i.")
+    # each episode's return, length and seed are kept for the report: 10**13 grew until memory ran out
+    episodes: int = option(10, "Episodes N; episode i is seeded SEED + i.", max=1_000_000)
     num_envs: int = option(1, "Vector environments K stepped together (capped to N).")
     seed: int = option(0, "Seed of episode 0.", min=0)
     out: Path | None = option(None, "REPORT.json (REPORT.png and REPORT_tb/ beside it).")
