@@ -98,12 +98,14 @@ def test_a_failed_dataset_write_leaves_no_csv(cli, tmp_path, monkeypatch):
 
 
 def test_a_read_only_folder(cli, tmp_path, monkeypatch):
-    import tempfile
+    real_mkdir = Path.mkdir
 
-    def denied(*args, **kwargs):
-        raise PermissionError(errno.EACCES, "Permission denied", kwargs.get("dir"))
+    def denied(self, *args, **kwargs):  # the output's temporary folder cannot be made there
+        if self.name.startswith(".ds.tmp-"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(self.parent))
+        return real_mkdir(self, *args, **kwargs)
 
-    monkeypatch.setattr(tempfile, "mkdtemp", denied)
+    monkeypatch.setattr(Path, "mkdir", denied)
     result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", tmp_path / "ds")
     one_line_error(result, "cannot write --out", "permission denied", before_work=False)
     assert not (tmp_path / "ds").exists()

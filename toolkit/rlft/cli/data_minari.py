@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 
@@ -25,8 +24,7 @@ def _run_collect(config, ctx) -> None:
 
     limit_threads()
     config.label_actions, config.data_format = config.label_actions.lower(), config.data_format.lower()
-    root = minari_root(config.data_path) if config.data_path is not None else contextlib.nullcontext()
-    with progress() as bar, root:
+    with progress() as bar, minari_root(config.data_path):
         task = bar.add_task(f"collect {config.dataset_id}", total=config.episodes)
         result = collect_to_minari(config, on_episode=lambda _: bar.advance(task))
     _print_collected(config, result)
@@ -67,7 +65,7 @@ def combine(
     from rlft.sources.minari_source import combine as combine_datasets
     from rlft.sources.minari_source import dataset_summary, load_minari, minari_root
 
-    with minari_root(data_path) if data_path is not None else contextlib.nullcontext():
+    with minari_root(data_path):
         final = combine_datasets(list(sources), dataset_id, overwrite)
         summary = dataset_summary(load_minari(str(final)))
     console.print(kv_table(f"Combined {dataset_id}", {k: summary[k] for k in (

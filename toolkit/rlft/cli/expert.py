@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import typer
@@ -22,7 +21,7 @@ def _run_train(config, ctx) -> None:
     from rlft.sources.minari_source import minari_root
 
     config.algo = config.algo.lower()
-    with minari_root(config.data_path) if config.data_path is not None else contextlib.nullcontext():
+    with minari_root(config.data_path):
         meta = train_expert(config).metadata
     rows = {
         "env": meta["env_id"], "algo": meta["algo"], "timesteps": meta["timesteps"],

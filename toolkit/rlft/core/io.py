@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -19,7 +20,14 @@ from rlft.core.claims import claim_output, recover_set_aside, release_output
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError
 from rlft.core.faults import is_output_fault, output_error, signals_held
-from rlft.core.manifest import MANIFEST, never_replaced, unfinished_run_foreign, unlisted_files, write_manifest
+from rlft.core.manifest import (
+    MANIFEST,
+    RUN_FILE,
+    never_replaced,
+    unfinished_run_foreign,
+    unlisted_files,
+    write_manifest,
+)
 
 
 def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
@@ -72,9 +80,8 @@ def refuse_overlap(out: str | os.PathLike, inputs: Inputs, option: str = "--out"
 
 # Files rlft writes at the top of every output folder it makes (a folder without a manifest that holds one of them
 # is an rlft output of an earlier version, or a user's copy: named in the refusal, not replaced).
-RLFT_MARKERS = ("rlft_codec.json", "rlft_run.json", "rlft_info.json", "rlft_model.json", "rlft_offline.json",
+RLFT_MARKERS = ("rlft_codec.json", RUN_FILE, "rlft_info.json", "rlft_model.json", "rlft_offline.json",
                 "rlft_online.json")
-RUN_FILE = "rlft_run.json"
 # `RLFT_REPLACE_FOREIGN=1`: --overwrite may replace a folder rlft cannot vouch for (the user's explicit choice).
 REPLACE_FOREIGN_ENV = "RLFT_REPLACE_FOREIGN"
 
@@ -93,7 +100,7 @@ def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
         return
     foreign = unlisted_files(path)
     if foreign is None:
-        foreign = unfinished_run_foreign(path, RUN_FILE)
+        foreign = unfinished_run_foreign(path)
     if foreign is None:
         names = sorted(p.name for p in path.iterdir())
         made = any((path / marker).is_file() for marker in RLFT_MARKERS)
@@ -186,6 +193,12 @@ def warn_leftovers(out: Path) -> None:
                           "there.", highlight=False, soft_wrap=True)
 
 
+def temp_name(parent: Path, prefix: str) -> Path:
+    """A fresh name for a temporary folder in ``parent``, not yet made: the caller makes it inside the block that
+    removes it, so an interrupt, however early, never leaves one behind (``mkdtemp`` returns it already made)."""
+    return parent / f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
 @contextlib.contextmanager
 def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success it replaces ``out`` in one rename.
@@ -195,15 +208,13 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
     """
     out = check_output_dir(out, overwrite).resolve()
     warn_leftovers(out)
+    tmp = temp_name(out.parent, f".{out.name}.tmp-")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    except OSError as exc:
-        raise output_error(out, exc) from exc
-    try:  # everything after mkdtemp inside the cleanup: an interrupt right after it must not leave the folder
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the finished folder gets the usual permissions
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()  # the usual permissions, which the finished folder keeps
+        except OSError as exc:
+            raise output_error(out, exc) from exc
         yield tmp
         write_manifest(tmp)  # last: the list of what rlft wrote, so a later --overwrite replaces nothing else
         old: Path | None = None

@@ -19,6 +19,7 @@ from pathlib import Path
 MANIFEST = ".rlft_manifest.json"
 MANIFEST_FORMAT = "rlft-manifest-v1"
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # a manifest larger than this is not one rlft wrote
+RUN_FILE = "rlft_run.json"  # a training run's record: its status says whether it completed
 UNFINISHED = ("running", "failed", "interrupted")
 # what a trainer writes into a run before it completes: rlft's run files, the model, tokenizer and adapter files
 # transformers/PEFT save, and per checkpoint its optimizer, scheduler, RNG and trainer states; event logs under logs/
@@ -26,11 +27,12 @@ _MODEL_FILES = (r"config\.json|generation_config\.json|model(-\d+-of-\d+)?\.safe
                 r"|adapter_config\.json|adapter_model\.safetensors|tokenizer\.json|tokenizer_config\.json"
                 r"|special_tokens_map\.json|chat_template\.jinja|added_tokens\.json|vocab\.json|merges\.txt"
                 r"|tokenizer\.model|training_args\.bin")
-_RUN_FILE = re.compile(r"rlft_run\.json|rlft_codec\.json|summary\.json|" + _MODEL_FILES)
+_RUN_FILE = re.compile(re.escape(RUN_FILE) + r"|rlft_codec\.json|summary\.json|" + _MODEL_FILES)
 _CHECKPOINT_FILE = re.compile(r"checkpoints/checkpoint-\d+/(" + _MODEL_FILES
                               + r"|optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|trainer_state\.json"
                                 r"|README\.md)")
-_LOG_FILE = re.compile(r"(logs|checkpoints/runs)/(.+/)?events\.out\.tfevents\.[^/]+")
+EVENT_FILE_PREFIX = "events.out.tfevents."  # TensorBoard's event files (a run's logs/, a report's REPORT_tb/)
+_LOG_FILE = re.compile(r"(logs|checkpoints/runs)/(.+/)?" + re.escape(EVENT_FILE_PREFIX) + r"[^/]+")
 
 
 def folder_files(folder: Path) -> list[str]:
@@ -80,11 +82,11 @@ def unlisted_files(folder: Path) -> list[str] | None:
     return [f for f in folder_files(folder) if f not in listed]
 
 
-def unfinished_run_foreign(folder: Path, run_file: str) -> list[str] | None:
-    """For a training run that never completed (``run_file`` says running, failed or interrupted): the files in it
-    no trainer writes ([] when there are none). None when ``folder`` holds no such run."""
+def unfinished_run_foreign(folder: Path) -> list[str] | None:
+    """For a training run that never completed (its :data:`RUN_FILE` says running, failed or interrupted): the files
+    in it no trainer writes ([] when there are none). None when ``folder`` holds no such run."""
     try:
-        info = json.loads((folder / run_file).read_text(encoding="utf-8"))
+        info = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(info, dict) or info.get("status") not in UNFINISHED:

@@ -200,6 +200,7 @@ def check_side_files(out: Path, overwrite: bool) -> None:
     only when it is a file, the log folder only when it holds TensorBoard event files alone (what an earlier report
     wrote there); anything else of the user's there is refused by name, with nothing run or written."""
     from rlft.core.errors import OutputExistsError
+    from rlft.core.manifest import EVENT_FILE_PREFIX
 
     paths = side_paths(Path(out))
     for kind in ("png", "tensorboard"):
@@ -216,7 +217,7 @@ def check_side_files(out: Path, overwrite: bool) -> None:
                                     hint="move it or choose another --out")
         if kind == "tensorboard":
             foreign = sorted(str(f.relative_to(path)) for f in path.rglob("*")
-                             if not f.is_dir() and not f.name.startswith("events.out.tfevents."))
+                             if not f.is_dir() and not f.name.startswith(EVENT_FILE_PREFIX))
             if foreign:
                 raise OutputExistsError(f"{path} (the log folder beside --out {out}) holds files an evaluation does "
                                         f"not write ({', '.join(foreign[:5])}), so it is not replaced",

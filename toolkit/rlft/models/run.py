@@ -27,12 +27,19 @@ from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.claims import claim_output, recover_set_aside, set_aside
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OutputExistsError
-from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir, check_output_parent, refuse_foreign
+from rlft.core.io import (
+    atomic_output_dir,
+    atomic_write_text,
+    check_output_dir,
+    check_output_parent,
+    refuse_foreign,
+)
+from rlft.core.manifest import RUN_FILE
 from rlft.core.reading import read_json_mapping
 from rlft.core.secrets import redact
 from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
 
-RUN_FILENAME = "rlft_run.json"
+RUN_FILENAME = RUN_FILE
 SUMMARY_FILENAME = "summary.json"
 LOGS_DIR = "logs"
 CHECKPOINTS_DIR = "checkpoints"

@@ -38,7 +38,7 @@ class CriticRankPolicy(Policy):
         if candidates < 2:
             raise InvalidInputError(f"--critic-candidates must be at least 2 (the mean action and one draw), got "
                                     f"{candidates}")
-        backend._cache = None  # each call's distributions are needed: a prompt answered from memory has none
+        backend.stop_caching()  # each call's distributions are read: a prompt answered from memory has none
         self.base, self.backend, self.critic, self.source = base, backend, critic, critic_source
         self.candidates = candidates
         self.rng = np.random.default_rng(seed)

@@ -50,6 +50,11 @@ class GenerationBackend(ABC):
         self.cache_hits = 0
         self._cache: dict[str, str] | None = {} if cache else None
 
+    def stop_caching(self) -> None:
+        """Generate every prompt anew from here on: for a caller that reads what each call computed (the bin
+        distributions of :class:`~rlft.policy.bins.BinBackend`), which a prompt answered from memory lacks."""
+        self._cache = None
+
     @property
     def greedy(self) -> bool:
         return getattr(self, "temperature", 0.0) <= 0.0

@@ -16,6 +16,7 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
+from rlft.core.manifest import RUN_FILE
 from rlft.evaluate.compare import expert_scores
 from rlft.evaluate.report import load_report
 from rlft.evaluate.verdict import verdicts
@@ -195,7 +196,7 @@ def recorded_after(runs, now: float) -> dict[str, Any]:
     record's code and environment are then the recording's, not necessarily the training's."""
     finished = []
     for run in runs:
-        info = Path(run) / "rlft_run.json"
+        info = Path(run) / RUN_FILE
         try:
             stamp = json.loads(info.read_text(encoding="utf-8")).get("finished") if info.is_file() else None
             finished.append(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) if stamp else None)

@@ -10,7 +10,6 @@ import contextlib
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import numpy as np
 
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OfflineError, require
-from rlft.core.io import refuse_foreign
+from rlft.core.io import refuse_foreign, temp_name
 from rlft.core.manifest import write_manifest
 from rlft.core.net import check_reachable, host_port, hub_endpoint, hub_offline
 
@@ -49,9 +48,13 @@ def datasets_root() -> Path:
 
 
 @contextlib.contextmanager
-def minari_root(path: Path) -> Iterator[None]:
+def minari_root(path: Path | None) -> Iterator[None]:
     """Point Minari (which reads the variable on every call) at ``path`` for the duration (made absolute: Minari
-    joins a relative root onto itself when it writes)."""
+    joins a relative root onto itself when it writes); None leaves Minari's root as it is (``--data-path`` not
+    given)."""
+    if path is None:
+        yield
+        return
     if Path(path).exists() and not Path(path).is_dir():
         raise InvalidInputError(f"--data-path {path} is a file, not a folder of Minari datasets",
                                 hint="give a folder (it is made if missing)")
@@ -83,8 +86,9 @@ def staged_dataset(dataset_id: str) -> Iterator[Path]:
         err_console.print(f"[yellow]Warning:[/] temporary folder(s) of an interrupted collect in {root}: "
                           f"{', '.join(stale)}; remove them if no other collect is running.", highlight=False,
                           soft_wrap=True)
-    tmp_root = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
+    tmp_root = temp_name(root, STAGING_PREFIX)
     try:
+        tmp_root.mkdir()  # inside the cleanup: an interrupt right after it leaves nothing
         with minari_root(tmp_root):
             yield root / dataset_id
         _move_into_place(tmp_root, root, dataset_id)
