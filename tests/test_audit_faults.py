@@ -132,6 +132,8 @@ def test_inputs_that_would_make_a_useless_dataset_or_model(cli, world, tmp_path)
                   "--episodes", "2"), 2, "the goal cannot be reached")
     _one_line(cli("model", "init", "--dataset", world["lake"], "--out", tmp_path / "t", "--max-positions", "16"), 2,
               "--max-positions 16 is shorter than the dataset's longest example")
+    big = cli("model", "init", "--dataset", world["lake"], "--out", tmp_path / "t", "--max-positions", "1000000000000")
+    assert big.exit_code == 2 and "max-positions" in big.output and not (tmp_path / "t").exists()
     _one_line(cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--bin-decoding",
                   "median"), 2, "--bin-decoding must be one of")
     _one_line(cli("pipeline", "run", "pipelines/demo.yaml", "--out", tmp_path / "p", "--seeds", "3-1"), 2,

@@ -192,7 +192,7 @@ def test_tiny_models_start_with_unit_variance_logits(lake, tiny):
 # continuous actions: the action error
 # ---------------------------------------------------------------------------------------------------------
 def test_action_error_against_a_hand_computed_case():
-    from rlft.train.criterion import action_errors, error_summary
+    from rlft.policy.action_metrics import action_errors, error_summary
 
     recorded = np.array([[0.0, 1.0], [0.5, -1.0], [1.0, 0.0], [0.0, 0.0]])
     actions = [np.array([0.2, 1.0]), np.array([0.5, 0.0]), None, np.array([0.0, 0.0])]

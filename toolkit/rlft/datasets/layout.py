@@ -11,6 +11,7 @@ DATA_DIR = "data"
 PLOTS_DIR = "plots"
 INFO_FILENAME = "rlft_info.json"  # machine-readable summary (stats, sources) next to the card
 SPLITS = ("train", "validation", "test")
+HELD_OUT_SPLITS = ("validation", "test")  # in the order training checks and eval --action-error take them
 SHARD_PATTERN = "{split}-{index:05d}-of-{total:05d}.parquet"
 
 __all__ = ["CARD_FILENAME", "CODEC_FILENAME", "DATA_DIR", "INFO_FILENAME", "PLOTS_DIR", "SPLITS", "shard_path"]

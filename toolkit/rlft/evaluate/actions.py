@@ -3,8 +3,8 @@
 Return says whether a policy works; the action error says where it fails and compares any two policies on the same
 states, open loop: an LLM, the behaviour-cloning MLP and the expert answer the same observations of the held-out
 split (validation, else test), and each answer is compared with the recorded action. Errors are absolute, per
-dimension, and as a fraction of the dimension's range (:func:`rlft.train.criterion.action_scale`), the unit SFT logs;
-an unparsable LLM answer is measured as the fallback action the policy plays (and counted). ``rlft eval
+dimension, and as a fraction of the dimension's range (:func:`rlft.policy.action_metrics.action_scale`), the unit
+SFT logs; an unparsable LLM answer is measured as the fallback action the policy plays (and counted). ``rlft eval
 --action-error DATASET`` adds these figures to the report.
 """
 
@@ -16,10 +16,10 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 from rlft.datasets.dataset import RlftDataset
+from rlft.datasets.layout import HELD_OUT_SPLITS
 from rlft.datasets.loading import column_array
+from rlft.policy.action_metrics import action_errors, action_scale, error_summary
 from rlft.policy.policies import Policy
-from rlft.train.criterion import action_errors, action_scale, error_summary
-from rlft.train.stage import HELD_OUT_SPLITS
 
 MAX_ROWS = 2000
 BATCH = 256

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +19,8 @@ from rlft.models.offline import OFFLINE_POLICY
 from rlft.models.run import load_policy_model, read_run_info
 from rlft.policy.backbone import load_online
 from rlft.policy.bc import BCPolicy
-from rlft.policy.bins import BinBackend, resolve_bin_decoding
-from rlft.policy.constrained import build_token_table
-from rlft.policy.generation import TransformersBackend, default_max_new_tokens
+from rlft.policy.decoding import LocalDecoding
+from rlft.policy.generation import default_max_new_tokens
 from rlft.policy.grammar import answer_grammar
 from rlft.policy.llm_policy import LLMPolicy, load_few_shot
 from rlft.policy.openai_backend import OpenAIBackend
@@ -243,12 +243,14 @@ def _llm_setup(config: EvalConfig, model_arg: str, dataset: RlftDataset | None, 
     qtable = _qtable(trained_on, codec, obs_space)
     fallback = _fallback_action(config, codec, act_space)
     few_shot = _few_shot(config, dataset, codec)
-    bins = _bin_decoding(config, codec, tokenizer)
-    local = config.backend == "transformers"  # through a server, --constrained is its regex (_generation_backend)
-    table = build_token_table(codec, tokenizer, model) if config.constrained and bins == "off" and local else None
+    # a local model's decoding (rlft.policy.decoding); through a server, --constrained is its regex
+    decoding = (LocalDecoding.choose(codec, tokenizer, model, bin_decoding=config.bin_decoding,
+                                     constrained=config.constrained, temperature=config.temperature,
+                                     top_p=config.top_p) if config.backend == "transformers" else None)
+    table = decoding.table if decoding is not None else None
     precompute = table.describe() if table is not None else None
     max_new = _max_new_tokens(config, codec, table, notes)
-    backend = _generation_backend(config, model_arg, codec, model, tokenizer, max_new, table, bins)
+    backend = _generation_backend(config, model_arg, codec, model, decoding, max_new)
     target_return = _default_target_return(config, trained_on)
     policy = LLMPolicy(codec, backend, fallback, act_space, target_return, few_shot, model=model_arg,
                        constrained=config.constrained)
@@ -352,29 +354,12 @@ def _max_new_tokens(config: EvalConfig, codec: Codec, table, notes: list[str]) -
     return max_new
 
 
-def _bin_decoding(config: EvalConfig, codec: Codec, tokenizer) -> str:
-    """The per-dimension bin decoding of a binned codec (rlft.policy.bins), ``off`` for text generation: sampling
-    (--temperature > 0) and servers generate text."""
-
-    if config.backend != "transformers" or (config.temperature > 0 and config.bin_decoding == "auto"):
-        return "off"
-    mode = resolve_bin_decoding(config.bin_decoding, codec, tokenizer)
-    if mode != "off" and config.temperature > 0:
-        raise InvalidInputError(f"--bin-decoding {mode} is deterministic: drop --temperature or pass "
-                                "--bin-decoding off to sample text")
-    return mode
-
-
-def _generation_backend(config: EvalConfig, model_arg: str, codec: Codec, model, tokenizer, max_new: int, table,
-                        bins: str = "off"):
-    """The backend that answers the prompts: the loaded model (transformers, reading bins when ``bins`` is not
-    off) or an OpenAI-compatible server."""
-    if config.backend == "transformers":
-
-        if bins != "off":
-            return BinBackend(model, tokenizer, codec, bins, cache=config.cache)
-        return TransformersBackend(model, tokenizer, max_new, config.temperature, config.top_p, table,
-                                   cache=config.cache)
+def _generation_backend(config: EvalConfig, model_arg: str, codec: Codec, model, decoding: LocalDecoding | None,
+                        max_new: int):
+    """The backend that answers the prompts: the loaded ``model`` with its ``decoding`` (bins or text), or an
+    OpenAI-compatible server."""
+    if decoding is not None:
+        return dataclasses.replace(decoding, max_new_tokens=max_new).backend(model, cache=config.cache)
     import os
 
 

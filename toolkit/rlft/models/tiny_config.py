@@ -28,8 +28,9 @@ class ModelInitConfig:
                          "attention).")
     kv_heads: int | None = option(None, "Key/value heads (default: heads).")
     intermediate: int | None = option(None, "MLP size (default: 4 x hidden).")
+    # bounded: the tokenizer's model_max_length is set to it, and past 2**20 it no longer truncates anything real
     max_positions: int | None = option(None, "Context length (default: fitted to the data: the longest example x2, "
-                                           "at least 256).")
+                                           "at least 256).", min=1, max=1 << 20)
     max_rows: int = option(20_000, "Dataset rows read to train the tokenizer.")
     seed: int = option(0, "Seed of the weight initialisation.", min=0)
     init_std: float | None = option(None, "Std of the initial weights (default hidden ** -0.5).")

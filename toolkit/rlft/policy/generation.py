@@ -12,11 +12,26 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
 
 Prompt = str | list[dict[str, str]]
+
+
+@contextmanager
+def generating(model, tokenizer):
+    """The model in eval mode while it generates in the middle of training, then its training mode and the
+    tokenizer's padding side as they were: a backend pads left, while the trainer's collator keeps its own side."""
+    side, was_training = tokenizer.padding_side, model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        tokenizer.padding_side = side
+        if was_training:
+            model.train()
 
 
 def default_max_new_tokens(codec, table=None) -> int:

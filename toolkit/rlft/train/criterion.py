@@ -17,7 +17,6 @@ the dataset has one, and stop on ``stop_at_action_error`` rather than on accurac
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,10 +25,10 @@ import numpy as np
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
+from rlft.policy.action_metrics import action_errors, action_scale, error_summary
 from rlft.policy.action_scores import MAX_CHOICES, ActionChoices, action_distribution, policy_signals
-from rlft.policy.bins import BinBackend, resolve_bin_decoding
-from rlft.policy.constrained import build_token_table
-from rlft.policy.generation import TransformersBackend, default_max_new_tokens
+from rlft.policy.decoding import LocalDecoding
+from rlft.policy.generation import generating
 
 
 @dataclass
@@ -80,35 +79,6 @@ class DecisionCheck:
         return action_errors(actions, np.stack(self.correct), self.scale())
 
 
-def action_scale(space: dict[str, Any], recorded: np.ndarray) -> np.ndarray:
-    """Per dimension of a Box action space, the width errors are measured against: the space's range where it is
-    finite, else the recorded actions' range (else 1)."""
-    width = np.asarray(space["high"], float).ravel() - np.asarray(space["low"], float).ravel()
-    spread = np.ptp(recorded.reshape(len(recorded), -1), axis=0) if len(recorded) else np.ones_like(width)
-    width = np.where(np.isfinite(width) & (width > 0), width, spread)
-    return np.where(width > 0, width, 1.0)
-
-
-def action_errors(actions: list[Any], recorded: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """(states, dims) ``|action - recorded| / scale``; a missing action (None: unparsable) counts 1.0 (a whole
-    range off) in every dimension, so invalid answers raise the error instead of leaving the mean."""
-    recorded = recorded.reshape(len(recorded), -1)
-    out = np.ones(recorded.shape, dtype=float)
-    for i, action in enumerate(actions):
-        if action is not None:
-            out[i] = np.abs(np.asarray(action, float).ravel() - recorded[i]) / scale
-    return out
-
-
-def error_summary(errors: np.ndarray) -> dict[str, Any]:
-    """The logged action-error figures: mean over states and dims, mean over the worst tenth of states (by their
-    mean over dims), and per dimension."""
-    per_state = errors.mean(axis=1)
-    worst = np.sort(per_state)[-max(1, len(per_state) // 10):]
-    return {"action_error": float(per_state.mean()), "action_error_worst10": float(worst.mean()),
-            "action_error_per_dim": [round(float(e), 5) for e in errors.mean(axis=0)]}
-
-
 def decision_check(dataset, codec: Codec, max_states: int, seed: int, tolerance: float = 0.05,
                    split: str = "train") -> DecisionCheck:
     """The decision states of ``dataset`` (a ``datasets.Dataset`` with a ``prompt`` column; ``split`` names it):
@@ -136,20 +106,6 @@ def decision_check(dataset, codec: Codec, max_states: int, seed: int, tolerance:
     return DecisionCheck(list(subset["prompt"]), correct, codec, tolerance, discrete, list(labels), split)
 
 
-@contextmanager
-def inference(model, tokenizer):
-    """The model in eval mode and the tokenizer's padding side as the trainer left them, for a check made in the
-    middle of training (generation pads left; the trainer's collator keeps its own side)."""
-    side = tokenizer.padding_side
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        tokenizer.padding_side = side
-        if was_training:
-            model.train()
-
 
 class DecisionDecoder:
     """Greedy decoding of a :class:`DecisionCheck`'s prompts with a (training) model, batched."""
@@ -158,27 +114,19 @@ class DecisionDecoder:
         self.check = check
         self.tokenizer = tokenizer
         # what `rlft eval` plays by default: a binned codec's bins read per dimension where the tokenizer allows
-        self.bins = resolve_bin_decoding("auto", check.codec, tokenizer) if constrained else "off"
-        self.table = build_token_table(check.codec, tokenizer, model) if constrained and self.bins == "off" else None
-        self.max_new_tokens = default_max_new_tokens(check.codec, self.table)
+        self.decoding = LocalDecoding.choose(check.codec, tokenizer, model, constrained=constrained,
+                                             bin_decoding="auto" if constrained else "off")
         self.batch_size = batch_size
 
     def describe(self) -> str:
-        if self.bins != "off":
-            return f"bins ({self.bins})"
-        return "greedy, constrained" if self.table is not None else "greedy"
+        return self.decoding.describe()
 
     def backend(self, model):
-        """A fresh generation backend over ``model`` as it is now (answers are cached per backend, and the model
-        changes between checks)."""
-        if self.bins != "off":
-
-            return BinBackend(model, self.tokenizer, self.check.codec, self.bins)
-
-        return TransformersBackend(model, self.tokenizer, self.max_new_tokens, token_table=self.table)
+        """A fresh generation backend over ``model`` as it is now (the model changes between checks)."""
+        return self.decoding.backend(model)
 
     def texts(self, model) -> list[str]:
-        with inference(model, self.tokenizer):
+        with generating(model, self.tokenizer):
             backend = self.backend(model)
             prompts = self.check.prompts
             return [t for i in range(0, len(prompts), self.batch_size)
@@ -272,18 +220,15 @@ class CriterionCallback(_callback_base()):
             return {}
         if self.choices is None:
             self.choices = ActionChoices(self.check.codec, tokenizer, model)
-        side = tokenizer.padding_side
-        try:
+        with generating(model, tokenizer):
             probs = action_distribution(self.choices.log_likelihoods(model, self.check.prompts, decisive=True))
-        finally:
-            tokenizer.padding_side = side
         return policy_signals(probs, self.check.correct, self.choices.actions)
 
     def _play(self, model, tokenizer) -> dict[str, Any]:
         """The closed-loop check's figures (:mod:`rlft.train.closed_loop`), {} when it is off."""
         if self.episodes is None:
             return {}
-        with inference(model, tokenizer):
+        with generating(model, tokenizer):
             return self.episodes.play(model, self.decoder.backend(model))
 
     def _keep_if_best(self, step: int, played: dict[str, Any], model) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
 from rlft.envs.vector_envs import check_spaces
+from rlft.policy.generation import generating
 from rlft.train.episodes import EpisodeRollout
 
 # Training episodes start from seeds evaluation never meets: an evaluation seeds episode i with S + i for a small S
@@ -89,9 +90,8 @@ def check_context(rollout: EpisodeRollout, tokenizer, model) -> int:
     answer = rollout.template.answer_text(action_text)
     past = [(rollout.template.user_text(obs_text), answer)] * (rollout.max_turns - 1)
     prompt = rollout.template.build_conversation(past, obs_text)
-    side = tokenizer.padding_side
-    backend = rollout.sampler.backend(model)  # the backend episodes are played with: same prompt ids and budget
-    tokenizer.padding_side = side
+    with generating(model, tokenizer):
+        backend = rollout.sampler.backend(model)  # the backend episodes are played with: same prompt ids and budget
     n = len(backend.prompt_ids(prompt)) + backend.max_new_tokens
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit and n > limit:

@@ -39,6 +39,7 @@ import numpy as np
 from rlft.codecs.base import ActionParseError, Codec
 from rlft.core.errors import InvalidInputError
 from rlft.envs.frozenlake import is_frozenlake
+from rlft.policy.generation import generating
 from rlft.policy.policies import default_action
 from rlft.train.credit import ExperienceModel, check_credit
 from rlft.train.sampling import GrammarSampler, chosen_tokens
@@ -221,10 +222,7 @@ class EpisodeRollout:
 
     def play(self, model, seeds: list[int]) -> list[Episode]:
         """Play one episode per seed, all live episodes generating together (one ``generate`` call per turn)."""
-        was_training = model.training
-        model.eval()
-        side = self.tokenizer.padding_side
-        try:
+        with generating(model, self.tokenizer):
             backend = self.sampler.backend(model)
             episodes = [Episode(seed=s) for s in seeds]
             observations = [self.env(i).reset(seed=s)[0] for i, s in enumerate(seeds)]
@@ -257,10 +255,6 @@ class EpisodeRollout:
                     episode.final_observation = self.codec.encode_observation(observations[i])
                     episode.final_key = self.key(observations[i], episode.final_observation)
             return episodes
-        finally:
-            self.tokenizer.padding_side = side
-            if was_training:
-                model.train()
 
     def _answer(self, episode: Episode, user: str, ids: list[int], text: str, logprobs: list[float]):
         """Record one sampled answer in ``episode``; the action it plays (the fallback, counted, if unparsable)."""

@@ -20,8 +20,8 @@ from typing import Any
 
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
-from rlft.policy.constrained import build_token_table
-from rlft.policy.generation import TransformersBackend, default_max_new_tokens
+from rlft.policy.decoding import LocalDecoding
+from rlft.policy.generation import generating
 
 
 def chosen_tokens(tokenizer, codec: Codec, ids: list[int]) -> list[int]:
@@ -56,18 +56,14 @@ class GrammarSampler:
     top_p: float = 1.0
     constrained: bool = True
     max_new_tokens: int | None = None
-    _table: Any = field(default=None, init=False, repr=False)
+    _decoding: LocalDecoding | None = field(default=None, init=False, repr=False)
 
     def backend(self, model):
-        table = None
-        if self.constrained:
-            if self._table is None:
-
-                self._table = build_token_table(self.codec, self.tokenizer, model)
-            table = self._table
-        limit = self.max_new_tokens or default_max_new_tokens(self.codec, table)
-        return TransformersBackend(model, self.tokenizer, limit, temperature=self.temperature, top_p=self.top_p,
-                                   token_table=table, cache=False)
+        if self._decoding is None:  # text sampled, never bins: GRPO scores the sampled tokens' log-probabilities
+            self._decoding = LocalDecoding.choose(self.codec, self.tokenizer, model, bin_decoding="off",
+                                                  constrained=self.constrained, temperature=self.temperature,
+                                                  top_p=self.top_p, max_new_tokens=self.max_new_tokens)
+        return self._decoding.backend(model, cache=False)
 
 
 class StepRollout:
@@ -80,17 +76,11 @@ class StepRollout:
     def __call__(self, prompts: list, trainer) -> dict[str, list]:
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = self.sampler.tokenizer
-        was_training, side = model.training, tokenizer.padding_side
-        model.eval()
         start = time.perf_counter()
-        try:
+        with generating(model, tokenizer):
             backend = self.sampler.backend(model)
             ids, _texts, logprobs = backend.sample_ids(prompts)
             prompt_ids = [backend.prompt_ids(p) for p in prompts]
-        finally:
-            tokenizer.padding_side = side
-            if was_training:
-                model.train()
         self.seconds += time.perf_counter() - start
         out = {"prompt_ids": prompt_ids, "completion_ids": ids, "logprobs": logprobs}
         if self.sampler.constrained:  # the format the grammar forces carries no choice: out of the loss

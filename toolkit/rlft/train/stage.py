@@ -21,6 +21,7 @@ from rlft.core.io import atomic_write_text
 from rlft.core.manifest import write_manifest
 from rlft.core.secrets import redact
 from rlft.core.trackers import finish_library_trackers
+from rlft.datasets.layout import HELD_OUT_SPLITS
 from rlft.models.run import (
     CHECKPOINTS_DIR,
     LOGS_DIR,
@@ -176,8 +177,6 @@ def return_check(config: StageConfig, inputs: StageInputs):
     return ReturnCheck(inputs.codec, config.check_episodes, config.seed, config.check_max_episode_steps,
                        config.stop_at_return)
 
-
-HELD_OUT_SPLITS = ("validation", "test")
 
 
 def check_rows(inputs: StageInputs) -> tuple[Any, str]:
