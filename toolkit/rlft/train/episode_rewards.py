@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
+from rlft.train.reward_base import parse_names
 from rlft.train.rewards import step_bounds
 
 EPISODE_REWARDS = ("return", "format")
@@ -26,12 +27,7 @@ class EpisodeReward:
 
 def parse_episode_reward_names(text: str | list[str]) -> list[str]:
     """``"return,format"`` -> the names, refused unless they are episode rewards and include ``return``."""
-    given = text.split(",") if isinstance(text, str) else list(text)
-    names = [n.strip() for n in given if n.strip()]
-    unknown = [n for n in names if n not in EPISODE_REWARDS]
-    if unknown:
-        raise InvalidInputError(f"--rollout episode: unknown reward {', '.join(map(repr, unknown))}",
-                                hint=f"episode rewards: {', '.join(EPISODE_REWARDS)}")
+    names = parse_names(text, EPISODE_REWARDS, "--rollout episode: ")
     if "return" not in names:
         raise InvalidInputError("--rollout episode needs the 'return' reward (e.g. --reward return,format)")
     return names

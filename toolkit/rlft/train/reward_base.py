@@ -19,6 +19,23 @@ _TRL_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
 OPTIMAL_ATOL = 1e-9
 
 
+def parse_names(text: str | Sequence[str], known: Sequence[str], where: str = "") -> list[str]:
+    """``"format,q-advantage"`` (or a list of such) -> the names, in order: trimmed, lower case, ``_`` read as
+    ``-``; none, an unknown one or a repeat is refused (``where`` starts the message). The one parser of step and
+    episode reward names."""
+    items = text.split(",") if isinstance(text, str) else [n for part in text for n in str(part).split(",")]
+    names = [n.strip().lower().replace("_", "-") for n in items if n.strip()]
+    if not names:
+        raise InvalidInputError(f"{where}no reward given", hint=f"use one or more of {', '.join(known)}")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InvalidInputError(f"{where}unknown reward {', '.join(map(repr, unknown))}",
+                                hint=f"known: {', '.join(known)}")
+    if len(set(names)) != len(names):
+        raise InvalidInputError(f"{where}reward listed twice in {','.join(names)}")
+    return names
+
+
 class Reward:
     """A bounded reward on codec-decoded actions. Subclasses define :meth:`score` for one decoded action."""
 

@@ -57,7 +57,7 @@ from rlft.codecs.structured import unflatten
 from rlft.core.errors import InvalidInputError
 from rlft.envs.state import LOOKAHEAD_POLICIES, state_kind, step_from_state
 from rlft.sources.experts import load_expert
-from rlft.train.reward_base import OPTIMAL_ATOL, Reward, _is_in
+from rlft.train.reward_base import OPTIMAL_ATOL, Reward, _is_in, parse_names
 
 
 class FormatReward(Reward):
@@ -306,16 +306,7 @@ REWARDS: dict[str, type[Reward]] = {
 
 def parse_reward_names(text: str | Sequence[str]) -> list[str]:
     """``"format,q-advantage"`` (or a list) -> checked names, in order, without repeats."""
-    items = text.split(",") if isinstance(text, str) else [n for part in text for n in str(part).split(",")]
-    names = [n.strip().lower().replace("_", "-") for n in items if n.strip()]
-    if not names:
-        raise InvalidInputError("no reward given", hint=f"use one or more of {', '.join(REWARDS)}")
-    unknown = [n for n in names if n not in REWARDS]
-    if unknown:
-        raise InvalidInputError(f"unknown reward {', '.join(map(repr, unknown))}", hint=f"known: {', '.join(REWARDS)}")
-    if len(set(names)) != len(names):
-        raise InvalidInputError(f"reward listed twice in {','.join(names)}")
-    return names
+    return parse_names(text, list(REWARDS))
 
 
 def build_rewards(
