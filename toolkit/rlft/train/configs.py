@@ -40,6 +40,10 @@ class StageConfig:
     """Fields shared by the SFT and GRPO stages (TRL-style dataclass: each field's ``help`` is its doc)."""
 
     trl_config_class: ClassVar[str] = ""  # "SFTConfig" / "GRPOConfig": where keys rlft does not declare go
+    # Fields named like a field of TRL's class reach it in one of two ways. Marked ``"trl": True``: as they are, by
+    # trl_settings (declared here once, with rlft's default and help). Listed here: resolved by rlft first (auto
+    # values, settings that depend on the run), then passed by the stage. tests/test_stage_configs.py holds it so.
+    resolved_trl_fields: ClassVar[tuple[str, ...]] = ("seed", "bf16", "gradient_checkpointing")
 
     dataset: str | None = field(default=None, metadata={"help": "rlft dataset folder or Hub dataset id."})
     model: str | None = field(
@@ -60,21 +64,23 @@ class StageConfig:
         default_factory=lambda: ["all-linear"],
         metadata={"help": "Modules that get adapters: 'all-linear' or names such as q_proj,v_proj."},
     )
-    learning_rate: float = field(default=2e-4, metadata={"help": "Peak learning rate."})
-    lr_scheduler_type: str = field(default="linear", metadata={"help": "Learning-rate schedule."})
-    warmup_steps: int = field(default=0, metadata={"help": "Linear warm-up steps."})
-    num_train_epochs: float = field(default=1.0, metadata={"help": "Epochs (ignored when max_steps > 0)."})
-    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps (-1: set by num_train_epochs)."})
-    per_device_train_batch_size: int = field(default=8, metadata={"help": "Batch size per device.",
+    learning_rate: float = field(default=2e-4, metadata={"trl": True, "help": "Peak learning rate."})
+    lr_scheduler_type: str = field(default="linear", metadata={"trl": True, "help": "Learning-rate schedule."})
+    warmup_steps: int = field(default=0, metadata={"trl": True, "help": "Linear warm-up steps."})
+    num_train_epochs: float = field(default=1.0, metadata={"trl": True, "help": "Epochs (ignored when max_steps > 0)."})
+    max_steps: int = field(default=-1, metadata={"trl": True, "help": "Optimizer steps (-1: set by num_train_epochs)."})
+    per_device_train_batch_size: int = field(default=8, metadata={"trl": True, "help": "Batch size per device.",
                                                                   "aliases": ["--batch-size"]})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Gradient accumulation steps."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"trl": True, "help": "Gradient accumulation steps."})
     gradient_checkpointing: bool | None = field(
         default=None, metadata={"help": "Recompute activations (None: on for models over 50M parameters)."}
     )
     bf16: bool | None = field(default=None, metadata={"help": "bfloat16 mixed precision (None: on a GPU that has it)."})
-    logging_steps: int = field(default=10, metadata={"help": "Log every N steps (TensorBoard under RUN/logs)."})
-    save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N steps (RUN/checkpoints)."})
-    save_total_limit: int = field(default=2, metadata={"help": "Checkpoints kept."})
+    logging_steps: int = field(default=10, metadata={"trl": True,
+                                                     "help": "Log every N steps (TensorBoard under RUN/logs)."})
+    save_steps: int = field(default=500, metadata={"trl": True,
+                                                   "help": "Save a checkpoint every N steps (RUN/checkpoints)."})
+    save_total_limit: int = field(default=2, metadata={"trl": True, "help": "Checkpoints kept."})
     check_steps: int = field(
         default=0,
         metadata={"help": "Every N steps (and before the first) decode every decision state of the train split "
@@ -139,6 +145,12 @@ class StageConfig:
         if missing:
             flags = ", ".join("--" + n.replace("_", "-") for n in missing)
             raise InvalidInputError(f"missing {flags}", hint="give it on the command line or in --config")
+
+
+def trl_settings(config: StageConfig) -> dict[str, Any]:
+    """The fields of ``config`` marked ``"trl": True``, by name: what TRL's config class receives as rlft holds it,
+    instead of a hand-written copy per stage."""
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.metadata.get("trl")}
 
 
 def field_types(cls) -> dict[str, Any]:

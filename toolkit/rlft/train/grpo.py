@@ -204,23 +204,9 @@ def grpo_training_args(config: GRPOStageConfig, run_dir, model, episodic: bool):
     args = training_args(config, run_dir, n_params)
     try:
         grpo_args = GRPOConfig(**trl_overrides(config, dict(
-            **args,
-            num_generations=config.num_generations,
-            max_completion_length=config.max_completion_length,
-            temperature=config.temperature,
-            top_p=config.top_p,
-            beta=config.beta,
-            epsilon=config.epsilon,
-            num_iterations=config.num_iterations,
-            scale_rewards=config.scale_rewards,
-            loss_type=config.loss_type,
-            reward_weights=config.reward_weights,
+            **args,  # with the GRPO settings marked for TRL (trl_settings)
             # an episode's last answer need not end in EOS (the episode can end on any turn)
             mask_truncated_completions=config.mask_truncated_completions and not episodic,
-            log_completions=config.log_completions,
-            use_vllm=config.use_vllm,
-            vllm_mode=config.vllm_mode,
-            vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             remove_unused_columns=False,  # the rewards read the dataset's other columns
         )))
     except (TypeError, ValueError) as exc:

@@ -13,6 +13,7 @@ class GRPOStageConfig(StageConfig):
     """GRPO with the codec-driven control rewards of :mod:`rlft.train.rewards`."""
 
     trl_config_class: ClassVar[str] = "GRPOConfig"
+    resolved_trl_fields: ClassVar[tuple[str, ...]] = (*StageConfig.resolved_trl_fields, "mask_truncated_completions")
 
     rewards: list[str] = field(
         default_factory=lambda: ["auto"],
@@ -20,15 +21,18 @@ class GRPOStageConfig(StageConfig):
                           "q-advantage on a dataset with Q-values, format + bc on one with recorded actions, return "
                           "for episode rollouts.", "aliases": ["--reward"]},
     )
-    reward_weights: list[float] | None = field(default=None, metadata={"help": "One weight per reward (default 1)."})
+    reward_weights: list[float] | None = field(default=None, metadata={"trl": True,
+                                                                       "help": "One weight per reward (default 1)."})
     learning_rate: float | None = field(
         default=None,
-        metadata={"help": "Peak learning rate (default: 3e-4 for models under 20M parameters, i.e. trained from "
+        metadata={"trl": True,
+                  "help": "Peak learning rate (default: 3e-4 for models under 20M parameters, i.e. trained from "
                           "scratch here; 1e-5 for pretrained ones)."},
     )
     max_steps: int = field(
         default=500,
-        metadata={"help": "Optimizer steps (-1: num_train_epochs passes over the prompts; one pass over a small "
+        metadata={"trl": True,
+                  "help": "Optimizer steps (-1: num_train_epochs passes over the prompts; one pass over a small "
                           "dataset such as FrozenLake's 11 decision states is a handful of steps)."},
     )
     group: str = field(
@@ -54,24 +58,30 @@ class GRPOStageConfig(StageConfig):
         metadata={"help": "Warn, naming the fix, when this many steps in a row had no group with differing rewards "
                           "(TRL's frac_reward_zero_std = 1: no learning signal at all); 0: never."},
     )
-    num_generations: int = field(default=4, metadata={"help": "Completions sampled per prompt (>= 2)."})
-    max_completion_length: int = field(default=32, metadata={"help": "Longest generated completion, in tokens."})
-    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
-    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling.", "min": 0.0, "max": 1.0})
-    beta: float | None = field(default=None, metadata={
+    num_generations: int = field(default=4, metadata={"trl": True, "help": "Completions sampled per prompt (>= 2)."})
+    max_completion_length: int = field(default=32, metadata={"trl": True,
+                                                             "help": "Longest generated completion, in tokens."})
+    temperature: float = field(default=1.0, metadata={"trl": True, "help": "Sampling temperature."})
+    top_p: float = field(default=1.0, metadata={"trl": True, "help": "Nucleus sampling.", "min": 0.0, "max": 1.0})
+    beta: float | None = field(default=None, metadata={"trl": True,
         "help": "KL coefficient against the reference (start) model (0: none; default: 0.05 for continuous actions, "
                 "a trust region around the start, 0 for discrete ones).", "min": 0.0})
-    epsilon: float = field(default=0.2, metadata={"help": "Clipping range of the policy ratio."})
-    num_iterations: int = field(default=1, metadata={"help": "Optimisation passes per generated batch."})
-    scale_rewards: str = field(default="group", metadata={"help": "Advantage scaling: group, batch or none."})
-    loss_type: str = field(default="dapo", metadata={"help": "grpo, dapo, dr_grpo, bnpo... (TRL loss types)."})
+    epsilon: float = field(default=0.2, metadata={"trl": True, "help": "Clipping range of the policy ratio."})
+    num_iterations: int = field(default=1, metadata={"trl": True, "help": "Optimisation passes per generated batch."})
+    scale_rewards: str = field(default="group", metadata={"trl": True,
+                                                          "help": "Advantage scaling: group, batch or none."})
+    loss_type: str = field(default="dapo", metadata={"trl": True,
+                                                     "help": "grpo, dapo, dr_grpo, bnpo... (TRL loss types)."})
     mask_truncated_completions: bool = field(
         default=False, metadata={"help": "Exclude completions cut at max_completion_length from the loss."}
     )
-    log_completions: bool = field(default=False, metadata={"help": "Print sampled completions at each log."})
-    use_vllm: bool = field(default=False, metadata={"help": "Generate with vLLM (GPU; needs the vllm package)."})
-    vllm_mode: str = field(default="colocate", metadata={"help": "vLLM mode: colocate or server."})
-    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "vLLM colocate GPU memory share."})
+    log_completions: bool = field(default=False, metadata={"trl": True,
+                                                           "help": "Print sampled completions at each log."})
+    use_vllm: bool = field(default=False, metadata={"trl": True,
+                                                    "help": "Generate with vLLM (GPU; needs the vllm package)."})
+    vllm_mode: str = field(default="colocate", metadata={"trl": True, "help": "vLLM mode: colocate or server."})
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"trl": True,
+                                                                      "help": "vLLM colocate GPU memory share."})
     q_bonus: float = field(default=0.1, metadata={"help": "q-advantage: bonus of an optimal action."})
     critic: str | None = field(default=None, metadata={"help": "critic reward: an rlft train offline RUN on this "
                                                                "dataset whose Q(s, a) scores each answer."})

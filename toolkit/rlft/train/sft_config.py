@@ -13,8 +13,12 @@ class SFTStageConfig(StageConfig):
     """Supervised fine-tuning on the dataset's prompt/completion columns, loss on the completion only."""
 
     trl_config_class: ClassVar[str] = "SFTConfig"
+    # passed only when evaluating (eval_split not none)
+    resolved_trl_fields: ClassVar[tuple[str, ...]] = (*StageConfig.resolved_trl_fields, "eval_steps",
+                                                      "per_device_eval_batch_size")
 
-    max_length: int = field(default=1024, metadata={"help": "Longest tokenized prompt + completion (truncated)."})
+    max_length: int = field(default=1024, metadata={"trl": True,
+                                                    "help": "Longest tokenized prompt + completion (truncated)."})
     eval_split: str = field(
         default="auto",
         metadata={"help": "Split evaluated for the validation loss: a name, 'auto' (validation, else test, else "
@@ -31,7 +35,7 @@ class SFTStageConfig(StageConfig):
         default=None,
         metadata={"help": "Stop after N evaluations without a lower eval loss (keeps the best checkpoint)."},
     )
-    completion_only_loss: bool = field(default=True, metadata={"help": "Loss on completion tokens only."})
+    completion_only_loss: bool = field(default=True, metadata={"trl": True, "help": "Loss on completion tokens only."})
     bin_smoothing: float = field(
         default=0.0,
         metadata={"help": "binned codecs: train each action bin against a Gaussian over its neighbouring bins of "

@@ -33,7 +33,7 @@ from rlft.models.run import (
     write_run_info,
 )
 from rlft.train.closed_loop import ReturnCheck
-from rlft.train.configs import StageConfig, config_to_dict
+from rlft.train.configs import StageConfig, config_to_dict, trl_settings
 from rlft.train.criterion import CriterionCallback, decision_check
 from rlft.train.inputs import StageInputs
 from rlft.train.run_summary import criterion_line
@@ -122,19 +122,10 @@ def training_args(config: StageConfig, run_dir: Path, n_params: int) -> dict[str
     # TRL 1.16 still reads the deprecated transformers 5 names; the warnings say nothing the user can act on.
     warnings.filterwarnings("ignore", message=".*gradient_checkpointing.* is deprecated", category=FutureWarning)
     return {
+        **trl_settings(config),  # the stage's own TRL-named settings, then those rlft resolves or fixes
         "output_dir": str(run_dir / CHECKPOINTS_DIR),
-        "learning_rate": config.learning_rate,
-        "lr_scheduler_type": config.lr_scheduler_type,
-        "warmup_steps": config.warmup_steps,
-        "num_train_epochs": config.num_train_epochs,
-        "max_steps": config.max_steps,
-        "per_device_train_batch_size": config.per_device_train_batch_size,
-        "gradient_accumulation_steps": config.gradient_accumulation_steps,
-        "logging_steps": config.logging_steps,
         "logging_first_step": True,
         "save_strategy": "steps",
-        "save_steps": config.save_steps,
-        "save_total_limit": config.save_total_limit,
         "seed": config.seed,
         "data_seed": config.seed,
         "report_to": "none",  # TensorBoard is added by tensorboard_callback, writing to RUN/logs
