@@ -135,7 +135,7 @@ def make_lake_q_model(root: Path, rows: tuple[str, ...] = ("SF", "FG"), max_posi
 def lake_episode_config(data: Path, model: Path, out: Path, **overrides):
     """A two-step episodic GRPO config on :func:`make_lake_q_model`'s lake: 8 samples a step in groups of 4, episodes
     of at most 4 turns, logged every step; ``overrides`` set the credit and anything else."""
-    from rlft.train.grpo_config import GRPOStageConfig
+    from rlft.train.grpo.config import GRPOStageConfig
 
     settings = dict(dataset=str(data), model=str(model), out=out, rollout="episode", rewards=["return"],
                     max_turns=4, episode_starts=4, num_generations=4, per_device_train_batch_size=8,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rlft.core.errors import InvalidInputError
-from rlft.train.action_targets import check_advantage, target_advantages, target_distribution
+from rlft.train.grpo.action_targets import check_advantage, target_advantages, target_distribution
 
 
 def test_the_greedy_target_shares_tied_best_answers():
@@ -52,7 +52,7 @@ def test_bad_advantage_settings_are_refused():
 
 
 def test_only_the_decisive_tokens_carry_an_advantage():
-    from rlft.train.action_targets import decisive_token_advantages
+    from rlft.train.grpo.action_targets import decisive_token_advantages
 
     table = decisive_token_advantages(np.array([0.5, -0.25]), [(1, 2), (1, 3)], width=5)
     assert table.tolist() == [[0.0, 0.5, 0.0, 0.0, 0.0], [0.0, -0.25, -0.25, 0.0, 0.0]]

@@ -109,7 +109,7 @@ def test_the_critic_reward_scores_answers_by_q_within_the_datas_range(bandit):
     """GRPO's ``critic`` reward: Q(s, a) of the decoded answer, the rewarded action above the data's worst, bounds
     from the data's own rows, garbage at the floor; a GRPO run with it trains."""
     from rlft.datasets.loading import load_dataset_codec, load_dataset_dict
-    from rlft.train.rewards import build_rewards
+    from rlft.train.grpo.rewards import build_rewards
 
     cli, data, iql, model, root = bandit
     codec = load_dataset_codec(str(data))

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from rlft.cli.options import config_command
 from rlft.train.bc_config import BCConfig
-from rlft.train.grpo_config import GRPOStageConfig
+from rlft.train.grpo.config import GRPOStageConfig
 from rlft.train.online_config import OnlineConfig
 from rlft.train.sft_config import SFTStageConfig
 

@@ -8,7 +8,8 @@ import pytest
 
 from factories import greedy_success, lake_episode_config, make_lake_q_model
 from rlft.core.errors import InvalidInputError
-from rlft.train.credit import (
+from rlft.train.grpo.config import GRPOStageConfig
+from rlft.train.grpo.credit import (
     ExperienceModel,
     action_advantages,
     episode_turns,
@@ -17,7 +18,6 @@ from rlft.train.credit import (
     step_advantages,
     token_advantages,
 )
-from rlft.train.grpo_config import GRPOStageConfig
 
 
 def test_returns_to_go_discount_later_rewards():
@@ -115,8 +115,8 @@ def test_token_table_adds_each_turns_step_credit_to_its_own_tokens():
 def test_the_trainer_hook_turns_episode_advantages_into_per_token_ones():
     import torch
 
-    from rlft.train.episode_trainer import state_credit_advantages
-    from rlft.train.episodes import Episode
+    from rlft.train.grpo.episode_trainer import state_credit_advantages
+    from rlft.train.grpo.episodes import Episode
 
     class Rollout:
         credit, credit_gamma, step_weight, episode_weight = "state", 1.0, 1.0, 1.0
@@ -153,8 +153,8 @@ def _lake(tmp_path):
 def test_state_credit_trains_through_trl_and_is_recorded(tmp_path, monkeypatch):
     import json
 
-    from rlft.train import episode_trainer
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo import episode_trainer
+    from rlft.train.grpo.run import run_grpo
 
     tables = []
     original = episode_trainer.state_credit_advantages
@@ -177,7 +177,7 @@ def test_state_credit_trains_through_trl_and_is_recorded(tmp_path, monkeypatch):
 
 
 def test_bad_credit_settings_fail_before_training(tmp_path):
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.run import run_grpo
 
     base = dict(dataset=str(tmp_path / "none"), model=str(tmp_path / "none"), out=tmp_path / "bad", max_steps=1)
     with pytest.raises(InvalidInputError, match="--credit must be one of"):
@@ -203,7 +203,7 @@ def test_bad_credit_settings_fail_before_training(tmp_path):
 def test_pooled_credits_train_through_trl(tmp_path, credit):
     import json
 
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.run import run_grpo
 
     data, model = _lake(tmp_path)
     out = tmp_path / "run"

@@ -151,8 +151,8 @@ def test_a_run_that_misses_the_criterion_says_so(lake, tiny, tmp_path, capsys):
 @pytest.mark.slow
 def test_grpo_logs_decision_accuracy(lake, tiny, tmp_path):
     from rlft.core.console import console
-    from rlft.train.grpo import run_grpo
-    from rlft.train.grpo_config import GRPOStageConfig
+    from rlft.train.grpo.config import GRPOStageConfig
+    from rlft.train.grpo.run import run_grpo
 
     config = GRPOStageConfig(dataset=str(lake), model=str(tiny), out=tmp_path / "grpo", lora=False, max_steps=2,
                              per_device_train_batch_size=4, num_generations=2, check_steps=1,

@@ -11,10 +11,10 @@ import pytest
 from factories import greedy_success, lake_episode_config, make_lake_q_model
 from rlft.codecs import load_codec
 from rlft.core.errors import InvalidInputError
-from rlft.train.credit import ExperienceModel
-from rlft.train.episode_answers import EpisodeAnswerRollout, answer_values
-from rlft.train.episodes import Episode
-from rlft.train.grpo_config import GRPOStageConfig
+from rlft.train.grpo.config import GRPOStageConfig
+from rlft.train.grpo.credit import ExperienceModel
+from rlft.train.grpo.episode_answers import EpisodeAnswerRollout, answer_values
+from rlft.train.grpo.episodes import Episode
 
 
 def test_answer_values_are_the_critics_q_and_an_untried_answer_is_scored_as_the_best_tried():
@@ -49,7 +49,7 @@ def test_states_are_drawn_uniformly_among_distinct_observations_and_again_when_f
 
 
 def test_answer_groups_train_through_trl_on_visited_states(tmp_path, monkeypatch):
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.run import run_grpo
 
     batches = []
     original = EpisodeAnswerRollout.states
@@ -82,7 +82,7 @@ def test_answer_groups_train_through_trl_on_visited_states(tmp_path, monkeypatch
 
 
 def test_answer_groups_refuse_settings_that_cannot_work(tmp_path):
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.run import run_grpo
 
     data, model = make_lake_q_model(tmp_path)
     base = dict(dataset=str(data), model=str(model), out=tmp_path / "bad", rollout="episode", credit="answers",
@@ -105,7 +105,7 @@ def test_answer_groups_teach_a_tabular_policy_the_slippery_lake():
     (``target - pi``). The greedy policy must reach at least 0.6 success (optimal about 0.74) within 60 steps."""
     import gymnasium as gym
 
-    from rlft.train.action_targets import target_advantages
+    from rlft.train.grpo.action_targets import target_advantages
 
     rng = np.random.default_rng(0)
     env = gym.make("FrozenLake-v1", map_name="4x4", is_slippery=True)
@@ -138,7 +138,7 @@ def test_answer_groups_teach_a_tabular_policy_the_slippery_lake():
 
 def test_per_state_credit_on_observations_that_never_repeat_is_warned_before_training(tmp_path, capsys):
     from factories import make_cartpole_text_model
-    from rlft.train.grpo_settings import warn_unrepeated_states
+    from rlft.train.grpo.settings import warn_unrepeated_states
 
     cartpole, _ = make_cartpole_text_model(tmp_path)
     (tmp_path / "lake").mkdir()
@@ -153,7 +153,7 @@ def test_per_state_credit_on_observations_that_never_repeat_is_warned_before_tra
 
 def test_random_maps_are_warned_with_the_local_key_as_the_fix_and_the_local_key_is_not_warned(capsys):
     from rlft.codecs.grid import FrozenLakeGridCodec
-    from rlft.train.grpo_settings import warn_unrepeated_states
+    from rlft.train.grpo.settings import warn_unrepeated_states
 
     codec = FrozenLakeGridCodec.for_random_maps(4, 0.8, True, "chat", "compact")
     capsys.readouterr()
@@ -169,8 +169,8 @@ def test_local_credit_keys_pool_the_critic_over_maps(tmp_path, monkeypatch):
     one task for all episodes; the groups are still the visited observations, scored by the pooled values."""
     from rlft.codecs.grid import FrozenLakeGridCodec
     from rlft.envs.frozenlake import encode_lake
-    from rlft.train.episodes import EpisodeRollout
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.episodes import EpisodeRollout
+    from rlft.train.grpo.run import run_grpo
 
     codec = FrozenLakeGridCodec.for_random_maps(4, 0.8, True, "chat", "compact")
     # two maps that differ far from the agent: the same key at the start, different observation texts
@@ -198,7 +198,7 @@ def test_local_credit_keys_pool_the_critic_over_maps(tmp_path, monkeypatch):
 
 
 def test_local_credit_keys_need_answers_and_a_codec_that_defines_them(tmp_path):
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.run import run_grpo
 
     data, model = make_lake_q_model(tmp_path)
     with pytest.raises(InvalidInputError, match="--credit-key local needs --credit answers"):

@@ -11,7 +11,7 @@ import pytest
 from factories import lake_episode_config, make_cartpole_text_model, make_continuous_minari_dataset, write_map
 from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError
-from rlft.train.grpo_config import GRPOStageConfig
+from rlft.train.grpo.config import GRPOStageConfig
 
 
 def _invoke(*args):
@@ -47,7 +47,7 @@ def _rollout(data, model_dir, max_turns=4, temperature=1.0, constrained=True):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rlft.codecs import load_codec
-    from rlft.train.episodes import EpisodeRollout
+    from rlft.train.grpo.episodes import EpisodeRollout
 
     codec = load_codec(data)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -191,8 +191,8 @@ def test_episodic_grpo_trains_the_adapter_and_rewards_are_the_replayed_returns(l
     import torch
     from transformers import TrainerCallback
 
-    from rlft.train import episodes as episodes_module
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo import episodes as episodes_module
+    from rlft.train.grpo.run import run_grpo
 
     played = []
     original = episodes_module.EpisodeRollout.output
@@ -253,7 +253,7 @@ def test_episodic_grpo_trains_the_adapter_and_rewards_are_the_replayed_returns(l
 # bad input: refused before training
 # ------------------------------------------------------------------------------------------------------------
 def test_bad_episode_settings_fail_before_training(lake, tmp_path):
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.run import run_grpo
 
     data, model_dir = lake
 
@@ -280,7 +280,7 @@ def test_bad_episode_settings_fail_before_training(lake, tmp_path):
 def test_an_episodic_run_from_a_one_step_model_refuses_unless_asked(lake, tmp_path):
     """An SFT run trained on one-step prompts, continued with episodes played as conversations: refused with the
     reason before anything is written; --allow-format-change runs it; --credit answers keeps the format."""
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.run import run_grpo
     from rlft.train.sft import run_sft
     from rlft.train.sft_config import SFTStageConfig
 
@@ -299,7 +299,7 @@ def test_an_episodic_run_from_a_one_step_model_refuses_unless_asked(lake, tmp_pa
 def test_the_context_check_bounds_every_turn_an_episode_plays(pole):
     """check_context's estimate (longest observation and answer of a random rollout, plus the generation budget)
     is at least what every played turn needs; one built on the reset state let a CartPole run overflow."""
-    from rlft.train.episode_setup import check_context
+    from rlft.train.grpo.episode_setup import check_context
 
     rollout, model = _rollout(*pole, max_turns=6)
     bound = check_context(rollout, rollout.tokenizer, model)
@@ -314,7 +314,7 @@ def test_the_context_check_bounds_every_turn_an_episode_plays(pole):
 
 def test_a_codec_without_an_environment_is_refused(lake, tmp_path):
     from rlft.codecs import load_codec
-    from rlft.train.episode_setup import check_episode_env
+    from rlft.train.grpo.episode_setup import check_episode_env
 
     codec = load_codec(lake[0])
     codec.env_id = None
@@ -337,7 +337,7 @@ def _cartpole_raw_codec():
 
 
 def test_episode_starts_are_seeded_resets():
-    from rlft.train.episode_setup import episode_starts
+    from rlft.train.grpo.episode_setup import episode_starts
 
     env, codec = _cartpole_raw_codec()
     starts = episode_starts(codec, 3, seed=5)
@@ -349,7 +349,7 @@ def test_episode_starts_are_seeded_resets():
 def test_episode_starts_never_meet_evaluation_seeds():
     """On random maps a reset seed is a map: training starts must not be the seeds evaluation plays (S + i for the
     recipes' S = 0, the run's seed or {seed}000), or the policy would be scored on the maps it trained on."""
-    from rlft.train.episode_setup import episode_starts
+    from rlft.train.grpo.episode_setup import episode_starts
 
     _, codec = _cartpole_raw_codec()
     for seed in (0, 1, 13):

@@ -77,7 +77,7 @@ def test_the_decisive_tokens_are_the_action_between_the_shared_format(choices):
 
 
 def test_each_group_holds_every_answer_equally_often(choices):
-    from rlft.train.sampling import ActionSetRollout
+    from rlft.train.grpo.sampling import ActionSetRollout
 
     answers, _, codec, prompts = choices
     rollout = ActionSetRollout(answers, num_generations=8)
@@ -148,8 +148,8 @@ def test_bad_group_settings_are_refused_before_anything_is_written(cli, lake_mod
 
 def test_only_the_tokens_that_write_the_action_are_chosen(choices):
     """Constrained samples keep the loss on the action's tokens: the format around it, in whichever tokenization the
-    grammar allowed, and end-of-turn are forced (rlft.train.sampling.chosen_tokens)."""
-    from rlft.train.sampling import chosen_tokens
+    grammar allowed, and end-of-turn are forced (rlft.train.grpo.sampling.chosen_tokens)."""
+    from rlft.train.grpo.sampling import chosen_tokens
 
     answers, _, codec, prompts = choices
     tokenizer = answers.tokenizer

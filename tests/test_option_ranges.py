@@ -63,8 +63,8 @@ def test_non_finite_q_values_are_refused_by_q_greedy_and_the_q_advantage_reward(
 
     from eval_factories import frozenlake_dataset, tiny_model
     from rlft.core.errors import InvalidInputError
-    from rlft.train.grpo import run_grpo
-    from rlft.train.grpo_config import GRPOStageConfig
+    from rlft.train.grpo.config import GRPOStageConfig
+    from rlft.train.grpo.run import run_grpo
 
     data = tmp_path / "fl"
     shutil.copytree(frozenlake_dataset(tmp_path_factory), data)

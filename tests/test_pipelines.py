@@ -123,7 +123,7 @@ def test_stage_config_files_state_only_what_differs_from_the_defaults(path, sect
     """A key repeating its dataclass default is a second place the default lives, and goes stale when it moves."""
     import dataclasses
 
-    from rlft.train.grpo_config import GRPOStageConfig
+    from rlft.train.grpo.config import GRPOStageConfig
     from rlft.train.sft_config import SFTStageConfig
 
     config = {"sft": SFTStageConfig, "grpo": GRPOStageConfig}[section]

@@ -10,7 +10,7 @@ import pytest
 from rlft.codecs import FrozenLakeGridCodec, make_codec
 from rlft.core.errors import InvalidInputError
 from rlft.envs.frozenlake import load_map
-from rlft.train.rewards import (
+from rlft.train.grpo.rewards import (
     REWARDS,
     BCReward,
     EnvReward,

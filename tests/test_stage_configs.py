@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from rlft.train.configs import trl_settings
-from rlft.train.grpo_config import GRPOStageConfig
+from rlft.train.grpo.config import GRPOStageConfig
 from rlft.train.sft_config import SFTStageConfig
 
 
@@ -29,7 +29,7 @@ def test_every_setting_named_like_trls_reaches_trl_by_one_rule(cls):
 def test_the_trl_config_a_grpo_run_builds_holds_the_stage_settings(tmp_path):
     import torch
 
-    from rlft.train.grpo import grpo_training_args
+    from rlft.train.grpo.run import grpo_training_args
 
     config = GRPOStageConfig(learning_rate=1e-3, num_generations=4, per_device_train_batch_size=8, beta=0.1,
                              temperature=0.7, max_completion_length=12, loss_type="grpo", max_steps=3, seed=5,

@@ -191,7 +191,7 @@ def test_pointmaze_collect_serialize_train_evaluate(cli, tmp_path):
 
     # the env reward restores a recorded Dict state into the real maze and scores the action there
     from rlft.codecs.base import load_codec
-    from rlft.train.rewards import EnvReward
+    from rlft.train.grpo.rewards import EnvReward
 
     codec = load_codec(data)
     reward = EnvReward(codec, seed=0)

@@ -12,7 +12,7 @@ import yaml
 
 from rlft.core.errors import InvalidInputError
 from rlft.train.configs import build_config, merge_config, read_yaml_config
-from rlft.train.grpo_config import GRPOStageConfig
+from rlft.train.grpo.config import GRPOStageConfig
 from rlft.train.sft_config import SFTStageConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -149,7 +149,7 @@ def test_config_files_flat_and_pipeline_sections(tmp_path):
 def test_cli_flags_override_the_config_file(cli, tmp_path, monkeypatch):
     seen = {}
     monkeypatch.setattr("rlft.train.sft.run_sft", lambda config: seen.setdefault("sft", config))
-    monkeypatch.setattr("rlft.train.grpo.run_grpo", lambda config: seen.setdefault("grpo", config))
+    monkeypatch.setattr("rlft.train.grpo.run.run_grpo", lambda config: seen.setdefault("grpo", config))
     path = tmp_path / "c.yaml"
     path.write_text("sft: {learning_rate: 0.1, max_steps: 7, lora: false}\n"
                     "grpo: {rewards: [format], reward_weights: [2.0], beta: 0.1}\nsteps: []\n")
@@ -192,7 +192,7 @@ def test_grpo_runs_and_changes_every_lora_parameter(session_env, sft_run, lake):
     from transformers import TrainerCallback
 
     from rlft.models.run import load_policy_model
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.run import run_grpo
 
     class Watch(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -330,7 +330,7 @@ def test_constrained_grpo_gives_a_format_naive_model_valid_answers_only(tmp_path
     import torch
 
     from rlft.models.run import load_policy_model
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.run import run_grpo
 
     out = tmp_path / "grpo"
     config = GRPOStageConfig(dataset=str(lake), model=str(tiny_model), out=out, rewards=["format", "q-advantage"],

@@ -146,11 +146,11 @@ def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | No
 
 def _check_rewards(value: str, episodic: bool, where: str) -> None:
     """A step's ``--reward`` names, as the trainer it runs will parse them."""
-    from rlft.train.rewards import parse_reward_names
+    from rlft.train.grpo.rewards import parse_reward_names
 
     try:
         if episodic:
-            from rlft.train.episode_rewards import parse_episode_reward_names
+            from rlft.train.grpo.episode_rewards import parse_episode_reward_names
 
             parse_episode_reward_names(value)
         else:

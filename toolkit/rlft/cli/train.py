@@ -15,7 +15,7 @@ from rlft.cli import train_bc, train_offline, train_online
 from rlft.cli.options import config_command
 from rlft.core.errors import InvalidInputError
 from rlft.train.configs import parse_trl_flags
-from rlft.train.grpo_config import GRPOStageConfig
+from rlft.train.grpo.config import GRPOStageConfig
 from rlft.train.sft_config import SFTStageConfig
 
 app = typer.Typer(no_args_is_help=True)
@@ -28,7 +28,7 @@ def _run_sft(config, ctx: typer.Context) -> None:
 
 
 def _run_grpo(config, ctx: typer.Context) -> None:
-    from rlft.train.grpo import run_grpo
+    from rlft.train.grpo.run import run_grpo
 
     run_grpo(config)
 

@@ -6,7 +6,7 @@ codec's completion, tokenized as SFT trains on it, then end-of-turn) and scores 
 one teacher-forced pass: ``log p(answer_a | prompt)`` for every action ``a``. Used by
 
 * GRPO's action-set groups (``rlft train grpo --group actions``): each group holds every valid answer once, so
-  the rewards compare all actions of a state at every step (:mod:`rlft.train.sampling`);
+  the rewards compare all actions of a state at every step (:mod:`rlft.train.grpo.sampling`);
 * the training signals that explain a stall: per-state entropy of the policy and the probability it gives the
   optimal actions (:mod:`rlft.train.criterion`).
 """

@@ -4,7 +4,7 @@ Per slot the policy keeps the history of (observation text, action text) pairs a
 (``target_return`` minus the rewards collected so far) when the codec's template conditions on them, so the
 prompt at evaluation is the prompt the model was trained on. A template with ``turns`` (a model trained by
 episodic GRPO) makes each prompt the episode so far as a conversation, the model's own earlier answers
-verbatim, exactly as :mod:`rlft.train.episodes` built them in training. Unparsable output never raises: the
+verbatim, exactly as :mod:`rlft.train.grpo.episodes` built them in training. Unparsable output never raises: the
 slot takes the fallback action and the miss is counted (the invalid-action rate).
 """
 

@@ -36,7 +36,7 @@ IMPROVED_FIELDS = ("rows", "horizon", "candidates", "noise", "weighting", "mirro
 RUN_FIELDS = ("stage", "lora", "train_rows", "global_step", "train_runtime_s", "train_steps_per_second",
               "eval_loss_start", "eval_loss_end", "trainable_parameters", "total_parameters", "prompt_tokens_mean",
               "base_model", "episodes_per_second", "rollout_share", "device", "gpu_name", "gpu_peak_memory_gb")
-# GRPO's signals (rlft.train.signals): why a run learned or stalled, kept beside its steps and time
+# GRPO's signals (rlft.train.grpo.signals): why a run learned or stalled, kept beside its steps and time
 SIGNAL_FIELDS = ("frac_reward_zero_std_first", "frac_reward_zero_std_last", "policy_entropy_first",
                  "policy_entropy_last", "kl_first", "kl_last", "stall_steps_longest", "stall_warned_at_step")
 

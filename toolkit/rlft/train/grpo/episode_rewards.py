@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
-from rlft.train.reward_base import parse_names
-from rlft.train.rewards import step_bounds
+from rlft.train.grpo.reward_base import parse_names
+from rlft.train.grpo.rewards import step_bounds
 
 EPISODE_REWARDS = ("return", "format")
 

@@ -12,12 +12,12 @@ from rlft.core.console import console
 from rlft.core.errors import InvalidInputError, MissingDependencyError
 from rlft.models.run import read_run_info
 from rlft.policy.action_scores import MAX_CHOICES
-from rlft.train.credit import check_credit as check_credit_values
-from rlft.train.episode_rewards import parse_episode_reward_names
-from rlft.train.episodes import ROLLOUTS
-from rlft.train.grpo_config import GRPOStageConfig
+from rlft.train.grpo.config import GRPOStageConfig
+from rlft.train.grpo.credit import check_credit as check_credit_values
+from rlft.train.grpo.episode_rewards import parse_episode_reward_names
+from rlft.train.grpo.episodes import ROLLOUTS
+from rlft.train.grpo.rewards import parse_reward_names
 from rlft.train.inputs import StageInputs
-from rlft.train.rewards import parse_reward_names
 
 SCALE_REWARDS = ("group", "batch", "none")
 GROUPS = ("auto", "sampled", "actions")
@@ -116,7 +116,7 @@ def auto_rewards(columns: list[str], episodic: bool) -> list[str]:
 
 
 def resolve_group(config: GRPOStageConfig, codec, episodic: bool) -> str:
-    """``sampled`` or ``actions`` (:class:`rlft.train.sampling.ActionSetRollout`): ``auto`` takes actions for step
+    """``sampled`` or ``actions`` (:class:`rlft.train.grpo.sampling.ActionSetRollout`): ``auto`` takes actions for step
     rollouts over a small discrete action space whose size divides ``num_generations``."""
     if config.group != "auto":
         return config.group

@@ -10,7 +10,7 @@ from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError
 from rlft.envs.vector_envs import check_spaces
 from rlft.policy.generation import generating
-from rlft.train.episodes import EpisodeRollout
+from rlft.train.grpo.episodes import EpisodeRollout
 
 # Training episodes start from seeds evaluation never meets: an evaluation seeds episode i with S + i for a small S
 # (0, or a recipe's "{seed}000"), and on random maps a reset seed is a map, so a training start that equals an

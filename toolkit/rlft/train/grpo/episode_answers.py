@@ -1,12 +1,12 @@
 """Episodic GRPO with complete answer groups (``rlft train grpo --rollout episode --credit answers``).
 
 What the episodes are for here: experience. Each step the model plays whole episodes in the real environment (as
-``--rollout episode`` always does, :class:`rlft.train.episodes.EpisodeRollout`), every transition goes into the
-empirical model of the environment (:class:`rlft.train.credit.ExperienceModel`), and value iteration on it gives
+``--rollout episode`` always does, :class:`rlft.train.grpo.episodes.EpisodeRollout`), every transition goes into the
+empirical model of the environment (:class:`rlft.train.grpo.credit.ExperienceModel`), and value iteration on it gives
 ``Q(s, a)`` for every answer tried at every observation: the return, propagated back to each step that can lead to
 it. The training samples are then the states those episodes visited, each as one GRPO group holding **every** valid
-answer (:class:`rlft.train.sampling.ActionSetRollout`), scored by the critic's Q (the ``q-advantage`` reward of step
-GRPO, on learned values instead of exact ones). Nothing but the environment's rewards informs it.
+answer (:class:`rlft.train.grpo.sampling.ActionSetRollout`), scored by the critic's Q (the ``q-advantage`` reward of
+step GRPO, on learned values instead of exact ones). Nothing but the environment's rewards informs it.
 
 Why (docs/results.md, row 9a's notes): with the model's step credit added to sampled episodes (``--credit model``)
 the critic learned the lake but the LLM collapsed onto one answer everywhere within 10-30 steps. A sampled episode
@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlft.core.errors import InvalidInputError
 from rlft.policy.action_scores import ActionChoices
-from rlft.train.action_targets import action_set_trainer_class
-from rlft.train.credit import action_key
-from rlft.train.episodes import Episode, EpisodeRollout
-from rlft.train.rewards import QAdvantageReward
-from rlft.train.sampling import ActionSetRollout
+from rlft.train.grpo.action_targets import action_set_trainer_class
+from rlft.train.grpo.credit import action_key
+from rlft.train.grpo.episodes import Episode, EpisodeRollout
+from rlft.train.grpo.episodic import EpisodicGRPO
+from rlft.train.grpo.rewards import QAdvantageReward
+from rlft.train.grpo.sampling import ActionSetRollout
 
 
 class CriticReward(QAdvantageReward):
@@ -122,7 +124,7 @@ class EpisodeAnswerRollout(ActionSetRollout):
 
 
 def episode_answers_trainer_class(rollout: EpisodeAnswerRollout, advantage: str, temperature: float):
-    """TRL's ``GRPOTrainer`` for ``--group actions`` (:func:`rlft.train.action_targets.action_set_trainer_class`)
+    """TRL's ``GRPOTrainer`` for ``--group actions`` (:func:`rlft.train.grpo.action_targets.action_set_trainer_class`)
     whose batch rows are replaced, each step, by the states the model's own episodes visited."""
     from trl import GRPOTrainer
 
@@ -133,3 +135,30 @@ def episode_answers_trainer_class(rollout: EpisodeAnswerRollout, advantage: str,
             return super()._generate_and_score_completions(rollout.states(self, inputs))
 
     return EpisodeAnswersTrainer
+
+
+class EpisodeAnswersGRPO(EpisodicGRPO):
+    """``--rollout episode --credit answers`` (module doc): episodes for experience, then every valid answer of each
+    visited state in one group, scored by the Q that value iteration on the experience gives."""
+
+    name = "episode-answers"
+    conversation = False  # a visited state is prompted as the codec prompts it, as evaluation does
+
+    def episode_rewards(self, names: list[str]) -> list:
+        if names != ["return"]:
+            raise InvalidInputError(f"--credit answers scores each answer by the return it leads to (the critic's "
+                                    f"Q): --reward return, not {','.join(names)}",
+                                    hint="every answer of its groups is valid, so a format reward carries nothing")
+        return [CriticReward(self.inputs.codec, bonus=self.config.q_bonus)]
+
+    def rollout(self, inputs, model, tokenizer):
+        episodes = super().rollout(inputs, model, tokenizer)
+        return EpisodeAnswerRollout(episodes, ActionChoices(inputs.codec, tokenizer, model),
+                                    self.config.num_generations, self.config.seed)
+
+    def trainer_class(self, rollout):
+        return episode_answers_trainer_class(rollout, self.config.advantage, self.config.target_temperature)
+
+    def record(self) -> dict:
+        return {**super().record(), "advantage": self.config.advantage,
+                "target_temperature": self.config.target_temperature}

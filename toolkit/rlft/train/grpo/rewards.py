@@ -57,7 +57,7 @@ from rlft.codecs.structured import unflatten
 from rlft.core.errors import InvalidInputError
 from rlft.envs.state import LOOKAHEAD_POLICIES, state_kind, step_from_state
 from rlft.sources.experts import load_expert
-from rlft.train.reward_base import OPTIMAL_ATOL, Reward, _is_in, parse_names
+from rlft.train.grpo.reward_base import OPTIMAL_ATOL, Reward, _is_in, parse_names
 
 
 class FormatReward(Reward):

@@ -20,7 +20,7 @@ How the environment's turns stay out of the loss: the sample is ``prompt_ids`` (
 chat template and the next observation add) with ``env_mask`` = 1 on sampled tokens and 0 on the environment's.
 TRL multiplies its completion mask by ``env_mask``, so only the model's tokens get gradient, KL and entropy. With
 constrained sampling the tokens of the format the grammar forces (``<answer>``, ``</answer>``, end-of-turn) are left
-out of the loss too (:func:`rlft.train.sampling.chosen_tokens`): they are no choice, and a loss on them lets
+out of the loss too (:func:`rlft.train.grpo.sampling.chosen_tokens`): they are no choice, and a loss on them lets
 GRPO lower a wrong answer by making its closing tag unlikely instead of the action itself.
 
 Unparsable answers never raise: the fallback action is played, the miss counted, and the ``format`` reward
@@ -41,8 +41,8 @@ from rlft.core.errors import InvalidInputError
 from rlft.envs.frozenlake import is_frozenlake
 from rlft.policy.generation import generating
 from rlft.policy.policies import default_action
-from rlft.train.credit import ExperienceModel, check_credit
-from rlft.train.sampling import GrammarSampler, chosen_tokens
+from rlft.train.grpo.credit import ExperienceModel, check_credit
+from rlft.train.grpo.sampling import GrammarSampler, chosen_tokens
 
 ROLLOUTS = ("step", "episode")
 

@@ -38,7 +38,7 @@ This is certainty-equivalence model-based credit: it needs observations that rep
 exactly (FrozenLake's positions, grid worlds, text games); where they never repeat (CartPole's floats) every
 transition is its own state and the credit reduces to the immediate reward.
 
-Pure numpy over :class:`rlft.train.episodes.Episode` fields, so the arithmetic is tested without a trainer.
+Pure numpy over :class:`rlft.train.grpo.episodes.Episode` fields, so the arithmetic is tested without a trainer.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 
-CREDITS = ("episode", "state", "action", "model", "answers")  # answers: rlft.train.episode_answers
+CREDITS = ("episode", "state", "action", "model", "answers")  # answers: rlft.train.grpo.episode_answers
 STD_EPS = 1e-6
 
 

@@ -7,7 +7,7 @@ answer and the rewards compare actions from the first step. Evaluation then deco
 
 Both rollouts use TRL's ``rollout_func``: :class:`StepRollout` samples one answer per prompt row (TRL repeats a row
 ``num_generations`` times, so a group is G constrained answers to the same state) and TRL scores them with the
-same rewards as unconstrained sampling; the episode rollout (:mod:`rlft.train.episodes`) plays whole episodes.
+same rewards as unconstrained sampling; the episode rollout (:mod:`rlft.train.grpo.episodes`) plays whole episodes.
 The loss is TRL's: it recomputes the model's own log-probabilities of the sampled tokens (the constrained
 sampling log-probabilities returned here are only read by vLLM's importance-sampling correction, which is off).
 """

@@ -3,8 +3,8 @@ per-step credits (``--credit state|action|model``), turns TRL's episode advantag
 
 from __future__ import annotations
 
-from rlft.train.credit import action_advantages, episode_turns, model_advantages, step_advantages, token_advantages
-from rlft.train.episodes import EpisodeRollout
+from rlft.train.grpo.credit import action_advantages, episode_turns, model_advantages, step_advantages, token_advantages
+from rlft.train.grpo.episodes import EpisodeRollout
 
 
 def episode_trainer_class():
@@ -27,7 +27,7 @@ def episode_trainer_class():
 def state_credit_advantages(trainer, rollout: EpisodeRollout, output: dict):
     """TRL's episode advantages ``(B,)``, times ``--episode-weight``, -> per-token ``(B, T)`` with each turn's step
     advantage added (GiGPO's for ``--credit state``, the pooled ``Q - V`` estimate for ``--credit action``, the
-    empirical model's for ``--credit model``; :mod:`rlft.train.credit`); logs how many observations carried a
+    empirical model's for ``--credit model``; :mod:`rlft.train.grpo.credit`); logs how many observations carried a
     signal."""
     import torch
 

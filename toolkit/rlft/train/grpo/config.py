@@ -10,14 +10,14 @@ from rlft.train.configs import StageConfig
 
 @dataclass
 class GRPOStageConfig(StageConfig):
-    """GRPO with the codec-driven control rewards of :mod:`rlft.train.rewards`."""
+    """GRPO with the codec-driven control rewards of :mod:`rlft.train.grpo.rewards`."""
 
     trl_config_class: ClassVar[str] = "GRPOConfig"
     resolved_trl_fields: ClassVar[tuple[str, ...]] = (*StageConfig.resolved_trl_fields, "mask_truncated_completions")
 
     rewards: list[str] = field(
         default_factory=lambda: ["auto"],
-        metadata={"help": "Reward names: format, bc, q-advantage, env (see rlft.train.rewards); auto: format + "
+        metadata={"help": "Reward names: format, bc, q-advantage, env (see rlft.train.grpo.rewards); auto: format + "
                           "q-advantage on a dataset with Q-values, format + bc on one with recorded actions, return "
                           "for episode rollouts.", "aliases": ["--reward"]},
     )
@@ -39,7 +39,7 @@ class GRPOStageConfig(StageConfig):
         default="auto",
         metadata={"help": "How a state's group of completions is made: sampled (num_generations samples), actions "
                           "(every valid answer of a small discrete action space equally often: all actions compared "
-                          "at every step, no sampling noise; see rlft.train.sampling), auto (actions for step "
+                          "at every step, no sampling noise; see rlft.train.grpo.sampling), auto (actions for step "
                           "rollouts over discrete actions when num_generations is a multiple of their number)."},
     )
     advantage: str = field(
@@ -47,7 +47,7 @@ class GRPOStageConfig(StageConfig):
         metadata={"help": "With --group actions: group (TRL's: each answer's reward against the group's mean, over its "
                           "spread: every answer of every state pushed at a steady rate) or target (each answer's "
                           "probability moved toward the greedy policy of the group's rewards, ties shared: target(a) "
-                          "- pi(a), a step that is zero once a state is right; see rlft.train.action_targets)."},
+                          "- pi(a), a step that is zero once a state is right; see rlft.train.grpo.action_targets)."},
     )
     target_temperature: float = field(
         default=0.0, metadata={"help": "--advantage target: 0 is greedy (the best answers share the target); above 0, "
@@ -93,7 +93,7 @@ class GRPOStageConfig(StageConfig):
     rollout: str = field(
         default="step",
         metadata={"help": "step: one answer per recorded state, scored by the rewards; episode: whole episodes "
-                          "played in the environment, rewarded by their return (see rlft.train.episodes)."},
+                          "played in the environment, rewarded by their return (see rlft.train.grpo.episodes)."},
     )
     max_turns: int = field(default=16, metadata={"help": "episode rollout: turns (actions) per episode at most."})
     episode_starts: int = field(default=64, metadata={"help": "episode rollout: distinct reset seeds to train on."})
@@ -105,9 +105,9 @@ class GRPOStageConfig(StageConfig):
                           "Monte-Carlo Q(s, a) - V(s) of the turn's observation and action over the last "
                           "--credit-window steps: a signal for every turn when returns are sparse) or model "
                           "(plus (Q(s, a) - V(s)) / spread, Q by value iteration on every transition played "
-                          "so far: for observations that repeat exactly; see rlft.train.credit) or answers (the "
+                          "so far: for observations that repeat exactly; see rlft.train.grpo.credit) or answers (the "
                           "episodes only gather experience for that model: each visited state is trained as one "
-                          "group of every valid answer, scored by its Q; see rlft.train.episode_answers)."},
+                          "group of every valid answer, scored by its Q; see rlft.train.grpo.episode_answers)."},
     )
     credit_gamma: float = field(default=0.95, metadata={"help": "--credit state|action|model|answers: discount of the "
                                                                  "return-to-go."})
@@ -131,7 +131,7 @@ class GRPOStageConfig(StageConfig):
         metadata={"help": "Sample answers within the codec's grammar (default: on for episode rollouts and for "
                           "continuous actions, where an unparsable answer's floor would drown the real actions' "
                           "differences; off for discrete step rollouts, where the format reward teaches the format; "
-                          "see rlft.train.sampling)."},
+                          "see rlft.train.grpo.sampling)."},
     )
     env_bounds: list[float] | None = field(
         default=None, metadata={"help": "env reward: per-step reward bounds low,high (default per env)."}

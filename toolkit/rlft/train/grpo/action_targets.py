@@ -67,7 +67,7 @@ def target_advantages(rewards: np.ndarray, probs: np.ndarray, num_generations: i
     """Per completion, ``target(a) - pi(a)`` for the answer it holds.
 
     ``rewards`` is one reward per completion, ``num_generations`` completions a state in a row, completion ``j`` of
-    a group holding answer ``j % n`` (:class:`rlft.train.sampling.ActionSetRollout`'s order); ``probs`` is
+    a group holding answer ``j % n`` (:class:`rlft.train.grpo.sampling.ActionSetRollout`'s order); ``probs`` is
     (states, n), the policy over the answers of each state. An answer written several times in a group shares its
     advantage among its copies, so every state moves by one cross-entropy step. Also returns what the log shows:
     how often the policy's likeliest answer is a target answer, and the mean size of the advantages."""
