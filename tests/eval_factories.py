@@ -144,6 +144,10 @@ class FakeOpenAIServer:
                 if server.mode == "nochoices":
                     self._send(200, b'{"object": "error"}')
                     return
+                if server.mode in ("intmessage", "intcontent"):  # JSON of the right shape holding no text
+                    message = b"5" if server.mode == "intmessage" else b'{"role": "assistant", "content": 5}'
+                    self._send(200, b'{"choices": [{"index": 0, "message": ' + message + b"}]}")
+                    return
                 if self.path.endswith("/chat/completions"):
                     text = "\n".join(m["content"] for m in payload["messages"])
                     choices = [server._choice(text, payload, chat=True)]

@@ -61,6 +61,7 @@ def test_unparsable_replies_are_counted(tmp_path_factory):
 
 @pytest.mark.parametrize(("mode", "message"), [
     ("garbage", "malformed reply"), ("nochoices", "no choices"), ("http500", "HTTP 500"),
+    ("intmessage", "malformed reply"), ("intcontent", "no text in choices[0].message"),
 ])
 def test_bad_server_replies_are_one_line_errors(tmp_path_factory, cli, mode, message):
     data = frozenlake_dataset(tmp_path_factory)

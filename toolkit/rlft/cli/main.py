@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import atexit
 import gc
+import sys
 
 import typer
 
 from rlft import __version__
 from rlft.cli import data, expert, model, pipeline, results, train
 from rlft.cli import eval as eval_cli
+from rlft.core.secrets import redact_argv
 
 
 def _fold_option_names() -> None:
@@ -61,6 +63,9 @@ def main(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """rlft: reinforcement-learning experience as language-model data, and language models as policies."""
+    # click has read the command line already; what a tracker records of it later (W&B keeps sys.argv in its run
+    # files, uploaded by `wandb sync`) holds no secret typed on it
+    sys.argv[:] = redact_argv(sys.argv)
 
 
 def run() -> None:

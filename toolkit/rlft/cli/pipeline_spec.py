@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.reading import read_yaml_mapping
+from rlft.core.reading import read_yaml_mapping, yaml_value
 from rlft.core.seeding import MAX_SEED
 
 
@@ -176,7 +176,6 @@ def _extended(path: Path, spec: dict, chain: tuple[Path, ...]) -> dict:
 def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
                   seeds: str | None = None) -> tuple[dict, list[tuple[str, list[str]]]]:
     """Parse a pipeline file and return (spec, [(label, argv) of each step to run])."""
-    import yaml
 
     if not path.is_file():
         raise InvalidInputError(f"no pipeline file {path}", hint="see the files under pipelines/")
@@ -189,7 +188,7 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
         if key not in variables:
             raise InvalidInputError(f"--set {key}: pipeline {path.name} has no variable {key!r}",
                                     hint=f"its variables: {sorted(variables)}")
-        variables[key] = yaml.safe_load(value)
+        variables[key] = yaml_value(value, f"--set {key}")
     variables = apply_presets(spec, variables, {item.partition("=")[0] for item in overrides}, path)
     seed_list = parse_seeds(seeds) if seeds is not None else spec.get("seeds")
     if seed_list is None:

@@ -193,6 +193,21 @@ def _jsonable(value):
 CODEC_KEYS = ("kind", "observation_space", "action_space", "template")
 
 
+def _check_space(space: Any, what: str) -> None:
+    """What every env check and decoder reads of a saved space (a damaged codec file fails here, not mid-episode)."""
+    if not isinstance(space, dict) or not isinstance(space.get("type"), str):
+        raise ValueError(f"{what} is not a space")
+    if space["type"] == "discrete" and not (isinstance(space.get("n"), int) and space["n"] >= 1):
+        raise ValueError(f"{what}: a discrete space needs n >= 1")
+    if space["type"] == "box":
+        shape = space.get("shape")
+        if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+            raise ValueError(f"{what}: a box space needs a shape")
+        for bound in ("low", "high"):
+            if bound not in space or np.asarray(space[bound], dtype=np.float64).size != int(np.prod(shape)):
+                raise ValueError(f"{what}: a box space needs {bound}, one number per element")
+
+
 def codec_from_dict(data: dict[str, Any], source: str = "the codec") -> Codec:
     """Rebuild any registered codec kind from its saved dict; :class:`InvalidInputError` naming ``source`` when
     the dict is not a codec rlft can read (missing keys, unknown kind or schema version, bad values).
@@ -213,7 +228,10 @@ def codec_from_dict(data: dict[str, Any], source: str = "the codec") -> Codec:
     if kind not in _REGISTRY:
         raise InvalidInputError(f"{source}: unknown codec kind {kind!r}", hint=f"known kinds: {sorted(_REGISTRY)}")
     try:
-        return _REGISTRY[kind].from_dict(data)
+        codec = _REGISTRY[kind].from_dict(data)
+        for what in ("observation_space", "action_space"):
+            _check_space(data[what], what)
+        return codec
     except InvalidInputError as exc:
         raise InvalidInputError(f"{source}: {exc.message}", hint=exc.hint) from exc
     except (KeyError, TypeError, ValueError) as exc:

@@ -93,6 +93,8 @@ class FrozenLakeGridCodec(Codec):
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
+        if map_rows and not all(isinstance(row, str) for row in map_rows):
+            raise ValueError(f"map_rows must be rows of S/F/H/G text, got {map_rows!r:.80}")
         self.lake = LakeMap("codec", tuple(map_rows)) if map_rows else None  # None: the map is in each observation
         self.action_names = [a.upper() for a in action_names]
         # The grid alone differs between states in one token out of ~240; stating the row and column too lets

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from rlft.core.textfmt import format_fixed
@@ -14,6 +14,9 @@ PROMPT_STYLES = ("plain", "chat")
 def format_number(value: float, precision: int) -> str:
     """One number as text, through the same vectorised formatter the serializer uses (one value, one text)."""
     return format_fixed([[value]], precision)[0].as_py()
+
+
+_SIMPLE_TYPES = {"str": str, "int": int, "bool": bool}
 
 
 @dataclass
@@ -47,6 +50,10 @@ class PromptTemplate:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # a damaged codec file ("history": "three") is refused here, not deep in a prompt
+            value, kind = getattr(self, f.name), _SIMPLE_TYPES.get(str(f.type))
+            if kind is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+                raise ValueError(f"template {f.name} must be {str(f.type)}, got {value!r}")
         if self.style not in PROMPT_STYLES:
             raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {self.style!r}")
         if self.answer_format.count("{action}") != 1:

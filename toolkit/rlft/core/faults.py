@@ -32,6 +32,23 @@ DISK_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # whatever file failed,
 MACHINE_FAULTS = (*DISK_FAULTS, errno.EIO)  # not the path's fault: the machine's (exit code 1)
 
 
+def as_disk_full(exc: BaseException, *roots: Path) -> OSError | None:
+    """A writer that is not Python's file API (safetensors, torch's zip writer) reports a full disk as an error of
+    its own: the ENOSPC it stands for, when its message says so or the disk under ``roots`` has no room left."""
+    if isinstance(exc, OSError | KeyboardInterrupt | SystemExit):
+        return None
+    text = str(exc)
+    full = "No space left on device" in text
+    for root in roots if not full else ():
+        with contextlib.suppress(OSError):
+            probe = next(p for p in (Path(root), *Path(root).parents) if p.exists())
+            stat = os.statvfs(probe)
+            full = full or stat.f_bavail * stat.f_frsize < (1 << 20)  # under 1 MiB free
+    if not full:
+        return None
+    return OSError(errno.ENOSPC, f"No space left on device ({type(exc).__name__}: {text[:120]})")
+
+
 def output_error(path: str | os.PathLike, exc: OSError, option: str = "--out") -> OutputError:
     """``exc`` (raised while creating or writing ``path``) as one line that says what went wrong."""
     reason = _REASONS.get(exc.errno or -1, exc.strerror or str(exc))

@@ -19,7 +19,7 @@ from pathlib import Path
 from rlft.core.claims import claim_output, recover_set_aside, release_output
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError
-from rlft.core.faults import is_output_fault, output_error, signals_held
+from rlft.core.faults import as_disk_full, is_output_fault, output_error, signals_held
 from rlft.core.manifest import (
     MANIFEST,
     RUN_FILE,
@@ -116,6 +116,22 @@ def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
                                      f"{REPLACE_FOREIGN_ENV}=1")
 
 
+def refuse_arrival(out: Path, held: bool, option: str = "--out") -> None:
+    """Just before a finished output replaces ``out``: what is there now must be what was checked at the start.
+    A folder that appeared while the command ran (``held`` False: nothing or an empty folder was there) is kept and
+    the new output given up; one that was there is checked again, as files may have been added to it since."""
+    if not (out.is_dir() and any(out.iterdir())):
+        return
+    if not held:
+        raise OutputExistsError(f"{option} {out} was filled by someone else while this command ran: it is kept, and "
+                                "this command's output is not written", hint=f"run again with another {option}")
+    refuse_foreign(out, option)
+
+
+def holds_content(out: Path) -> bool:
+    return out.is_dir() and any(out.iterdir())
+
+
 def _shown(names: list[str]) -> str:
     """Up to five names for a one-line message; a name holding a newline or a terminal escape is shown quoted."""
     shown = [repr(n) if any(ord(c) < 32 or ord(c) == 127 for c in n) else n for n in names[:5]]
@@ -149,6 +165,10 @@ def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--o
     recover_replaced(out)
     out = Path(out)
     if out.exists():
+        what = never_replaced(out.absolute().resolve())
+        if what is not None:  # even empty: a shell standing in the current folder would be left in a deleted one
+            raise OutputExistsError(f"{option} {out} is {what}: rlft never replaces it",
+                                    hint=f"give {option} a new folder for this output")
         if not out.is_dir():
             raise OutputExistsError(f"{option} {out} exists and is not a folder", hint="choose another path")
         if any(out.iterdir()) and not overwrite:
@@ -199,6 +219,32 @@ def temp_name(parent: Path, prefix: str) -> Path:
     return parent / f"{prefix}{uuid.uuid4().hex[:12]}"
 
 
+def _swap_in(tmp: Path, out: Path, held: bool) -> None:
+    """``tmp`` renamed to ``out``; an old ``out`` moved aside first and deleted once the new one is in place."""
+    old: Path | None = None
+    swapped = False
+    try:
+        with signals_held():  # Ctrl-C between the two renames would leave no folder at ``out``
+            refuse_arrival(out, held)
+            if out.exists():  # not ".old-": recover_set_aside would bring a replaced folder back
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}{REPLACED}", dir=out.parent))
+                os.replace(out, old / "content")
+                try:
+                    os.replace(tmp, out)
+                except OSError:
+                    os.replace(old / "content", out)  # the good folder goes back where it was
+                    raise
+            else:
+                os.replace(tmp, out)
+            swapped = True
+    finally:  # outside the held block: deleting a large old folder must not hold off Ctrl-C
+        if old is not None and swapped:
+            shutil.rmtree(old, ignore_errors=True)
+        elif old is not None:
+            with contextlib.suppress(OSError):
+                old.rmdir()  # empty unless the good folder could not go back: then it stays, and is named
+
+
 @contextlib.contextmanager
 def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success it replaces ``out`` in one rename.
@@ -207,6 +253,7 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
     so an interrupted run never leaves a half-written dataset where a good one was.
     """
     out = check_output_dir(out, overwrite).resolve()
+    held = holds_content(out)  # what the checks saw; refuse_arrival holds the end to it
     warn_leftovers(out)
     tmp = temp_name(out.parent, f".{out.name}.tmp-")
     try:
@@ -217,34 +264,17 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
             raise output_error(out, exc) from exc
         yield tmp
         write_manifest(tmp)  # last: the list of what rlft wrote, so a later --overwrite replaces nothing else
-        old: Path | None = None
-        swapped = False
-        try:
-            with signals_held():  # Ctrl-C between the two renames would leave no folder at ``out``
-                if out.exists():  # not ".old-": recover_set_aside would bring a replaced folder back
-                    old = Path(tempfile.mkdtemp(prefix=f".{out.name}{REPLACED}", dir=out.parent))
-                    os.replace(out, old / "content")
-                    try:
-                        os.replace(tmp, out)
-                    except OSError:
-                        os.replace(old / "content", out)  # the good folder goes back where it was
-                        raise
-                else:
-                    os.replace(tmp, out)
-                swapped = True
-        finally:  # outside the held block: deleting a large old folder must not hold off Ctrl-C
-            if old is not None and swapped:
-                shutil.rmtree(old, ignore_errors=True)
-            elif old is not None:
-                with contextlib.suppress(OSError):
-                    old.rmdir()  # empty unless the good folder could not go back: then it stays, and is named
+        _swap_in(tmp, out, held)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, OutputError) or not is_output_fault(exc, tmp, out):
             raise
         raise output_error(out, exc) from exc
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        disk = as_disk_full(exc, out)
+        if disk is not None:
+            raise output_error(out, disk) from exc
         raise
     finally:
         release_output(out)

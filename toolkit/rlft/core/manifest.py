@@ -91,8 +91,19 @@ def unfinished_run_foreign(folder: Path) -> list[str] | None:
         return None
     if not isinstance(info, dict) or info.get("status") not in UNFINISHED:
         return None
-    return [f for f in folder_files(folder) if not (_RUN_FILE.fullmatch(f) or _CHECKPOINT_FILE.fullmatch(f)
-                                                     or _LOG_FILE.fullmatch(f) or _model_card(folder, f))]
+    return [f for f in folder_files(folder) if not _trainer_file(folder, f)]
+
+
+def _trainer_file(folder: Path, name: str) -> bool:
+    return bool(_RUN_FILE.fullmatch(name) or _CHECKPOINT_FILE.fullmatch(name) or _LOG_FILE.fullmatch(name)
+                or _model_card(folder, name))
+
+
+def run_foreign(folder: Path) -> list[str]:
+    """The files of a training run that neither its manifest lists nor a trainer writes: what a ``--resume`` would
+    otherwise adopt as rlft's (its manifest lists everything there once it ends)."""
+    listed = read_manifest(folder) or set()
+    return [f for f in folder_files(folder) if f not in listed and not _trainer_file(folder, f)]
 
 
 def _model_card(folder: Path, name: str) -> bool:

@@ -6,7 +6,8 @@ import os
 import socket
 import threading
 
-from rlft.core.errors import OfflineError
+from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.core.secrets import redact_text
 
 
 def hub_offline() -> bool:
@@ -24,7 +25,19 @@ DEFAULT_HUB_ENDPOINT = "https://huggingface.co"
 def hub_endpoint() -> str:
     """The Hub's base URL: ``HF_ENDPOINT`` (a self-hosted mirror) or huggingface.co, read when asked (the
     constant huggingface_hub reads at import would miss a variable set later)."""
-    return os.environ.get("HF_ENDPOINT", DEFAULT_HUB_ENDPOINT).rstrip("/") or DEFAULT_HUB_ENDPOINT
+    url = os.environ.get("HF_ENDPOINT", DEFAULT_HUB_ENDPOINT).rstrip("/") or DEFAULT_HUB_ENDPOINT
+    from urllib.parse import urlparse
+
+    try:
+        parsed = urlparse(url)
+        _port = parsed.port  # reading it checks it
+    except ValueError as exc:  # "Invalid IPv6 URL", a port out of range
+        raise InvalidInputError(f"HF_ENDPOINT {redact_text(url)!r} is not a valid URL ({exc})",
+                                hint="e.g. https://huggingface.co, or unset it") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise InvalidInputError(f"HF_ENDPOINT {redact_text(url)!r} is not an http(s) URL",
+                                hint="e.g. https://huggingface.co, or unset it")
+    return url
 
 
 def host_port(url: str) -> tuple[str, int]:

@@ -67,6 +67,23 @@ def read_yaml_mapping(path: str | os.PathLike, expected: str = "a mapping") -> d
     return data
 
 
+def yaml_value(text: str, what: str):
+    """One YAML value typed by a user (``--set KEY=VALUE``), held to the bounds of a YAML file: invalid YAML or an
+    alias bomb is one clear error."""
+    import yaml
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None and _expanded_size(node) > MAX_YAML_NODES:
+            raise InvalidInputError(f"{what} holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are "
+                                    "expanded")
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InvalidInputError(f"{what} is not valid YAML ({first})",
+                                hint="quote a value that holds ': ' or starts with { [ & * ! | >") from exc
+
+
 MAX_YAML_NODES = 100_000  # values of a YAML file with every alias expanded (a "billion laughs" file has 10^9)
 
 

@@ -17,6 +17,8 @@ _SECRET_NAME = re.compile(r"^(?:token|(?:.*_)?(?:hub|hf|api|access|auth|bearer|g
 # the userinfo of a URL runs to the last "@" before the next space: a password may hold "/" or "@" as typed; with no
 # ":" the whole userinfo is the secret (https://TOKEN@host, git's way)
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>\S*)@")
+# the same without a scheme (``user:TOKEN@host``, ``//user:TOKEN@host``), as a word of its own or quoted
+_BARE_USERINFO = re.compile(r"(?P<lead>(?:^|[\s'\"(=])(?://)?)(?P<user>[^\s:/@'\"]+):(?P<secret>[^\s@'\"/]+)@")
 _QUERY_SECRET = re.compile(r"(?P<key>[?&][^=&#\s]*(token|key|password|secret)[^=&#\s]*=)(?P<value>[^&#\s]+)",
                            re.IGNORECASE)
 
@@ -34,6 +36,7 @@ def _masked_userinfo(match: re.Match) -> str:
 def redact_text(text: str) -> str:
     """``text`` with URL passwords and secret query values masked (``https://u:***@host``, ``?token=***``)."""
     text = _URL_USERINFO.sub(_masked_userinfo, str(text))
+    text = _BARE_USERINFO.sub(lambda m: f"{m['lead']}{m['user']}:{MASK}@", text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)
 
 
@@ -49,6 +52,12 @@ def redact(value: Any, key: str = "") -> Any:
     if isinstance(value, str):
         return redact_text(value)
     return value
+
+
+def redact_command(text: str) -> str:
+    """A command written as one line (``results record --reproduce``) with its secrets masked as
+    :func:`redact_argv` masks them."""
+    return " ".join(redact_argv(str(text).split(" ")))
 
 
 def redact_argv(argv: list[str]) -> list[str]:

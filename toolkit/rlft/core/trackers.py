@@ -27,6 +27,32 @@ def parse_report_to(value: str | list[str] | None) -> list[str]:
     return [n for n in dict.fromkeys(names) if n != "none"]
 
 
+# the module each of transformers' trackers needs, where its report_to name is not the module's name
+_TRACKER_MODULES = {"azure_ml": "azureml", "tensorboard": "tensorboard", "flyte": "flytekit", "kubeflow": "kfp"}
+
+
+def check_trainer_trackers(value: str | list[str] | None) -> None:
+    """``report_to`` of the TRL stages, before anything is written: every name one transformers knows and whose
+    package is installed (transformers refuses either only while it builds the trainer, as a traceback)."""
+    import importlib.util
+
+    try:
+        from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+    except ImportError:  # pragma: no cover - another transformers layout: it checks the names itself
+        return
+    names = [value] if isinstance(value, str) else list(value or [])
+    for name in (str(n).strip() for n in names):
+        if name in ("all", "none", ""):
+            continue
+        if name not in INTEGRATION_TO_CALLBACK:
+            raise InvalidInputError(f"--report-to: {name!r} is not a tracker transformers knows",
+                                    hint=f"use {', '.join(INTEGRATION_TO_CALLBACK)} (several: a,b), or none")
+        module = _TRACKER_MODULES.get(name, name)
+        if importlib.util.find_spec(module) is None:
+            raise InvalidInputError(f"--report-to {name}: the {module} package is not installed",
+                                    hint=f"pip install {module.replace('_', '-')}, or leave {name} out")
+
+
 class Trackers:
     """Open every named tracker, log to all of them, close them."""
 

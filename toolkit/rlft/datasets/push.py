@@ -87,6 +87,7 @@ def push_dataset(
     if api is None:
         if hub_offline():  # first: offline mode is the reason a push cannot happen, whatever the token
             raise OfflineError("HF_HUB_OFFLINE is set", hint="unset it to push to the Hub")
+        hub_endpoint()  # a bad HF_ENDPOINT is one line here (huggingface_hub parses it on import, as a traceback)
         token = resolve_token(token)
         check_hub_online()
         api = hf_api(token)

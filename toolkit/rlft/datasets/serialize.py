@@ -81,7 +81,7 @@ def serialize(config: SerializeConfig) -> dict:
     """Write the dataset folder for ``config`` and return its summary (also printed as tables)."""
 
     validate_config(config)
-    dataset = load_minari(config.source, download=config.download)
+    dataset = load_minari(config.source, download=config.download, timeout=config.download_timeout)
     check_observation_size(dataset.observation_space, config.allow_large_observations)
     structure = check_spaces(dataset)
     ids = np.asarray(dataset.episode_indices, dtype=np.int64)

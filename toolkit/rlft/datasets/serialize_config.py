@@ -36,6 +36,8 @@ class SerializeConfig:
     chunk_steps: int = option(100_000, "Steps per Parquet chunk.", cli=False)
     in_memory_steps: int = option(2_000_000, "Sources of up to this many steps are read in one pass.", cli=False)
     download: bool = option(False, "Download a remote Minari dataset if it is not local.")
+    download_timeout: float = option(3600.0, "--download: seconds the download may take in all (a stalled or "
+                                             "dripping server is given up).", min=1.0, max=7 * 24 * 3600.0)
     card_extra: Path | None = option(None, "Markdown file of dataset-specific prose for the card.")
     # plots/returns.png: opt-in, matplotlib's import is most of a small dataset's run time
     plot: bool = option(False, "Draw plots/returns.png (return histogram and per episode) for the card; importing "

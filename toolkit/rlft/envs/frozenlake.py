@@ -56,11 +56,19 @@ class LakeMap:
         return gym.make(ENV_ID, desc=list(self.rows), is_slippery=slippery, **extra, **kwargs)
 
 
+MAX_MAP_CELLS = 64 * 64  # value iteration, the Q-table and every prompt hold the whole grid (random maps: 64x64)
+
+
 def validate_rows(rows: list[str], source: str) -> tuple[str, ...]:
-    """Check a grid: non-empty, rectangular, only S/F/H/G, exactly one S and at least one G."""
+    """Check a grid: non-empty, at most :data:`MAX_MAP_CELLS` cells, rectangular, only S/F/H/G, exactly one S and
+    at least one G."""
     rows = [r.strip() for r in rows if r.strip()]
     if not rows:
         raise InvalidInputError(f"map {source} is empty", hint="one grid row per line of S/F/H/G")
+    cells = sum(len(r) for r in rows)
+    if cells > MAX_MAP_CELLS:
+        raise InvalidInputError(f"map {source} has {cells:,} cells; rlft solves maps of at most {MAX_MAP_CELLS:,} "
+                                "(64x64): the Q-table and every prompt hold the whole grid")
     widths = {len(r) for r in rows}
     if len(widths) != 1:
         raise InvalidInputError(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 from rlft.core.console import console, progress
-from rlft.core.errors import InvalidInputError, RlftError
-from rlft.core.io import check_output_file
+from rlft.core.errors import InvalidInputError, OutputExistsError, RlftError
+from rlft.core.io import check_output_file, refuse_overlap
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.datasets.dataset import RlftDataset
 from rlft.envs.spaces import space_to_dict
@@ -140,19 +141,43 @@ def _check_config(config: EvalConfig) -> None:
         raise InvalidInputError(f"--temperature must be >= 0 (0: greedy), got {config.temperature}")
     if not 0.0 < config.top_p <= 1.0:
         raise InvalidInputError(f"--top-p must be in (0, 1], got {config.top_p}")
+    _check_outputs(config)
+
+
+def _check_outputs(config: EvalConfig) -> None:
+    """--out (and the files beside it) and --video, before any episode: new, or rlft's to replace, and no input."""
+    inputs = [("--policy", parse_policy_spec(config.policy)[1]), ("--codec", config.codec),
+              ("--expert", config.expert), ("--action-error", config.action_error), ("--critic", config.critic)]
+    # an SB3 checkpoint (expert.zip) carries its metadata beside it (expert.json): an input too
+    inputs += [(f"{name}'s metadata", str(Path(p).with_suffix(".json"))) for name, p in inputs
+               if p and str(p).endswith(".zip")]
     if config.out is not None:
         out = Path(config.out)
         if out.suffix.lower() != ".json":
             raise InvalidInputError(f"--out must be a .json file, got {out}")
-
-        inputs = [("--policy", parse_policy_spec(config.policy)[1]), ("--codec", config.codec),
-                  ("--expert", config.expert), ("--action-error", config.action_error),
-                  ("--critic", config.critic)]
-        # an SB3 checkpoint (expert.zip) carries its metadata beside it (expert.json): an input too
-        inputs += [(f"{name}'s metadata", str(Path(p).with_suffix(".json"))) for name, p in inputs
-                   if p and str(p).endswith(".zip")]
         check_output_file(out, config.overwrite, inputs=inputs)
         check_side_files(out, config.overwrite)
+    if config.video is not None:
+        check_video_folder(Path(config.video), config.overwrite, inputs)
+
+
+VIDEO_FILE = re.compile(r"episode-\d{4,}-seed--?\d+\.mp4|\.slot\d+")  # VideoSlots' names, its recorders' folders
+
+
+def check_video_folder(folder: Path, overwrite: bool, inputs) -> None:
+    """--video writes ``episode-IIII-seed-S.mp4`` files: into a new or empty folder, or over the videos of an earlier
+    evaluation with --overwrite; never into an input or a folder holding anything else."""
+    refuse_overlap(folder, inputs, "--video")
+    if folder.exists() and not folder.is_dir():
+        raise OutputExistsError(f"--video {folder} is a file", hint="give a folder for the videos")
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    other = [name for name in present if not VIDEO_FILE.fullmatch(name)]
+    if other:
+        raise OutputExistsError(f"--video {folder} holds files an evaluation does not write ({', '.join(other[:5])})",
+                                hint="give --video a new or empty folder")
+    if present and not overwrite:
+        raise OutputExistsError(f"--video {folder} already holds videos ({', '.join(present[:3])})",
+                                hint="pass --overwrite to replace them, or give another folder")
 
 
 def _load_expert_model(config: EvalConfig):

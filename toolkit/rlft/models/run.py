@@ -34,7 +34,7 @@ from rlft.core.io import (
     check_output_parent,
     refuse_foreign,
 )
-from rlft.core.manifest import RUN_FILE
+from rlft.core.manifest import RUN_FILE, run_foreign
 from rlft.core.reading import read_json_mapping
 from rlft.core.secrets import redact
 from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
@@ -109,6 +109,29 @@ def _weights_readable(checkpoint: Path) -> bool:
     return True
 
 
+def _resume_checkpoint(out: Path, identity: dict[str, Any], empty: bool) -> str:
+    """The checkpoint ``--resume`` continues from: ``out`` must hold a run of the same identity, nothing foreign,
+    and a complete checkpoint."""
+    info = read_run_info(out) if not empty else None
+    if info is None:
+        raise InvalidInputError(f"--resume: {out} holds no run to resume ({RUN_FILENAME} missing)")
+    diff = {k: (info.get(k), v) for k, v in identity.items() if info.get(k) != v}
+    if diff:
+        what = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
+        raise InvalidInputError(f"--resume: {out} holds a different run ({what})",
+                                hint="pass the same stage, --model and --dataset, or --overwrite")
+    foreign = run_foreign(out)
+    if foreign:  # the resumed run's manifest lists what is there at its end: it would adopt them as rlft's
+        raise OutputExistsError(f"--resume: {out} holds files rlft did not write there ({', '.join(foreign[:5])})",
+                                hint="move them out of the run folder, then --resume")
+    checkpoint = last_complete_checkpoint(out / CHECKPOINTS_DIR)
+    if checkpoint is None:
+        raise InvalidInputError(f"--resume: {out} has no complete, readable checkpoint under {CHECKPOINTS_DIR}/",
+                                hint="the run stopped before its first save or its checkpoints are damaged; "
+                                     "pass --overwrite to restart")
+    return checkpoint
+
+
 def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: bool) -> str | None:
     """Check ``out`` (reading only) and return the checkpoint to resume from, or None for a new run.
 
@@ -131,20 +154,7 @@ def check_run_dir(out: Path, identity: dict[str, Any], overwrite: bool, resume: 
     check_output_parent(out)
     empty = not out.exists() or not any(out.iterdir())
     if resume:
-        info = read_run_info(out) if not empty else None
-        if info is None:
-            raise InvalidInputError(f"--resume: {out} holds no run to resume ({RUN_FILENAME} missing)")
-        diff = {k: (info.get(k), v) for k, v in identity.items() if info.get(k) != v}
-        if diff:
-            what = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
-            raise InvalidInputError(f"--resume: {out} holds a different run ({what})",
-                                    hint="pass the same stage, --model and --dataset, or --overwrite")
-        checkpoint = last_complete_checkpoint(out / CHECKPOINTS_DIR)
-        if checkpoint is None:
-            raise InvalidInputError(f"--resume: {out} has no complete, readable checkpoint under {CHECKPOINTS_DIR}/",
-                                    hint="the run stopped before its first save or its checkpoints are damaged; "
-                                         "pass --overwrite to restart")
-        return checkpoint
+        return _resume_checkpoint(out, identity, empty)
     if not empty and not overwrite:
         info = read_run_info(out)
         if info is not None:

@@ -196,9 +196,10 @@ class OpenAIBackend(GenerationBackend):
         url = f"{self.base}/chat/completions"
         choice = self._choices(self._request("chat/completions", messages=messages), url)[0]
         message = getattr(choice, "message", None)
-        if message is None:
-            raise InvalidInputError(f"malformed reply from {url}: no choices[0].message ({str(choice)[:160]})")
-        return self._finish(message.content or "", choice.finish_reason)
+        content = getattr(message, "content", None) if message is not None else None
+        if not hasattr(message, "content") or not isinstance(content, str | None):  # {"message": 5}, {"content": 5}
+            raise InvalidInputError(f"malformed reply from {url}: no text in choices[0].message ({str(choice)[:160]})")
+        return self._finish(content or "", getattr(choice, "finish_reason", None))
 
     def _completions(self, prompts: list[str]) -> list[str]:
         url = f"{self.base}/completions"
@@ -213,6 +214,8 @@ class OpenAIBackend(GenerationBackend):
         try:
             ordered = sorted(choices, key=lambda c: c.index or 0)
             texts = [self._finish(c.text or "", c.finish_reason) for c in ordered]
+            if not all(isinstance(t, str) for t in texts):
+                raise TypeError("a choice's text is not text")
         except (AttributeError, TypeError) as exc:
             raise InvalidInputError(f"malformed reply from {url}: choices without text") from exc
         if len(texts) != len(prompts):

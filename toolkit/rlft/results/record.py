@@ -17,6 +17,7 @@ import numpy as np
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
 from rlft.core.manifest import RUN_FILE
+from rlft.core.secrets import redact_command
 from rlft.evaluate.compare import expert_scores
 from rlft.evaluate.report import load_report
 from rlft.evaluate.verdict import verdicts
@@ -274,7 +275,7 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
         "kind": "seed",
         "experiment": name,
         "seed": int(seed),
-        "command": command,
+        "command": redact_command(command),  # committed and published: no secret typed in --reproduce
         "recorded": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **environment(),
         "reports": report_records(loaded),

@@ -16,6 +16,7 @@ import numpy as np
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
 from rlft.core.plotting import figure, save_figure
+from rlft.core.secrets import redact_command, redact_text
 
 SUMMARY_FILENAME = "summary.json"
 PLOT_FILENAME = "summary.png"
@@ -151,10 +152,10 @@ def summarize(name: str, results_dir: Path, title: str | None = None, descriptio
     summary = {
         "kind": "experiment",
         "name": name,
-        "title": title or name,
-        "description": description or "",
+        "title": redact_text(title or name),
+        "description": redact_text(description or ""),
         "seeds": [r["seed"] for r in records],
-        "command": command or _distinct(records, "command")[0],
+        "command": redact_command(command or _distinct(records, "command")[0]),
         "machines": _distinct(records, "machine"),
         "versions": _distinct(records, "versions"),
         "commits": _distinct(records, "commit"),

@@ -7,6 +7,7 @@ the remote host with a short timeout and fails at once with :class:`OfflineError
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -16,13 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from rlft.core.claims import claim_output, release_output
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OfflineError, require
-from rlft.core.io import refuse_foreign, temp_name
+from rlft.core.io import holds_content, refuse_arrival, refuse_foreign, temp_name
 from rlft.core.manifest import write_manifest
 from rlft.core.net import check_reachable, host_port, hub_endpoint, hub_offline
 
 CONNECT_TIMEOUT_S = 3.0
+DOWNLOAD_TIMEOUT_S = 3600.0  # in all: a server that accepts and stalls, or drips bytes, is given up
 
 
 def check_dataset_id(dataset_id: str) -> str:
@@ -78,6 +81,8 @@ def staged_dataset(dataset_id: str) -> Iterator[Path]:
     move it into place when the block ends without an error; an existing dataset of that id is replaced only
     then. Yields the final dataset folder's path (it exists once the block has ended)."""
     root = datasets_root()
+    claim_output(root / dataset_id, "--dataset-id")  # one writer of an id at a time, whatever TMPDIR each has
+    held = holds_content(root / dataset_id)
     if (root / dataset_id).exists():  # replaced at the end: only a dataset rlft wrote, every file of it listed
         refuse_foreign(root / dataset_id, "--dataset-id")
     root.mkdir(parents=True, exist_ok=True)
@@ -91,13 +96,16 @@ def staged_dataset(dataset_id: str) -> Iterator[Path]:
         tmp_root.mkdir()  # inside the cleanup: an interrupt right after it leaves nothing
         with minari_root(tmp_root):
             yield root / dataset_id
-        _move_into_place(tmp_root, root, dataset_id)
+        _move_into_place(tmp_root, root, dataset_id, held)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
+        release_output(root / dataset_id)
 
 
-def _move_into_place(tmp_root: Path, root: Path, dataset_id: str) -> Path:
-    """Swap the new dataset folder in; the old one (if any) is deleted only after the new one is in place."""
+def _move_into_place(tmp_root: Path, root: Path, dataset_id: str, held: bool = True) -> Path:
+    """Swap the new dataset folder in; the old one (if any) is deleted only after the new one is in place. What is
+    at the id now must be what was checked at the start (``held``: a dataset was there), see
+    :func:`rlft.core.io.refuse_arrival`."""
     from minari.dataset.minari_dataset import parse_dataset_id
     from minari.namespace import create_namespace, list_local_namespaces
 
@@ -107,6 +115,7 @@ def _move_into_place(tmp_root: Path, root: Path, dataset_id: str) -> Path:
     new, final = tmp_root / dataset_id, root / dataset_id
     write_manifest(new)  # last: what rlft wrote, so a later --overwrite replaces nothing else
     final.parent.mkdir(parents=True, exist_ok=True)
+    refuse_arrival(final, held, "--dataset-id")
     if final.exists():
         trash = tmp_root / ".old"
         os.replace(final, trash)
@@ -168,8 +177,38 @@ def damaged(source: str, exc: Exception) -> InvalidInputError:
                              hint="re-create it (rlft data collect --overwrite) or download it again")
 
 
-# What a damaged dataset raises from h5py, pyarrow and Minari's own metadata parsing.
-DAMAGE_ERRORS = (OSError, ValueError, KeyError, TypeError)
+# What a damaged dataset raises from h5py, pyarrow and Minari's own metadata parsing (its space checks assert).
+DAMAGE_ERRORS = (OSError, ValueError, KeyError, TypeError, AssertionError)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def check_counts(data: Path, source: str) -> None:
+    """Minari sizes its episode index from metadata.json's ``total_episodes`` before it reads any data, so a
+    damaged count (10**9) would take gigabytes before anything fails: the counts must be whole numbers, at most one
+    episode per step, and for HDF5 storage the number of episodes the file holds."""
+    try:
+        meta = json.loads((data / "metadata.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # Minari's own reading names this damage
+    if not isinstance(meta, dict) or "total_episodes" not in meta:
+        return
+    episodes, steps = meta["total_episodes"], meta.get("total_steps")
+    if not _whole(episodes) or (steps is not None and (not _whole(steps) or episodes > max(steps, 1))):
+        raise damaged(source, ValueError(f"metadata.json counts {episodes!r} episodes of {steps!r} steps"))
+    hdf5 = data / "main_data.hdf5"
+    if hdf5.is_file():
+        import h5py
+
+        try:
+            with h5py.File(hdf5, "r") as file:
+                held = sum(1 for key in file if key.startswith("episode_"))
+        except OSError:
+            return
+        if held != episodes:
+            raise damaged(source, ValueError(f"metadata.json counts {episodes} episodes, the HDF5 file holds {held}"))
 
 
 def _opened(open_fn, source: str):
@@ -181,7 +220,8 @@ def _opened(open_fn, source: str):
         raise damaged(source, exc) from exc
 
 
-def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False):
+def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False,
+                timeout: float = DOWNLOAD_TIMEOUT_S):
     """Open a Minari dataset from a local id (``namespace/name-vN``) or a dataset folder; returns MinariDataset.
 
     Works for HDF5, Arrow and Parquet storage, whatever tool wrote it. With ``download=True`` a missing id
@@ -197,9 +237,11 @@ def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False):
         data = _data_folder(path)
         if data is None:
             raise InvalidInputError(f"{path} is not a Minari dataset folder (no metadata.json in it or in data/)")
+        check_counts(data, str(path))
         return _opened(lambda: MinariDataset(data), str(path))
     check_dataset_id(text)
     if (datasets_root() / text / "data").is_dir():
+        check_counts(datasets_root() / text / "data", text)
         return _opened(lambda: minari.load_dataset(text), text)
     if not download:
         raise InvalidInputError(
@@ -207,7 +249,28 @@ def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False):
             hint="pass --download to fetch a remote dataset, or create it with `rlft data collect`",
         )
     check_minari_remote()
-    return minari.load_dataset(text, download=True)
+    return _download(text, timeout)
+
+
+
+def _download(dataset_id: str, seconds: float):
+    """``minari.load_dataset(download=True)`` within ``seconds`` in all, any failure of the remote as one line."""
+    import minari
+
+    from rlft.core.errors import RemoteError
+    from rlft.core.net import DeadlineError, within_deadline
+
+    try:
+        return within_deadline(lambda: minari.load_dataset(dataset_id, download=True), seconds)
+    except DeadlineError as exc:
+        raise OfflineError(f"the download of {dataset_id} did not finish within {seconds:g} s",
+                           hint="a slow or stalled remote: try again, or raise --download-timeout") from exc
+    except (InvalidInputError, OfflineError):
+        raise
+    except Exception as exc:  # the network boundary: an answer that is not the remote's (HTML, bad JSON), a drop
+        raise RemoteError(f"the download of {dataset_id} failed: {type(exc).__name__}: {str(exc)[:160]}",
+                          hint="is the remote (HF_ENDPOINT) a Hugging Face Hub? check the network and try again"
+                          ) from exc
 
 
 def iterate_episodes(ds, source: str, episode_indices=None):
@@ -328,6 +391,25 @@ def dataset_summary(ds) -> dict[str, Any]:
     return summary
 
 
+def _source_folder(source: str) -> Path:
+    """Where a dataset given as a folder or a local id lies (resolved, to tell two spellings of one apart)."""
+    path = Path(source).expanduser()
+    return (path if path.is_dir() else datasets_root() / source).resolve()
+
+
+def _check_sources(sources: list[str], dataset_id: str) -> None:
+    """At least two datasets, none twice (its episodes would be in the combination twice), none the target."""
+    if len(sources) < 2:
+        raise InvalidInputError("rlft data combine needs at least two datasets")
+    places = [_source_folder(s) for s in sources]
+    twice = sorted({s for s, p in zip(sources, places, strict=True) if places.count(p) > 1})
+    if twice:
+        raise InvalidInputError(f"rlft data combine: {', '.join(twice)} given more than once")
+    if _source_folder(dataset_id) in places:
+        raise InvalidInputError(f"--dataset-id {dataset_id} is one of the datasets combined: a combination cannot "
+                                "replace its own source", hint="give the combination a new id (or version -vN)")
+
+
 def combine(sources: list[str], dataset_id: str, overwrite: bool = False) -> Path:
     """Minari's ``combine_datasets`` over local datasets of one env and the same spaces (D4RL's medium-expert is
     medium and expert together), written staged; the sources' reference scores and their ids are kept. Datasets of
@@ -337,8 +419,7 @@ def combine(sources: list[str], dataset_id: str, overwrite: bool = False) -> Pat
     import minari
 
     check_dataset_id(dataset_id)
-    if len(sources) < 2:
-        raise InvalidInputError("rlft data combine needs at least two datasets")
+    _check_sources(sources, dataset_id)
     if (datasets_root() / dataset_id).exists() and not overwrite:
         raise InvalidInputError(f"Minari dataset {dataset_id} already exists in {datasets_root()}",
                                 hint="pass --overwrite to replace it, or bump the version (-vN)")

@@ -321,6 +321,10 @@ def trl_overrides(config: StageConfig, args: dict[str, Any]) -> dict[str, Any]:
     given = {k: redact_text(v) if isinstance(v, str) else v for k, v in given.items()}
     if isinstance(given.get("report_to"), str) and "," in given["report_to"]:  # --report-to wandb,trackio
         given["report_to"] = [name.strip() for name in given["report_to"].split(",") if name.strip()]
+    if "report_to" in given:
+        from rlft.core.trackers import check_trainer_trackers
+
+        check_trainer_trackers(given["report_to"])
     config.trl = given
     return {**args, **given}
 

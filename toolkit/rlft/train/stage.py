@@ -16,7 +16,7 @@ from rlft import __version__
 from rlft.core.claims import release_aside
 from rlft.core.console import console, kv_table
 from rlft.core.errors import FaultError, InvalidInputError
-from rlft.core.faults import is_output_fault, output_error
+from rlft.core.faults import as_disk_full, is_output_fault, output_error
 from rlft.core.io import atomic_write_text
 from rlft.core.manifest import write_manifest
 from rlft.core.secrets import redact
@@ -269,8 +269,15 @@ def run_outcome(run_dir: Path, info: dict[str, Any]):
         _mark_run(run_dir, info, "failed", error.message)
         raise error from exc
     except Exception as exc:
-        _mark_run(run_dir, info, "failed", f"{type(exc).__name__}: {str(exc)[:500]}")
-        raise
+        disk = as_disk_full(exc, run_dir)  # a checkpoint's writer (torch, safetensors) filling the disk
+        if disk is None:
+            _mark_run(run_dir, info, "failed", f"{type(exc).__name__}: {str(exc)[:500]}")
+            raise
+        error = output_error(run_dir, disk)
+        error.hint = (f"free the space; {RUN_FILENAME} there may still say running: --resume from its last "
+                      "checkpoint or --overwrite")
+        _mark_run(run_dir, info, "failed", error.message)
+        raise error from exc
     finally:
         finish_library_trackers()
     if main_process():  # last: the list of what the run wrote, so a later --overwrite replaces nothing else

@@ -69,6 +69,13 @@ class FormatReward(Reward):
         return 1.0
 
 
+def _whole_action(value, n: int) -> bool:
+    try:
+        return float(value) == int(value) and 0 <= int(value) < n
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
 class BCReward(Reward):
     """Closeness of the decoded action to the dataset ``action`` (behaviour cloning as a reward)."""
 
@@ -82,6 +89,27 @@ class BCReward(Reward):
         if space["type"] == "box":
             low, high = np.asarray(space["low"], np.float64), np.asarray(space["high"], np.float64)
             self.width = np.where(np.isfinite(low) & np.isfinite(high) & (high > low), high - low, np.inf)
+
+    def preflight(self, rows) -> None:
+        """Every recorded action must be one the codec's action space holds: one outside it (Discrete(2) data
+        holding 99) would give every answer of its row the floor, a run that trains on nothing."""
+        super().preflight(rows)
+        if "action" not in getattr(rows, "column_names", ()):
+            return
+        space = self.codec.action_space
+        if space["type"] == "discrete":
+            n = int(space["n"])
+            bad = [i for i, a in enumerate(rows["action"]) if not _whole_action(a, n)]
+            what = f"integers 0..{n - 1}"
+        else:
+            width = int(np.prod(np.shape(space["low"]))) if np.shape(space["low"]) else 1
+            bad = [i for i, a in enumerate(rows["action"])
+                   if np.asarray(a, dtype=np.float64).size != width or not np.all(np.isfinite(np.asarray(a, float)))]
+            what = f"{width} finite numbers"
+        if bad:
+            raise InvalidInputError(f"reward 'bc': {len(bad):,} recorded action(s) are not {what} of the codec's "
+                                    f"action space (first at row {bad[0]}): every answer there would score the floor",
+                                    hint="serialize the data again, or check the dataset's action column")
 
     def score(self, action, row, index) -> float:
         target = row["action"]
