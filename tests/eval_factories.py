@@ -106,6 +106,15 @@ def small_ppo(tmp_path_factory) -> Path:
 # -- a local OpenAI-compatible server -------------------------------------------------------------------------
 
 
+# replies of a broken server, by mode: not JSON, JSON without choices, choices of the right shape holding no text
+CANNED_REPLIES = {
+    "garbage": b"<html>not json</html>",
+    "nochoices": b'{"object": "error"}',
+    "intmessage": b'{"choices": [{"index": 0, "message": 5}]}',
+    "intcontent": b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": 5}}]}',
+}
+
+
 class FakeOpenAIServer:
     """An OpenAI-format server on 127.0.0.1 answering every prompt with ``answer(prompt_text) -> str``.
 
@@ -138,15 +147,8 @@ class FakeOpenAIServer:
                 if server.mode == "http500":
                     self._send(500, b'{"error": "boom"}')
                     return
-                if server.mode == "garbage":
-                    self._send(200, b"<html>not json</html>")
-                    return
-                if server.mode == "nochoices":
-                    self._send(200, b'{"object": "error"}')
-                    return
-                if server.mode in ("intmessage", "intcontent"):  # JSON of the right shape holding no text
-                    message = b"5" if server.mode == "intmessage" else b'{"role": "assistant", "content": 5}'
-                    self._send(200, b'{"choices": [{"index": 0, "message": ' + message + b"}]}")
+                if server.mode in CANNED_REPLIES:
+                    self._send(200, CANNED_REPLIES[server.mode])
                     return
                 if self.path.endswith("/chat/completions"):
                     text = "\n".join(m["content"] for m in payload["messages"])

@@ -145,8 +145,8 @@ def test_bounded_maps_and_set_values(cli, tmp_path):
     big.write_text("S" + "F" * 99 + "\n" + "\n".join(["F" * 99 + "G"] * 99) + "\n")  # 100x100
     _one_line(cli("data", "export-q", "frozenlake", "--map", big, "--out", tmp_path / "fl"), 2,
               "10,000 cells", "at most 4,096")
-    bomb = "[" + ", ".join(["&a [x, x, x, x, x, x, x, x, x, x]"] + [f"&{c} [" + ", ".join([f"*{p}"] * 10) + "]"
-                                                                       for p, c in zip("abcdefg", "bcdefgh", strict=True)]) + "]"
+    levels = [f"&{c} [" + ", ".join([f"*{p}"] * 10) + "]" for p, c in zip("abcdefg", "bcdefgh", strict=True)]
+    bomb = "[" + ", ".join(["&a [x, x, x, x, x, x, x, x, x, x]", *levels]) + "]"  # 10**8 values once expanded
     _one_line(cli("pipeline", "run", "pipelines/demo.yaml", "--out", tmp_path / "p", "--set", f"episodes={bomb}"),
               2, "more than 100,000 values")
     _one_line(cli("pipeline", "run", "pipelines/demo.yaml", "--out", tmp_path / "p", "--set", "seed=a: b: c"), 2,
