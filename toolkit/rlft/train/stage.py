@@ -259,23 +259,16 @@ def run_outcome(run_dir: Path, info: dict[str, Any]):
     except KeyboardInterrupt:
         _mark_run(run_dir, info, "interrupted", "Ctrl-C or SIGTERM")
         raise
-    except OSError as exc:
-        if not is_output_fault(exc, run_dir):
-            _mark_run(run_dir, info, "failed", f"{type(exc).__name__}: {exc}")
-            raise
-        error = output_error(run_dir, exc)
-        error.hint = (f"{RUN_FILENAME} there says failed; free the space, then --resume from its last checkpoint "
-                      "or --overwrite")
-        _mark_run(run_dir, info, "failed", error.message)
-        raise error from exc
     except Exception as exc:
-        disk = as_disk_full(exc, run_dir)  # a checkpoint's writer (torch, safetensors) filling the disk
-        if disk is None:
+        # writing the run failed (a full disk), Python's file API or a checkpoint's writer (torch, safetensors) said so
+        fault = (exc if isinstance(exc, OSError) and is_output_fault(exc, run_dir)
+                 else as_disk_full(exc, run_dir))
+        if fault is None:
             _mark_run(run_dir, info, "failed", f"{type(exc).__name__}: {str(exc)[:500]}")
             raise
-        error = output_error(run_dir, disk)
-        error.hint = (f"free the space; {RUN_FILENAME} there may still say running: --resume from its last "
-                      "checkpoint or --overwrite")
+        error = output_error(run_dir, fault)
+        error.hint = (f"{RUN_FILENAME} there says failed; free the space, then --resume from its last checkpoint "
+                      "or --overwrite")
         _mark_run(run_dir, info, "failed", error.message)
         raise error from exc
     finally:
