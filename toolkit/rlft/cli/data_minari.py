@@ -62,7 +62,7 @@ def combine(
                                           "$MINARI_DATASETS_PATH, else ~/.minari/datasets)."),
 ) -> None:
     """Combine datasets of one env into one Minari dataset (D4RL's medium-expert is medium and expert together)."""
-    from rlft.sources.minari_source import combine as combine_datasets
+    from rlft.sources.combine import combine as combine_datasets
     from rlft.sources.minari_source import dataset_summary, load_minari, minari_root
 
     with minari_root(data_path):
