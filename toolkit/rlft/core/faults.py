@@ -38,15 +38,19 @@ def as_disk_full(exc: BaseException, *roots: Path) -> OSError | None:
     if isinstance(exc, OSError | KeyboardInterrupt | SystemExit):
         return None
     text = str(exc)
-    full = "No space left on device" in text
-    for root in roots if not full else ():
-        with contextlib.suppress(OSError):
-            probe = next(p for p in (Path(root), *Path(root).parents) if p.exists())
-            stat = os.statvfs(probe)
-            full = full or stat.f_bavail * stat.f_frsize < (1 << 20)  # under 1 MiB free
-    if not full:
+    if "No space left on device" not in text and not any(_nearly_full(Path(root)) for root in roots):
         return None
     return OSError(errno.ENOSPC, f"No space left on device ({type(exc).__name__}: {text[:120]})")
+
+
+def _nearly_full(path: Path) -> bool:
+    """Under 1 MiB free on the file system of ``path`` (its nearest existing folder)."""
+    try:
+        probe = next(p for p in (path, *path.parents) if p.exists())
+        stat = os.statvfs(probe)
+    except (OSError, StopIteration):
+        return False
+    return stat.f_bavail * stat.f_frsize < (1 << 20)
 
 
 def output_error(path: str | os.PathLike, exc: OSError, option: str = "--out") -> OutputError:

@@ -86,16 +86,22 @@ RLFT_MARKERS = ("rlft_codec.json", RUN_FILE, "rlft_info.json", "rlft_model.json"
 REPLACE_FOREIGN_ENV = "RLFT_REPLACE_FOREIGN"
 
 
+def refuse_never_replaced(out: str | os.PathLike, option: str = "--out") -> None:
+    """The root, a folder directly under it, the current folder, a home folder or a parent of one is never an
+    output, empty or not (:func:`rlft.core.manifest.never_replaced`)."""
+    what = never_replaced(Path(out).absolute().resolve())
+    if what is not None:
+        raise OutputExistsError(f"{option} {out} is {what}: rlft never replaces it",
+                                hint=f"give {option} a new folder for this output")
+
+
 def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
     """``--overwrite`` replaces only what rlft wrote (:mod:`rlft.core.manifest`): never the root, a folder directly
     under it, the current folder, a home folder or a parent of one; a non-empty folder only when its manifest lists
     every file in it, or it is a training run that never completed holding only its trainer's files. Anything else
     needs ``RLFT_REPLACE_FOREIGN=1``."""
     path = Path(out).absolute()  # as written: the writers do not expand "~" either (a quoted ~ is a folder named ~)
-    what = never_replaced(path.resolve())
-    if what is not None:
-        raise OutputExistsError(f"{option} {out} is {what}: rlft never replaces it",
-                                hint=f"give {option} a new folder for this output")
+    refuse_never_replaced(out, option)
     if not path.is_dir() or not any(path.iterdir()) or os.environ.get(REPLACE_FOREIGN_ENV) == "1":
         return
     foreign = unlisted_files(path)
@@ -120,7 +126,7 @@ def refuse_arrival(out: Path, held: bool, option: str = "--out") -> None:
     """Just before a finished output replaces ``out``: what is there now must be what was checked at the start.
     A folder that appeared while the command ran (``held`` False: nothing or an empty folder was there) is kept and
     the new output given up; one that was there is checked again, as files may have been added to it since."""
-    if not (out.is_dir() and any(out.iterdir())):
+    if not holds_content(out):
         return
     if not held:
         raise OutputExistsError(f"{option} {out} was filled by someone else while this command ran: it is kept, and "
@@ -165,10 +171,7 @@ def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--o
     recover_replaced(out)
     out = Path(out)
     if out.exists():
-        what = never_replaced(out.absolute().resolve())
-        if what is not None:  # even empty: a shell standing in the current folder would be left in a deleted one
-            raise OutputExistsError(f"{option} {out} is {what}: rlft never replaces it",
-                                    hint=f"give {option} a new folder for this output")
+        refuse_never_replaced(out, option)  # even empty: a shell standing in the current folder would be left behind
         if not out.is_dir():
             raise OutputExistsError(f"{option} {out} exists and is not a folder", hint="choose another path")
         if any(out.iterdir()) and not overwrite:

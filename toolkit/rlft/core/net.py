@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from urllib.parse import urlparse
 
 from rlft.core.errors import InvalidInputError, OfflineError
 from rlft.core.secrets import redact_text
@@ -26,24 +27,28 @@ def hub_endpoint() -> str:
     """The Hub's base URL: ``HF_ENDPOINT`` (a self-hosted mirror) or huggingface.co, read when asked (the
     constant huggingface_hub reads at import would miss a variable set later)."""
     url = os.environ.get("HF_ENDPOINT", DEFAULT_HUB_ENDPOINT).rstrip("/") or DEFAULT_HUB_ENDPOINT
-    from urllib.parse import urlparse
+    return check_http_url(url, "HF_ENDPOINT", "https://huggingface.co, or unset it")
 
+
+def check_http_url(url: str, name: str, example: str) -> str:
+    """``url`` when it is an http(s) URL naming a host (``name`` and ``example`` say what it is in the errors, its
+    secrets masked); an IPv6 typo or a bad port is one line, not urllib's ValueError at first use."""
+    if not url.startswith(("http://", "https://")):
+        raise InvalidInputError(f"{name} must start with http:// or https://, got {redact_text(url)!r}",
+                                hint=f"e.g. {example}")
     try:
         parsed = urlparse(url)
         _port = parsed.port  # reading it checks it
-    except ValueError as exc:  # "Invalid IPv6 URL", a port out of range
-        raise InvalidInputError(f"HF_ENDPOINT {redact_text(url)!r} is not a valid URL ({exc})",
-                                hint="e.g. https://huggingface.co, or unset it") from exc
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise InvalidInputError(f"HF_ENDPOINT {redact_text(url)!r} is not an http(s) URL",
-                                hint="e.g. https://huggingface.co, or unset it")
+    except ValueError as exc:  # "Invalid IPv6 URL", a port out of range or not a number
+        raise InvalidInputError(f"{name} {redact_text(url)!r} is not a valid URL ({exc})",
+                                hint=f"e.g. {example}") from exc
+    if not parsed.hostname:
+        raise InvalidInputError(f"{name} {redact_text(url)!r} names no host", hint=f"e.g. {example}")
     return url
 
 
 def host_port(url: str) -> tuple[str, int]:
     """(host, port) of an http(s) URL, the scheme's port when none is written."""
-    from urllib.parse import urlparse
-
     parsed = urlparse(url)
     return parsed.hostname or "huggingface.co", parsed.port or (80 if parsed.scheme == "http" else 443)
 

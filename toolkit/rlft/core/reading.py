@@ -55,11 +55,7 @@ def read_yaml_mapping(path: str | os.PathLike, expected: str = "a mapping") -> d
     path = Path(path)
     text = read_text_file(path, "YAML file")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None and _expanded_size(node) > MAX_YAML_NODES:
-            raise InvalidInputError(f"{path} holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are "
-                                    "expanded", hint="a settings file is small: is an alias repeated on purpose?")
-        data = yaml.safe_load(text) or {}
+        data = _bounded_yaml(text, str(path), "a settings file is small: is an alias repeated on purpose?") or {}
     except yaml.YAMLError as exc:
         raise InvalidInputError(f"{path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
@@ -73,15 +69,29 @@ def yaml_value(text: str, what: str):
     import yaml
 
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None and _expanded_size(node) > MAX_YAML_NODES:
-            raise InvalidInputError(f"{what} holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are "
-                                    "expanded")
-        return yaml.safe_load(text)
+        return _bounded_yaml(text, what)
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidInputError(f"{what} is not valid YAML ({first})",
                                 hint="quote a value that holds ': ' or starts with { [ & * ! | >") from exc
+
+
+def _bounded_yaml(text: str, what: str, hint: str | None = None):
+    """``text`` parsed once (safe types only), its size with aliases expanded measured on the node tree before any
+    value is built: a "billion laughs" is refused in its own size, not expanded."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node) > MAX_YAML_NODES:
+            raise InvalidInputError(f"{what} holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are "
+                                    "expanded", hint=hint)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 MAX_YAML_NODES = 100_000  # values of a YAML file with every alias expanded (a "billion laughs" file has 10^9)

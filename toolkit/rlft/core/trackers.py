@@ -28,7 +28,7 @@ def parse_report_to(value: str | list[str] | None) -> list[str]:
 
 
 # the module each of transformers' trackers needs, where its report_to name is not the module's name
-_TRACKER_MODULES = {"azure_ml": "azureml", "tensorboard": "tensorboard", "flyte": "flytekit", "kubeflow": "kfp"}
+_TRACKER_MODULES = {"azure_ml": "azureml", "flyte": "flytekit", "kubeflow": "kfp"}
 
 
 def check_trainer_trackers(value: str | list[str] | None) -> None:

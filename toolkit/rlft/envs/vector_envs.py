@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -132,6 +133,10 @@ def _render_hint(env_id: str) -> str:
                                          "Pusher", "InvertedPendulum", "InvertedDoublePendulum"))
             else "the environment must render with render_mode='rgb_array'; classic-control and toy-text envs "
                  'need pygame: pip install "gymnasium[classic-control,toy-text]"')
+
+
+# what VideoSlots leaves in its folder: the renamed episodes, and the folders its recorders write into
+VIDEO_FILES = re.compile(r"episode-\d{4,}-seed--?\d+\.mp4|\.slot\d+")
 
 
 class VideoSlots:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ from rlft.core.io import check_output_file, refuse_overlap
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.datasets.dataset import RlftDataset
 from rlft.envs.spaces import space_to_dict
-from rlft.envs.vector_envs import VideoSlots, check_video, make_env_fns
+from rlft.envs.vector_envs import VIDEO_FILES, VideoSlots, check_video, make_env_fns
 from rlft.evaluate.actions import held_out_rows, policy_action_error
 from rlft.evaluate.config import EvalConfig, parse_policy_spec
 from rlft.evaluate.report import build_report, check_side_files, print_report, write_report
@@ -161,9 +160,6 @@ def _check_outputs(config: EvalConfig) -> None:
         check_video_folder(Path(config.video), config.overwrite, inputs)
 
 
-VIDEO_FILE = re.compile(r"episode-\d{4,}-seed--?\d+\.mp4|\.slot\d+")  # VideoSlots' names, its recorders' folders
-
-
 def check_video_folder(folder: Path, overwrite: bool, inputs) -> None:
     """--video writes ``episode-IIII-seed-S.mp4`` files: into a new or empty folder, or over the videos of an earlier
     evaluation with --overwrite; never into an input or a folder holding anything else."""
@@ -171,7 +167,7 @@ def check_video_folder(folder: Path, overwrite: bool, inputs) -> None:
     if folder.exists() and not folder.is_dir():
         raise OutputExistsError(f"--video {folder} is a file", hint="give a folder for the videos")
     present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    other = [name for name in present if not VIDEO_FILE.fullmatch(name)]
+    other = [name for name in present if not VIDEO_FILES.fullmatch(name)]
     if other:
         raise OutputExistsError(f"--video {folder} holds files an evaluation does not write ({', '.join(other[:5])})",
                                 hint="give --video a new or empty folder")

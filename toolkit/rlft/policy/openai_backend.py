@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
-from rlft.core.net import DeadlineError, within_deadline
+from rlft.core.net import DeadlineError, check_http_url, within_deadline
 from rlft.policy.generation import GenerationBackend, Prompt
 
 CONNECT_TIMEOUT_S = 5.0
@@ -77,19 +77,7 @@ def _drain(jobs: queue.Queue) -> None:
 
 def api_base(url: str) -> str:
     """``http://host:port`` or ``.../v1`` -> the ``.../v1`` base every endpoint hangs off."""
-    from urllib.parse import urlparse
-
-    url = url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise InvalidInputError(f"--api-url must start with http:// or https://, got {url!r}")
-    try:
-        parsed = urlparse(url)
-        _port = parsed.port  # reading it checks it
-    except ValueError as exc:  # "Invalid IPv6 URL", a port out of range or not a number
-        raise InvalidInputError(f"--api-url {url!r} is not a valid URL ({exc})",
-                                hint="e.g. http://127.0.0.1:8000/v1 or http://[::1]:8000/v1") from exc
-    if not parsed.hostname:
-        raise InvalidInputError(f"--api-url {url!r} names no host", hint="e.g. http://127.0.0.1:8000/v1")
+    url = check_http_url(url.strip().rstrip("/"), "--api-url", "http://127.0.0.1:8000/v1 or http://[::1]:8000/v1")
     return url if url.endswith("/v1") else url + "/v1"
 
 

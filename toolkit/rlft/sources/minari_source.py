@@ -19,10 +19,10 @@ import numpy as np
 
 from rlft.core.claims import claim_output, release_output
 from rlft.core.console import err_console
-from rlft.core.errors import InvalidInputError, OfflineError, require
+from rlft.core.errors import InvalidInputError, OfflineError, RemoteError, require
 from rlft.core.io import holds_content, refuse_arrival, refuse_foreign, temp_name
 from rlft.core.manifest import write_manifest
-from rlft.core.net import check_reachable, host_port, hub_endpoint, hub_offline
+from rlft.core.net import DeadlineError, check_reachable, host_port, hub_endpoint, hub_offline, within_deadline
 
 CONNECT_TIMEOUT_S = 3.0
 DOWNLOAD_TIMEOUT_S = 3600.0  # in all: a server that accepts and stalls, or drips bytes, is given up
@@ -256,9 +256,6 @@ def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False,
 def _download(dataset_id: str, seconds: float):
     """``minari.load_dataset(download=True)`` within ``seconds`` in all, any failure of the remote as one line."""
     import minari
-
-    from rlft.core.errors import RemoteError
-    from rlft.core.net import DeadlineError, within_deadline
 
     try:
         return within_deadline(lambda: minari.load_dataset(dataset_id, download=True), seconds)

@@ -103,8 +103,8 @@ class BCReward(Reward):
             what = f"integers 0..{n - 1}"
         else:
             width = int(np.prod(np.shape(space["low"]))) if np.shape(space["low"]) else 1
-            bad = [i for i, a in enumerate(rows["action"])
-                   if np.asarray(a, dtype=np.float64).size != width or not np.all(np.isfinite(np.asarray(a, float)))]
+            arrays = (np.asarray(a, dtype=np.float64) for a in rows["action"])
+            bad = [i for i, a in enumerate(arrays) if a.size != width or not np.all(np.isfinite(a))]
             what = f"{width} finite numbers"
         if bad:
             raise InvalidInputError(f"reward 'bc': {len(bad):,} recorded action(s) are not {what} of the codec's "
