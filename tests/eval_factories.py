@@ -80,7 +80,7 @@ def sft_run(tmp_path_factory, dataset: Path, model: Path, name: str, steps: int 
         from rlft.train.sft_config import SFTStageConfig
 
         with console.capture():
-            run_sft(SFTStageConfig(dataset=str(dataset), model=str(model), out=out / "run", lora=lora,
+            run_sft(SFTStageConfig.of(dataset=str(dataset), model=str(model), out=out / "run", lora=lora,
                                    learning_rate=learning_rate, max_steps=steps, per_device_train_batch_size=16,
                                    eval_split="none", logging_steps=1000, save_steps=100_000))
         return out / "run"

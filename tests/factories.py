@@ -140,7 +140,7 @@ def lake_episode_config(data: Path, model: Path, out: Path, **overrides):
     settings = dict(dataset=str(data), model=str(model), out=out, rollout="episode", rewards=["return"],
                     max_turns=4, episode_starts=4, num_generations=4, per_device_train_batch_size=8,
                     learning_rate=5e-3, max_steps=2, logging_steps=1, lora=False, seed=3)
-    return GRPOStageConfig(**{**settings, **overrides})
+    return GRPOStageConfig.of(**{**settings, **overrides})
 
 
 def greedy_success(env, actions, episodes: int = 200, max_steps: int = 100) -> float:

@@ -292,7 +292,7 @@ def test_sft_with_bin_smoothing_trains(pendulum_binned, tmp_path):
 
     data, model = pendulum_binned
     with console.capture():
-        info = run_sft(SFTStageConfig(dataset=str(data), model=str(model), out=tmp_path / "run", lora=False,
+        info = run_sft(SFTStageConfig.of(dataset=str(data), model=str(model), out=tmp_path / "run", lora=False,
                                       max_steps=30, bin_smoothing=0.75, learning_rate=3e-3,
                                       per_device_train_batch_size=32, eval_split="validation", save_steps=1000))
     metrics = info["metrics"]

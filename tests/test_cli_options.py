@@ -61,7 +61,8 @@ def test_aliases_lists_and_trl_flags_reach_the_config():
     assert result.exit_code == 0, result.output
     config = seen[-1]
     assert config.rewards == ["format", "bc"] and config.per_device_train_batch_size == 4
-    assert config.trl == {"weight_decay": 0.1}  # not a stage field: TRL's parser took it
+    # both held under TRL's names: rlft's --batch-size alias and a flag only TRL's parser knows
+    assert config.trl == {"per_device_train_batch_size": 4, "weight_decay": 0.1}
 
 
 def test_bad_values_are_refused_by_the_parser():
@@ -75,14 +76,15 @@ def test_bad_values_are_refused_by_the_parser():
 @pytest.mark.parametrize("command,cls", [("sft", SFTStageConfig), ("grpo", GRPOStageConfig),
                                          ("online", OnlineConfig), ("bc", BCConfig)])
 def test_rlft_train_commands_declare_exactly_their_config_fields(command, cls):
-    """No option list is written by hand: rlft train's options are the config's fields (plus --config)."""
+    """No option list is written by hand: rlft train's options are the config's fields and the TRL settings it
+    names (plus --config)."""
     import typer.main
 
     from rlft.cli.train import app
 
     click_group = typer.main.get_command(app)
     params = {p.name for p in click_group.commands[command].params}
-    fields = {f.name for f in dataclasses.fields(cls) if f.name != "trl"}
+    fields = {f.name for f in dataclasses.fields(cls) if f.name != "trl"} | set(getattr(cls, "trl_defaults", {}))
     assert params - {"config"} == fields
 
 

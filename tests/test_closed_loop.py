@@ -70,7 +70,7 @@ def test_training_stops_once_the_check_return_reaches_its_target(tmp_path_factor
     data = minari_dataset_folder(tmp_path_factory, "Pendulum-v1", "binned", episodes=4, max_steps=20, bins=16)
     model = tiny_model(tmp_path_factory, data, "closed-loop-pendulum")
     # Pendulum's reward is at least -16.3 a step: 10 steps return more than -200, so the first check passes
-    config = SFTStageConfig(dataset=str(data), model=str(model), out=tmp_path / "run", lora=False, max_steps=20,
+    config = SFTStageConfig.of(dataset=str(data), model=str(model), out=tmp_path / "run", lora=False, max_steps=20,
                             check_steps=5, check_episodes=3, check_max_episode_steps=10, stop_at_return=-200.0,
                             eval_split="none", save_steps=1000)
     with console.capture() as captured:

@@ -181,21 +181,21 @@ def test_bad_credit_settings_fail_before_training(tmp_path):
 
     base = dict(dataset=str(tmp_path / "none"), model=str(tmp_path / "none"), out=tmp_path / "bad", max_steps=1)
     with pytest.raises(InvalidInputError, match="--credit must be one of"):
-        run_grpo(GRPOStageConfig(**base, rollout="episode", credit="turn"))
+        run_grpo(GRPOStageConfig.of(**base, rollout="episode", credit="turn"))
     with pytest.raises(InvalidInputError, match="--credit state is for episode rollouts"):
-        run_grpo(GRPOStageConfig(**base, credit="state"))
+        run_grpo(GRPOStageConfig.of(**base, credit="state"))
     with pytest.raises(InvalidInputError, match="--credit-gamma"):
-        run_grpo(GRPOStageConfig(**base, rollout="episode", credit="state", credit_gamma=1.5))
+        run_grpo(GRPOStageConfig.of(**base, rollout="episode", credit="state", credit_gamma=1.5))
     with pytest.raises(InvalidInputError, match="--credit action is for episode rollouts"):
-        run_grpo(GRPOStageConfig(**base, credit="action"))
+        run_grpo(GRPOStageConfig.of(**base, credit="action"))
     with pytest.raises(InvalidInputError, match="--credit model is for episode rollouts"):
-        run_grpo(GRPOStageConfig(**base, credit="model"))
+        run_grpo(GRPOStageConfig.of(**base, credit="model"))
     with pytest.raises(InvalidInputError, match="--episode-weight"):
-        run_grpo(GRPOStageConfig(**base, rollout="episode", credit="model", episode_weight=-1.0))
+        run_grpo(GRPOStageConfig.of(**base, rollout="episode", credit="model", episode_weight=-1.0))
     with pytest.raises(InvalidInputError, match="--credit-window"):
-        run_grpo(GRPOStageConfig(**base, rollout="episode", credit="action", credit_window=0))
+        run_grpo(GRPOStageConfig.of(**base, rollout="episode", credit="action", credit_window=0))
     with pytest.raises(InvalidInputError, match="--step-weight"):
-        run_grpo(GRPOStageConfig(**base, rollout="episode", credit="state", step_weight=float("nan")))
+        run_grpo(GRPOStageConfig.of(**base, rollout="episode", credit="state", step_weight=float("nan")))
     assert not (tmp_path / "bad").exists()
 
 

@@ -135,7 +135,7 @@ def test_a_run_that_misses_the_criterion_says_so(lake, tiny, tmp_path, capsys):
     from rlft.train.sft import run_sft
     from rlft.train.sft_config import SFTStageConfig
 
-    config = SFTStageConfig(dataset=str(lake), model=str(tiny), out=tmp_path / "short", lora=False, max_steps=4,
+    config = SFTStageConfig.of(dataset=str(lake), model=str(tiny), out=tmp_path / "short", lora=False, max_steps=4,
                             check_steps=2, stop_at_accuracy=1.0, eval_split="none", learning_rate=1e-3,
                             save_steps=1000)
     with console.capture() as captured:
@@ -154,7 +154,7 @@ def test_grpo_logs_decision_accuracy(lake, tiny, tmp_path):
     from rlft.train.grpo.config import GRPOStageConfig
     from rlft.train.grpo.run import run_grpo
 
-    config = GRPOStageConfig(dataset=str(lake), model=str(tiny), out=tmp_path / "grpo", lora=False, max_steps=2,
+    config = GRPOStageConfig.of(dataset=str(lake), model=str(tiny), out=tmp_path / "grpo", lora=False, max_steps=2,
                              per_device_train_batch_size=4, num_generations=2, check_steps=1,
                              rewards=["format", "q-advantage"], save_steps=1000)
     with console.capture():
@@ -232,7 +232,7 @@ def test_sft_on_continuous_actions_reports_the_held_out_action_error(tmp_path_fa
 
     data = minari_dataset_folder(tmp_path_factory, "Pendulum-v1", "binned", episodes=6, max_steps=30, bins=16)
     model = tiny_model(tmp_path_factory, data, "criterion-pendulum-binned")
-    config = SFTStageConfig(dataset=str(data), model=str(model), out=tmp_path / "run", lora=False, max_steps=30,
+    config = SFTStageConfig.of(dataset=str(data), model=str(model), out=tmp_path / "run", lora=False, max_steps=30,
                             check_steps=10, stop_at_action_error=0.001, eval_split="none", learning_rate=3e-3,
                             per_device_train_batch_size=32, save_steps=1000)
     with console.capture() as captured:

@@ -89,13 +89,13 @@ def test_answer_groups_refuse_settings_that_cannot_work(tmp_path):
                 max_turns=4, episode_starts=4, num_generations=4, per_device_train_batch_size=8, max_steps=1,
                 lora=False)
     with pytest.raises(InvalidInputError, match="needs --group actions"):
-        run_grpo(GRPOStageConfig(**base, group="sampled", rewards=["return"]))
+        run_grpo(GRPOStageConfig.of(**base, group="sampled", rewards=["return"]))
     with pytest.raises(InvalidInputError, match="--reward return, not return,format"):
-        run_grpo(GRPOStageConfig(**base, rewards=["return", "format"]))
+        run_grpo(GRPOStageConfig.of(**base, rewards=["return", "format"]))
     with pytest.raises(InvalidInputError, match="multiple of 4"):
-        run_grpo(GRPOStageConfig(**{**base, "num_generations": 2}, rewards=["return"]))
+        run_grpo(GRPOStageConfig.of(**{**base, "num_generations": 2}, rewards=["return"]))
     with pytest.raises(InvalidInputError, match="--group actions is for step rollouts"):
-        run_grpo(GRPOStageConfig(**{**base, "credit": "model"}, group="actions", rewards=["return"]))
+        run_grpo(GRPOStageConfig.of(**{**base, "credit": "model"}, group="actions", rewards=["return"]))
     assert not (tmp_path / "bad").exists()
 
 
@@ -144,10 +144,10 @@ def test_per_state_credit_on_observations_that_never_repeat_is_warned_before_tra
     (tmp_path / "lake").mkdir()
     lake, _ = make_lake_q_model(tmp_path / "lake")
     capsys.readouterr()
-    warn_unrepeated_states(GRPOStageConfig(rollout="episode", credit="answers"), load_codec(cartpole))
+    warn_unrepeated_states(GRPOStageConfig.of(rollout="episode", credit="answers"), load_codec(cartpole))
     assert "rarely repeat exactly" in capsys.readouterr().out
     for codec, credit in ((load_codec(lake), "answers"), (load_codec(cartpole), "episode")):
-        warn_unrepeated_states(GRPOStageConfig(rollout="episode", credit=credit), codec)
+        warn_unrepeated_states(GRPOStageConfig.of(rollout="episode", credit=credit), codec)
         assert "rarely repeat" not in capsys.readouterr().out
 
 
@@ -157,10 +157,10 @@ def test_random_maps_are_warned_with_the_local_key_as_the_fix_and_the_local_key_
 
     codec = FrozenLakeGridCodec.for_random_maps(4, 0.8, True, "chat", "compact")
     capsys.readouterr()
-    warn_unrepeated_states(GRPOStageConfig(rollout="episode", credit="answers"), codec)
+    warn_unrepeated_states(GRPOStageConfig.of(rollout="episode", credit="answers"), codec)
     said = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
     assert "rarely repeat" in said and "--credit-key local" in said
-    warn_unrepeated_states(GRPOStageConfig(rollout="episode", credit="answers", credit_key="local"), codec)
+    warn_unrepeated_states(GRPOStageConfig.of(rollout="episode", credit="answers", credit_key="local"), codec)
     assert "rarely repeat" not in capsys.readouterr().out
 
 

@@ -214,7 +214,7 @@ def test_episodic_grpo_trains_the_adapter_and_rewards_are_the_replayed_returns(l
     data, model_dir = lake
     watch = Watch()
     out = tmp_path / "run"
-    config = GRPOStageConfig(dataset=str(data), model=str(model_dir), out=out, rollout="episode",
+    config = GRPOStageConfig.of(dataset=str(data), model=str(model_dir), out=out, rollout="episode",
                              rewards=["return", "format"], max_turns=4, episode_starts=8, num_generations=4,
                              per_device_train_batch_size=16, learning_rate=5e-3, max_steps=3, logging_steps=1,
                              lora=True, seed=2)
@@ -261,7 +261,7 @@ def test_bad_episode_settings_fail_before_training(lake, tmp_path):
         base = dict(dataset=str(data), model=str(model_dir), out=tmp_path / "bad", rollout="episode",
                     rewards=["return"], max_turns=2, episode_starts=2, num_generations=2,
                     per_device_train_batch_size=4, max_steps=1)
-        return GRPOStageConfig(**{**base, **kw})
+        return GRPOStageConfig.of(**{**base, **kw})
 
     with pytest.raises(InvalidInputError, match="--rollout must be one of"):
         run_grpo(config(rollout="episodes"))
@@ -286,7 +286,7 @@ def test_an_episodic_run_from_a_one_step_model_refuses_unless_asked(lake, tmp_pa
 
     data, model_dir = lake
     start = tmp_path / "sft"
-    run_sft(SFTStageConfig(dataset=str(data), model=str(model_dir), out=start, lora=False, max_steps=2,
+    run_sft(SFTStageConfig.of(dataset=str(data), model=str(model_dir), out=start, lora=False, max_steps=2,
                            eval_split="none", save_steps=1000))
     out = tmp_path / "grpo"
     with pytest.raises(InvalidInputError, match="trained on one-step prompts .* conversation of up to 4 turns"):

@@ -212,5 +212,6 @@ def test_a_killed_training_overwrite_gives_the_old_run_back_on_the_next_run(tmp_
     assert "the previous content is back" in " ".join(again.stderr.split())  # ...the old run came back
     assert _digest(run) == before
     kept = list(work.glob(".run.unfinished-*"))
-    assert len(kept) == 1 and (kept[0] / "content" / "rlft_run.json").is_file()  # the killed run, named
+    # the killed run, named (under a loaded CPU the kill can land before it wrote its first file: kept all the same)
+    assert len(kept) == 1 and (kept[0] / "content").is_dir()
     assert not any(work.glob(".run.old-*"))

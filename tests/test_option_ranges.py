@@ -78,7 +78,7 @@ def test_non_finite_q_values_are_refused_by_q_greedy_and_the_q_advantage_reward(
     result = cli("eval", "--policy", "q-greedy", "--codec", data, "--episodes", "2")
     assert result.exit_code == 2 and "non-finite Q-values" in result.output, result.output
     with pytest.raises(InvalidInputError, match="non-finite q_values"):
-        run_grpo(GRPOStageConfig(dataset=str(data), model=str(model), out=tmp_path / "r"))
+        run_grpo(GRPOStageConfig.of(dataset=str(data), model=str(model), out=tmp_path / "r"))
     assert not (tmp_path / "r").exists()
 
 

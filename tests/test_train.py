@@ -59,7 +59,7 @@ def sft_run(session_env, lake, tiny_model):
     from rlft.train.sft import run_sft
 
     out = session_env / "runs" / "sft"
-    config = SFTStageConfig(dataset=str(lake), model=str(tiny_model), out=out, lora=False, learning_rate=3e-3,
+    config = SFTStageConfig.of(dataset=str(lake), model=str(tiny_model), out=out, lora=False, learning_rate=3e-3,
                             max_steps=60, eval_split="train", eval_steps=1000, logging_steps=20, save_steps=1000)
     info = run_sft(config)
     return out, info
@@ -97,17 +97,17 @@ def test_config_precedence_defaults_yaml_cli():
 
 
 def test_every_trl_field_is_a_yaml_key_and_a_flag(tmp_path):
-    """Keys the stage does not declare but TRL's config class does go to ``config.trl``; flags too (TRL's parser);
-    a flag naming a declared field sets that field; unknown or rlft-owned TRL keys are refused."""
+    """Every key of TRL's config class, those the stage gives a default and the others, is held in ``config.trl``;
+    flags too (TRL's parser); unknown or rlft-owned TRL keys are refused."""
     path = tmp_path / "c.yaml"
     path.write_text("sft: {weight_decay: 0.01, optim: adamw_torch, max_steps: 5}\nsteps: []\n")
     config, sources = build_config(SFTStageConfig, "sft", path, {})
-    assert config.trl == {"weight_decay": 0.01, "optim": "adamw_torch"} and config.max_steps == 5
+    assert config.trl == {"weight_decay": 0.01, "optim": "adamw_torch", "max_steps": 5} and config.max_steps == 5
     assert sources["trl"] == "yaml"
     flags = ["--weight-decay", "0.02", "--per_device_train_batch_size", "4", "--no_dataloader_pin_memory"]
     config, sources = build_config(SFTStageConfig, "sft", path, {"max_steps": None}, flags)
-    assert config.trl == {"weight_decay": 0.02, "optim": "adamw_torch",
-                          "dataloader_pin_memory": False} and sources["trl"] == "cli"
+    assert config.trl == {"weight_decay": 0.02, "optim": "adamw_torch", "max_steps": 5,
+                          "per_device_train_batch_size": 4, "dataloader_pin_memory": False} and sources["trl"] == "cli"
     assert config.per_device_train_batch_size == 4 and config.max_steps == 5
     config, _ = build_config(GRPOStageConfig, "grpo", None, {}, ["--top-k", "5", "--max-grad-norm=0.3"])
     assert config.trl == {"top_k": 5, "max_grad_norm": 0.3}
@@ -203,7 +203,7 @@ def test_grpo_runs_and_changes_every_lora_parameter(session_env, sft_run, lake):
 
     watch = Watch()
     out = session_env / "runs" / "grpo"
-    config = GRPOStageConfig(dataset=str(lake), model=str(sft_run[0]), out=out, rewards=["format", "q-advantage"],
+    config = GRPOStageConfig.of(dataset=str(lake), model=str(sft_run[0]), out=out, rewards=["format", "q-advantage"],
                              learning_rate=5e-3, max_steps=4, logging_steps=1, max_completion_length=12, seed=1,
                              lora=True, group="sampled")
     info = run_grpo(config, callbacks=[watch])
@@ -333,7 +333,7 @@ def test_constrained_grpo_gives_a_format_naive_model_valid_answers_only(tmp_path
     from rlft.train.grpo.run import run_grpo
 
     out = tmp_path / "grpo"
-    config = GRPOStageConfig(dataset=str(lake), model=str(tiny_model), out=out, rewards=["format", "q-advantage"],
+    config = GRPOStageConfig.of(dataset=str(lake), model=str(tiny_model), out=out, rewards=["format", "q-advantage"],
                              constrained=True, group="sampled", lora=False, learning_rate=1e-3, max_steps=3,
                              logging_steps=1,
                              num_generations=4, per_device_train_batch_size=8, seed=2)

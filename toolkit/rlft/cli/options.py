@@ -27,6 +27,7 @@ from rlft.core.errors import InvalidInputError
 from rlft.core.seeding import MAX_SEED
 from rlft.train.config_values import _strip_optional
 from rlft.train.configs import build_config, merge_config
+from rlft.train.trl_config import trl_fields
 
 CONFIG_OPTION = typer.Option(None, "--config", help="YAML config (e.g. pipelines/sft.yaml); flags win.")
 # Flags the stage does not declare are the fields of TRL's own config class (--weight-decay 0.01, --optim
@@ -65,9 +66,10 @@ def _default_missing(f: dataclasses.Field) -> bool:
 
 def field_parameters(cls, skip: tuple[str, ...] = ()) -> list[inspect.Parameter]:
     """One keyword parameter per field of ``cls`` (a Typer option defaulting to "not given"), in field order."""
-    hints = typing.get_type_hints(cls)
+    settings = trl_fields(cls)  # the TRL settings the stage names: options too, their values held in config.trl
+    hints = {**typing.get_type_hints(cls), **{f.name: f.type for f in settings}}
     params = []
-    for f in dataclasses.fields(cls):
+    for f in [*dataclasses.fields(cls), *settings]:
         if f.name in skip or not f.metadata.get("cli", True) or typing.get_origin(hints[f.name]) is dict \
                 or hints[f.name] is dict:
             continue

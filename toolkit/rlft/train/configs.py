@@ -9,11 +9,14 @@ string becomes a float, ``"a,b"`` becomes a list).
 A command-line value is one the user typed: the CLI passes ``None`` for every flag left out, so
 ``merge_config`` can tell "not given" from "given the default value".
 
-Every other field of TRL's own config class (``trl.SFTConfig`` / ``trl.GRPOConfig``: ``weight_decay``, ``optim``,
-``max_grad_norm``, ``report_to``, ...) is a YAML key and a flag too: a key the stage does not declare but TRL's
-class does goes into the stage's ``trl`` mapping, and flags the rlft command does not declare are parsed by TRL's
-own ``TrlParser`` over that class (:func:`parse_trl_flags`). They are applied last when the trainer's config is
-built (:func:`trl_overrides`), so TRL validates them; a key neither knows is still an error.
+TRL's settings are held, not copied: a stage declares no field named like one of TRL's config class
+(``trl.SFTConfig`` / ``trl.GRPOConfig``); the settings it gives its own default (``learning_rate``,
+``num_generations``...) are ``TrlDefault`` entries of its ``trl_defaults`` (:mod:`rlft.train.trl_config`), flags and
+YAML keys under TRL's names, and every value given lands in the stage's ``trl`` mapping. Every other field of
+TRL's class (``weight_decay``, ``optim``, ``max_grad_norm``, ``report_to``, ...) is a YAML key and a flag too:
+flags the rlft command does not declare are parsed by TRL's own ``TrlParser`` over that class
+(:func:`parse_trl_flags`) and applied last when the trainer's config is built (:func:`trl_overrides`), so TRL
+validates them; a key neither knows is still an error.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from typing import Any, ClassVar
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.reading import read_yaml_mapping
+from rlft.core.seeding import MAX_SEED
 from rlft.train.config_values import coerce
+from rlft.train.trl_config import TrlDefault, effective_trl_settings, extra_trl_settings, trl_value
 
 PIPELINE_KEYS = ("name", "vars", "steps", "description")
 # TRL fields rlft sets itself and a user may not: the RUN folder layout (--out) decides where checkpoints go.
@@ -40,10 +45,25 @@ class StageConfig:
     """Fields shared by the SFT and GRPO stages (TRL-style dataclass: each field's ``help`` is its doc)."""
 
     trl_config_class: ClassVar[str] = ""  # "SFTConfig" / "GRPOConfig": where keys rlft does not declare go
-    # Fields named like a field of TRL's class reach it in one of two ways. Marked ``"trl": True``: as they are, by
-    # trl_settings (declared here once, with rlft's default and help). Listed here: resolved by rlft first (auto
-    # values, settings that depend on the run), then passed by the stage. tests/test_stage_configs.py holds it so.
-    resolved_trl_fields: ClassVar[tuple[str, ...]] = ("seed", "bf16", "gradient_checkpointing")
+    # TRL's settings by TRL's names, with rlft's defaults: no field of this class is named like one of TRL's
+    # (rlft.train.trl_config; tests/test_stage_configs.py holds it so). Their values live in ``trl``.
+    trl_defaults: ClassVar[dict[str, TrlDefault]] = {
+        "learning_rate": TrlDefault(2e-4, "Peak learning rate."),
+        "lr_scheduler_type": TrlDefault("linear", "Learning-rate schedule."),
+        "warmup_steps": TrlDefault(0, "Linear warm-up steps."),
+        "num_train_epochs": TrlDefault(1.0, "Epochs (ignored when max_steps > 0)."),
+        "max_steps": TrlDefault(-1, "Optimizer steps (-1: set by num_train_epochs)."),
+        "per_device_train_batch_size": TrlDefault(8, "Batch size per device.", aliases=("--batch-size",)),
+        "gradient_accumulation_steps": TrlDefault(1, "Gradient accumulation steps."),
+        "logging_steps": TrlDefault(10, "Log every N steps (TensorBoard under RUN/logs)."),
+        "save_steps": TrlDefault(500, "Save a checkpoint every N steps (RUN/checkpoints)."),
+        "save_total_limit": TrlDefault(2, "Checkpoints kept."),
+        "seed": TrlDefault(0, "Seed of the model init, data order and sampling.", min=0, max=MAX_SEED, resolved=True),
+        "bf16": TrlDefault(None, "bfloat16 mixed precision (None: on a GPU that has it).", type=bool | None,
+                           resolved=True),
+        "gradient_checkpointing": TrlDefault(None, "Recompute activations (None: on for models over 50M parameters).",
+                                             type=bool | None, resolved=True),
+    }
 
     dataset: str | None = field(default=None, metadata={"help": "rlft dataset folder or Hub dataset id."})
     model: str | None = field(
@@ -64,23 +84,6 @@ class StageConfig:
         default_factory=lambda: ["all-linear"],
         metadata={"help": "Modules that get adapters: 'all-linear' or names such as q_proj,v_proj."},
     )
-    learning_rate: float = field(default=2e-4, metadata={"trl": True, "help": "Peak learning rate."})
-    lr_scheduler_type: str = field(default="linear", metadata={"trl": True, "help": "Learning-rate schedule."})
-    warmup_steps: int = field(default=0, metadata={"trl": True, "help": "Linear warm-up steps."})
-    num_train_epochs: float = field(default=1.0, metadata={"trl": True, "help": "Epochs (ignored when max_steps > 0)."})
-    max_steps: int = field(default=-1, metadata={"trl": True, "help": "Optimizer steps (-1: set by num_train_epochs)."})
-    per_device_train_batch_size: int = field(default=8, metadata={"trl": True, "help": "Batch size per device.",
-                                                                  "aliases": ["--batch-size"]})
-    gradient_accumulation_steps: int = field(default=1, metadata={"trl": True, "help": "Gradient accumulation steps."})
-    gradient_checkpointing: bool | None = field(
-        default=None, metadata={"help": "Recompute activations (None: on for models over 50M parameters)."}
-    )
-    bf16: bool | None = field(default=None, metadata={"help": "bfloat16 mixed precision (None: on a GPU that has it)."})
-    logging_steps: int = field(default=10, metadata={"trl": True,
-                                                     "help": "Log every N steps (TensorBoard under RUN/logs)."})
-    save_steps: int = field(default=500, metadata={"trl": True,
-                                                   "help": "Save a checkpoint every N steps (RUN/checkpoints)."})
-    save_total_limit: int = field(default=2, metadata={"trl": True, "help": "Checkpoints kept."})
     check_steps: int = field(
         default=0,
         metadata={"help": "Every N steps (and before the first) decode every decision state of the train split "
@@ -131,26 +134,38 @@ class StageConfig:
         default=False, metadata={"help": "Train even when the tokenizer maps over 1% of the dataset's text to its "
                                          "unknown token, or rows are longer than the model's positions."},
     )
-    seed: int = field(default=0, metadata={"help": "Seed of the model init, data order and sampling.", "min": 0})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing RUN folder."})
     resume: bool = field(default=False, metadata={"help": "Resume the run in RUN from its last checkpoint."})
     trl: dict[str, Any] = field(
         default_factory=dict,
-        metadata={"help": "Any other field of TRL's SFTConfig / GRPOConfig by its TRL name (a YAML key, or a flag "
-                          "such as --weight-decay 0.01), applied last."},
+        metadata={"help": "The settings of TRL's SFTConfig / GRPOConfig given, by TRL's names: those of trl_defaults "
+                          "(--learning-rate ...) and any other field of TRL's class (a YAML key, or a flag such as "
+                          "--weight-decay 0.01, applied last)."},
     )
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached when ``name`` is no field: a TRL setting is read where it is held, config.trl
+        if name in type(self).trl_defaults:
+            return trl_value(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @classmethod
+    def of(cls, **values: Any):
+        """The config of ``values`` given by any name, fields and TRL settings alike (a TRL name goes to ``trl``)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        trl = dict(values.pop("trl", None) or {})
+        trl.update({k: values.pop(k) for k in [k for k in values if k not in names]})
+        return cls(**values, trl=trl)
+
+    def with_trl(self, **settings: Any):
+        """A copy with TRL ``settings`` set (``replace`` for the settings held in ``trl``)."""
+        return dataclasses.replace(self, trl={**self.trl, **settings})
 
     def require(self, *names: str) -> None:
         missing = [n for n in names if getattr(self, n) in (None, "")]
         if missing:
             flags = ", ".join("--" + n.replace("_", "-") for n in missing)
             raise InvalidInputError(f"missing {flags}", hint="give it on the command line or in --config")
-
-
-def trl_settings(config: StageConfig) -> dict[str, Any]:
-    """The fields of ``config`` marked ``"trl": True``, by name: what TRL's config class receives as rlft holds it,
-    instead of a hand-written copy per stage."""
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.metadata.get("trl")}
 
 
 def field_types(cls) -> dict[str, Any]:
@@ -221,11 +236,19 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
     yaml_values = {k.replace("-", "_"): v for k, v in dict(yaml_values or {}).items()}
     cli_values = dict(cli_values or {})
     trl_flags = dict(trl_flags or {})
-    trl_values = {**dict(yaml_values.pop("trl", None) or {}), **dict(cli_values.pop("trl", None) or {})}
-    _route_trl_flags(trl_flags, names, cli_values, trl_values)
+    yaml_trl = {**_named_trl_values(cls, dict(yaml_values.pop("trl", None) or {}), keep=True),
+                **_named_trl_values(cls, yaml_values)}
+    cli_trl = {**_named_trl_values(cls, dict(cli_values.pop("trl", None) or {}), keep=True),
+               **_named_trl_values(cls, {k: v for k, v in cli_values.items() if v is not None})}
+    for key in _trl_defaults(cls):
+        cli_values.pop(key, None)
+    _route_trl_flags(trl_flags, names, cli_values, cli_trl)
+    trl_values = {**yaml_trl, **cli_trl}
     trl_names = _move_trl_keys(cls, names, yaml_values, trl_values, source)
     _check_trl_values(cls, trl_values, trl_names)
     values, sources = _coerce_values(cls, names, yaml_values, cli_values)
+    sources.update({**dict.fromkeys(_trl_defaults(cls), "default"), **dict.fromkeys(yaml_trl, "yaml"),
+                    **dict.fromkeys(cli_trl, "cli")})
     if trl_values:
         values["trl"] = trl_values
         sources["trl"] = "cli" if trl_flags else "yaml"
@@ -237,26 +260,39 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
 def check_bounds(config) -> None:
     """The fields' ``min``/``max`` bounds on the merged config: click checks the flags typed, this also covers
     values from a ``--config`` YAML file."""
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name, None)
+    bounds = [(f.name, f.metadata.get("min"), f.metadata.get("max")) for f in dataclasses.fields(config)]
+    bounds += [(name, d.min, d.max) for name, d in _trl_defaults(type(config)).items()]
+    for name, low, high in bounds:
+        value = getattr(config, name, None)
         if not isinstance(value, int | float) or isinstance(value, bool):
             continue
-        low, high = f.metadata.get("min"), f.metadata.get("max")
         if (low is not None and value < low) or (high is not None and value > high):
             span = f">= {low}" if high is None else (f"<= {high}" if low is None else f"within [{low}, {high}]")
-            raise InvalidInputError(f"--{f.name.replace('_', '-')} must be {span}, got {value}")
+            raise InvalidInputError(f"--{name.replace('_', '-')} must be {span}, got {value}")
 
 
 def _route_trl_flags(trl_flags: dict[str, Any], names: list[str], cli_values: dict[str, Any],
                      trl_values: dict[str, Any]) -> None:
-    """Put each TRL flag in ``cli_values`` when it names a field of the stage, else in ``trl_values``."""
+    """Put each TRL flag in ``cli_values`` when it names a field of the stage, else in ``trl_values`` (a setting
+    given by rlft's own flag as well keeps the value of rlft's flag)."""
     for key, value in trl_flags.items():
-        # a TRL flag naming a field rlft declares (--per_device_train_batch_size) is that field
         if key in names:
             if cli_values.get(key) is None:
                 cli_values[key] = value
         else:
-            trl_values[key] = value
+            trl_values.setdefault(key, value)
+
+
+def _named_trl_values(cls, values: dict[str, Any], keep: bool = False) -> dict[str, Any]:
+    """The values of ``values`` named in ``cls.trl_defaults``, taken out and converted to the setting's type (with
+    ``keep``: every value of ``values``, the others as given)."""
+    defaults = _trl_defaults(cls)
+    named = {k: coerce(k, values.pop(k), defaults[k].option_type) for k in [k for k in values if k in defaults]}
+    return {**values, **named} if keep else named
+
+
+def _trl_defaults(cls) -> dict[str, TrlDefault]:
+    return getattr(cls, "trl_defaults", {})  # a stage without TRL (bc, online, offline) names none
 
 
 def _move_trl_keys(cls, names: list[str], yaml_values: dict[str, Any], trl_values: dict[str, Any],
@@ -264,8 +300,9 @@ def _move_trl_keys(cls, names: list[str], yaml_values: dict[str, Any], trl_value
     """Move the YAML keys the stage lacks but its TRL class has into ``trl_values``; refuse any other unknown key.
     Returns the TRL class's field names (empty when nothing needed them)."""
     unknown = sorted(k for k in yaml_values if k not in names)
-    # importing trl is slow: only when a key may be one of its fields
-    trl_names = trl_field_names(cls) if unknown or trl_values else set()
+    # importing trl is slow: only when a key may be one of its fields that the stage does not name
+    extra = unknown or [k for k in trl_values if k not in _trl_defaults(cls)]
+    trl_names = trl_field_names(cls) if extra else set(_trl_defaults(cls))
     for key in [k for k in unknown if k in trl_names]:
         trl_values.setdefault(key, yaml_values.pop(key))
         unknown.remove(key)
@@ -278,7 +315,8 @@ def _move_trl_keys(cls, names: list[str], yaml_values: dict[str, Any], trl_value
 
 def _check_trl_values(cls, trl_values: dict[str, Any], trl_names: set[str]) -> None:
     """Refuse TRL settings that are not fields of the TRL class, or that rlft sets itself."""
-    bad = sorted(k for k in trl_values if k not in trl_names or k in RESERVED_TRL_FIELDS)
+    bad = sorted(k for k in trl_values if (k not in trl_names and k not in _trl_defaults(cls))
+                 or k in RESERVED_TRL_FIELDS)
     if bad:
         raise InvalidInputError(f"trl: {', '.join(bad)} cannot be set",
                                 hint=f"not a field of trl.{cls.trl_config_class}, or set by rlft (output_dir: --out)")
@@ -311,7 +349,7 @@ def trl_overrides(config: StageConfig, args: dict[str, Any]) -> dict[str, Any]:
 
     from rlft.core.secrets import is_secret_name, redact_text
 
-    given = dict(config.trl)
+    given = extra_trl_settings(config)
     for key in [k for k in given if is_secret_name(k)]:
         value = given.pop(key)
         if value and key in ("hub_token", "push_to_hub_token"):
@@ -325,7 +363,7 @@ def trl_overrides(config: StageConfig, args: dict[str, Any]) -> dict[str, Any]:
         from rlft.core.trackers import check_trainer_trackers
 
         check_trainer_trackers(given["report_to"])
-    config.trl = given
+    config.trl = {**{k: v for k, v in config.trl.items() if k in type(config).trl_defaults}, **given}
     return {**args, **given}
 
 
@@ -346,4 +384,6 @@ def config_to_dict(config) -> dict[str, Any]:
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         out[f.name] = str(value) if isinstance(value, Path) else value
+    if _trl_defaults(type(config)):  # a stage's TRL settings as the run used them, the others as given
+        out.update(effective_trl_settings(config), trl=extra_trl_settings(config))
     return out

@@ -182,7 +182,7 @@ def sft_training_args(config: SFTStageConfig, run_dir, model, evaluating: bool):
                     save_steps=config.eval_steps)
     try:
         sft_args = SFTConfig(**trl_overrides(config, dict(
-            **args,  # with the SFT settings marked for TRL (trl_settings)
+            **args,  # with the TRL settings the stage names (trl_settings)
             packing=False,
             dataset_num_proc=None,
         )))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rlft.train.configs import StageConfig
+from rlft.train.trl_config import TrlDefault
 
 
 @dataclass
@@ -13,12 +14,15 @@ class SFTStageConfig(StageConfig):
     """Supervised fine-tuning on the dataset's prompt/completion columns, loss on the completion only."""
 
     trl_config_class: ClassVar[str] = "SFTConfig"
-    # passed only when evaluating (eval_split not none)
-    resolved_trl_fields: ClassVar[tuple[str, ...]] = (*StageConfig.resolved_trl_fields, "eval_steps",
-                                                      "per_device_eval_batch_size")
+    trl_defaults: ClassVar[dict[str, TrlDefault]] = {
+        **StageConfig.trl_defaults,
+        "max_length": TrlDefault(1024, "Longest tokenized prompt + completion (truncated)."),
+        "completion_only_loss": TrlDefault(True, "Loss on completion tokens only."),
+        # passed only when evaluating (eval_split not none)
+        "per_device_eval_batch_size": TrlDefault(16, "Evaluation batch size per device.", resolved=True),
+        "eval_steps": TrlDefault(50, "Evaluate every N steps.", resolved=True),
+    }
 
-    max_length: int = field(default=1024, metadata={"trl": True,
-                                                    "help": "Longest tokenized prompt + completion (truncated)."})
     eval_split: str = field(
         default="auto",
         metadata={"help": "Split evaluated for the validation loss: a name, 'auto' (validation, else test, else "
@@ -28,14 +32,11 @@ class SFTStageConfig(StageConfig):
         default=0.0, metadata={"help": "With eval_split auto and no validation/test split: rows held out of train."}
     )
     max_eval_samples: int | None = field(default=512, metadata={"help": "Evaluate on at most N rows."})
-    per_device_eval_batch_size: int = field(default=16, metadata={"help": "Evaluation batch size per device."})
-    eval_steps: int = field(default=50, metadata={"help": "Evaluate every N steps."})
     eval_at_start: bool = field(default=True, metadata={"help": "Also evaluate before training (loss at step 0)."})
     early_stopping_patience: int | None = field(
         default=None,
         metadata={"help": "Stop after N evaluations without a lower eval loss (keeps the best checkpoint)."},
     )
-    completion_only_loss: bool = field(default=True, metadata={"trl": True, "help": "Loss on completion tokens only."})
     bin_smoothing: float = field(
         default=0.0,
         metadata={"help": "binned codecs: train each action bin against a Gaussian over its neighbouring bins of "

@@ -33,10 +33,11 @@ from rlft.models.run import (
     write_run_info,
 )
 from rlft.train.closed_loop import ReturnCheck
-from rlft.train.configs import StageConfig, config_to_dict, trl_settings
+from rlft.train.configs import StageConfig, config_to_dict
 from rlft.train.criterion import CriterionCallback, decision_check
 from rlft.train.inputs import StageInputs
 from rlft.train.run_summary import criterion_line
+from rlft.train.trl_config import trl_settings
 
 GRADIENT_CHECKPOINTING_MIN_PARAMS = 50_000_000  # below this, recomputing activations costs more than it saves
 
@@ -79,12 +80,10 @@ def model_defaults(config: StageConfig, model, learning_rates: tuple[float, floa
     from dataclasses import replace
 
     small = sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMETERS
-    changes: dict[str, Any] = {}
     if config.lora is None:
-        changes["lora"] = not small
+        config = replace(config, lora=not small)
     if learning_rates is not None and config.learning_rate is None:
-        changes["learning_rate"] = learning_rates[0] if small else learning_rates[1]
-    config = replace(config, **changes)
+        config = config.with_trl(learning_rate=learning_rates[0] if small else learning_rates[1])
     if config.lora:
         check_lora_targets(config.lora_target_modules, model)
     return config

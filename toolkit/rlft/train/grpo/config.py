@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rlft.train.configs import StageConfig
+from rlft.train.trl_config import TrlDefault
 
 
 @dataclass
@@ -13,27 +14,38 @@ class GRPOStageConfig(StageConfig):
     """GRPO with the codec-driven control rewards of :mod:`rlft.train.grpo.rewards`."""
 
     trl_config_class: ClassVar[str] = "GRPOConfig"
-    resolved_trl_fields: ClassVar[tuple[str, ...]] = (*StageConfig.resolved_trl_fields, "mask_truncated_completions")
+    trl_defaults: ClassVar[dict[str, TrlDefault]] = {
+        **StageConfig.trl_defaults,
+        "reward_weights": TrlDefault(None, "One weight per reward (default 1).", type=list[float] | None),
+        "learning_rate": TrlDefault(None, "Peak learning rate (default: 3e-4 for models under 20M parameters, i.e. "
+                                          "trained from scratch here; 1e-5 for pretrained ones).", type=float | None),
+        "max_steps": TrlDefault(500, "Optimizer steps (-1: num_train_epochs passes over the prompts; one pass over a "
+                                     "small dataset such as FrozenLake's 11 decision states is a handful of steps)."),
+        "num_generations": TrlDefault(4, "Completions sampled per prompt (>= 2)."),
+        "max_completion_length": TrlDefault(32, "Longest generated completion, in tokens."),
+        "temperature": TrlDefault(1.0, "Sampling temperature."),
+        "top_p": TrlDefault(1.0, "Nucleus sampling.", min=0.0, max=1.0),
+        "beta": TrlDefault(None, "KL coefficient against the reference (start) model (0: none; default: 0.05 for "
+                                 "continuous actions, a trust region around the start, 0 for discrete ones).",
+                           type=float | None, min=0.0),
+        "epsilon": TrlDefault(0.2, "Clipping range of the policy ratio."),
+        "num_iterations": TrlDefault(1, "Optimisation passes per generated batch."),
+        "scale_rewards": TrlDefault("group", "Advantage scaling: group, batch or none."),
+        "loss_type": TrlDefault("dapo", "grpo, dapo, dr_grpo, bnpo... (TRL loss types)."),
+        # an episode's last answer need not end in EOS: rlft turns it off for episode rollouts
+        "mask_truncated_completions": TrlDefault(False, "Exclude completions cut at max_completion_length from the "
+                                                        "loss.", resolved=True),
+        "log_completions": TrlDefault(False, "Print sampled completions at each log."),
+        "use_vllm": TrlDefault(False, "Generate with vLLM (GPU; needs the vllm package)."),
+        "vllm_mode": TrlDefault("colocate", "vLLM mode: colocate or server."),
+        "vllm_gpu_memory_utilization": TrlDefault(0.3, "vLLM colocate GPU memory share."),
+    }
 
     rewards: list[str] = field(
         default_factory=lambda: ["auto"],
         metadata={"help": "Reward names: format, bc, q-advantage, env (see rlft.train.grpo.rewards); auto: format + "
                           "q-advantage on a dataset with Q-values, format + bc on one with recorded actions, return "
                           "for episode rollouts.", "aliases": ["--reward"]},
-    )
-    reward_weights: list[float] | None = field(default=None, metadata={"trl": True,
-                                                                       "help": "One weight per reward (default 1)."})
-    learning_rate: float | None = field(
-        default=None,
-        metadata={"trl": True,
-                  "help": "Peak learning rate (default: 3e-4 for models under 20M parameters, i.e. trained from "
-                          "scratch here; 1e-5 for pretrained ones)."},
-    )
-    max_steps: int = field(
-        default=500,
-        metadata={"trl": True,
-                  "help": "Optimizer steps (-1: num_train_epochs passes over the prompts; one pass over a small "
-                          "dataset such as FrozenLake's 11 decision states is a handful of steps)."},
     )
     group: str = field(
         default="auto",
@@ -58,30 +70,6 @@ class GRPOStageConfig(StageConfig):
         metadata={"help": "Warn, naming the fix, when this many steps in a row had no group with differing rewards "
                           "(TRL's frac_reward_zero_std = 1: no learning signal at all); 0: never."},
     )
-    num_generations: int = field(default=4, metadata={"trl": True, "help": "Completions sampled per prompt (>= 2)."})
-    max_completion_length: int = field(default=32, metadata={"trl": True,
-                                                             "help": "Longest generated completion, in tokens."})
-    temperature: float = field(default=1.0, metadata={"trl": True, "help": "Sampling temperature."})
-    top_p: float = field(default=1.0, metadata={"trl": True, "help": "Nucleus sampling.", "min": 0.0, "max": 1.0})
-    beta: float | None = field(default=None, metadata={"trl": True,
-        "help": "KL coefficient against the reference (start) model (0: none; default: 0.05 for continuous actions, "
-                "a trust region around the start, 0 for discrete ones).", "min": 0.0})
-    epsilon: float = field(default=0.2, metadata={"trl": True, "help": "Clipping range of the policy ratio."})
-    num_iterations: int = field(default=1, metadata={"trl": True, "help": "Optimisation passes per generated batch."})
-    scale_rewards: str = field(default="group", metadata={"trl": True,
-                                                          "help": "Advantage scaling: group, batch or none."})
-    loss_type: str = field(default="dapo", metadata={"trl": True,
-                                                     "help": "grpo, dapo, dr_grpo, bnpo... (TRL loss types)."})
-    mask_truncated_completions: bool = field(
-        default=False, metadata={"help": "Exclude completions cut at max_completion_length from the loss."}
-    )
-    log_completions: bool = field(default=False, metadata={"trl": True,
-                                                           "help": "Print sampled completions at each log."})
-    use_vllm: bool = field(default=False, metadata={"trl": True,
-                                                    "help": "Generate with vLLM (GPU; needs the vllm package)."})
-    vllm_mode: str = field(default="colocate", metadata={"trl": True, "help": "vLLM mode: colocate or server."})
-    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"trl": True,
-                                                                      "help": "vLLM colocate GPU memory share."})
     q_bonus: float = field(default=0.1, metadata={"help": "q-advantage: bonus of an optimal action."})
     critic: str | None = field(default=None, metadata={"help": "critic reward: an rlft train offline RUN on this "
                                                                "dataset whose Q(s, a) scores each answer."})

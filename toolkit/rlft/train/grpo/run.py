@@ -141,7 +141,7 @@ def grpo_training_args(config: GRPOStageConfig, run_dir, model, episodic: bool):
     args = training_args(config, run_dir, n_params)
     try:
         grpo_args = GRPOConfig(**trl_overrides(config, dict(
-            **args,  # with the GRPO settings marked for TRL (trl_settings)
+            **args,  # with the TRL settings the stage names (trl_settings)
             # an episode's last answer need not end in EOS (the episode can end on any turn)
             mask_truncated_completions=config.mask_truncated_completions and not episodic,
             remove_unused_columns=False,  # the rewards read the dataset's other columns

@@ -68,13 +68,11 @@ def action_space_defaults(config: GRPOStageConfig, codec, episodic: bool, constr
     unparsable answer took the floor (-400 at horizon 20) while real actions differed by about 7, and without a KL
     one-step env rewards took a HalfCheetah SFT policy from 34.2 to 0.5 normalized. Discrete actions keep their
     defaults (no KL; constrained only for episodes)."""
-    from dataclasses import replace
-
     box = codec.action_space.get("type") == "box"
     if config.constrained is None and box and not config.use_vllm:  # vLLM samples on its own, unconstrained
         constrained = True
     if config.beta is None:
-        config = replace(config, beta=BOX_BETA if box else 0.0)
+        config = config.with_trl(beta=BOX_BETA if box else 0.0)
     return config, constrained
 
 
