@@ -441,6 +441,9 @@ def test_rlfts_own_metrics_reach_weights_and_biases_offline(cli, tmp_path, lake,
     result = cli("train", "sft", "--dataset", lake, "--model", tiny_model, "--out", run, "--no-lora", "--max-steps",
                  "4", "--check-steps", "2", "--eval-split", "none", "--report-to", "wandb")
     assert result.exit_code == 0, result.output
+    import wandb
+
+    wandb.teardown()  # what the process's exit does: W&B's service writes its last records (a loaded CPU lags)
     records = [p.read_bytes() for p in (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")]
     assert len(records) == 1, "W&B recorded no run"
     key = "/".join(("train", "decision" + "_accuracy")).encode()
