@@ -246,3 +246,14 @@ def test_the_current_folder_is_never_an_output_even_empty(cli, tmp_path, monkeyp
     here.mkdir()
     monkeypatch.chdir(here)
     _one_line(cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", "."), 2, "the current folder")
+
+
+def test_an_output_name_too_long_for_the_file_system_is_refused_before_any_work(cli, tmp_path):
+    """Pass 8 left it unclear: a 240-byte --out name was refused only when the finished output was moved into place,
+    after the work. The name must leave room for the siblings rlft writes beside an output (temp, aside, lock)."""
+    result = cli("data", "export-q", "frozenlake", "--out", tmp_path / ("a" * 240))
+    _one_line(result, 2, "240 bytes", "shorter name")
+    assert "episodes" not in result.output  # refused before the greedy-policy episodes were played
+    assert list(tmp_path.iterdir()) == []
+    result = cli("data", "export-q", "frozenlake", "--out", tmp_path / ("b" * 300) / "q")
+    _one_line(result, 2, "too long")  # a folder still to be made, too

@@ -30,8 +30,14 @@ from rlft.core.manifest import (
 )
 
 
+# ".NAME.unfinished-XXXXXXXX": the longest name rlft gives a sibling of an output (temp, aside, lock), less NAME
+SIBLING_ROOM = 24
+
+
 def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
-    """The nearest existing ancestor of ``path`` must be a folder we may write into."""
+    """The nearest existing ancestor of ``path`` must be a folder we may write into, and every name still to be made
+    short enough for the file system (the last one with room for rlft's siblings): said before any work is done,
+    not when the finished output is moved into place."""
     path = Path(path)
     for parent in path.absolute().parents:
         if parent.exists():
@@ -41,7 +47,22 @@ def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
             if not os.access(parent, os.W_OK | os.X_OK):
                 raise OutputError(f"cannot write {option} {path}: no permission to write in {parent}",
                                   hint="choose another path")
+            _check_name_lengths(path, parent, option)
             return
+
+
+def _check_name_lengths(path: Path, parent: Path, option: str) -> None:
+    try:
+        name_max = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    parts = path.absolute().relative_to(parent).parts
+    for i, part in enumerate(parts):
+        room = name_max - (SIBLING_ROOM if i == len(parts) - 1 else 0)
+        if len(os.fsencode(part)) > room:
+            raise OutputError(f"cannot write {option} {path}: the name {part[:24]}... is {len(os.fsencode(part))} "
+                              f"bytes, the most this file system allows rlft there is {room}",
+                              hint="choose a shorter name")
 
 
 Inputs = Iterable[tuple[str, "str | os.PathLike | None"]]
