@@ -29,7 +29,6 @@ from rlft.core.manifest import (
     write_manifest,
 )
 
-
 # ".NAME.unfinished-XXXXXXXX": the longest name rlft gives a sibling of an output (temp, aside, lock), less NAME
 SIBLING_ROOM = 24
 
