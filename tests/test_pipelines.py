@@ -130,6 +130,7 @@ def test_stage_config_files_state_only_what_differs_from_the_defaults(path, sect
     defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
                 for f in dataclasses.fields(config)
                 if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+    defaults.update({name: default.value for name, default in config.trl_defaults.items()})  # TRL's, rlft's defaults
     given = yaml.safe_load((REPO / path).read_text())[section]
     unknown = [k for k in given if k not in defaults]
     assert not unknown, f"{path}: {unknown} are not fields of {config.__name__}"
