@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import check_output_dir, check_output_file, refuse_overlap
+from rlft.core.io import check_output_dir, refuse_overlap
+from rlft.core.output_file import check_output_file
 
 
 def _tree(root):

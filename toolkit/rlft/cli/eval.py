@@ -45,6 +45,7 @@ app.callback(invoke_without_command=True)(handle_errors(with_field_options(_eval
 def compare(
     reports: list[Path] = typer.Argument(..., help="REPORT.json files."),
     png: Path | None = typer.Option(None, "--png", help="Also draw the reports' headline metric with error bars."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --png (a PNG image only)."),
 ) -> None:
     """Print evaluation reports side by side; for FrozenLake LLM reports, say whether the LLM matched the
     optimal policy (agreement 1.0 and success within noise of the exact optimal rate)."""
@@ -53,6 +54,10 @@ def compare(
 
     if png is not None and png.suffix.lower() != ".png":  # before any output: the error is the only line
         raise InvalidInputError(f"--png must name a .png file, got {png}")
+    if png is not None:
+        from rlft.core.output_file import check_output_file, is_png
+
+        check_output_file(png, overwrite, "--png", inputs=[("a report", str(p)) for p in reports], ours=is_png)
     loaded = [load_report(p) for p in reports]
     table, notes = compare_table(reports, loaded)
     console.print(table)

@@ -204,20 +204,6 @@ def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--o
     return out
 
 
-def check_output_file(path: str | os.PathLike, overwrite: bool, option: str = "--out", inputs: Inputs = ()) -> Path:
-    """Refuse a file output that is or lies inside an input, exists (unless ``overwrite``), is a folder, or cannot be
-    made."""
-    refuse_overlap(path, inputs, option)
-    claim_output(path, option)
-    path = Path(path)
-    if path.is_dir():
-        raise OutputExistsError(f"{option} {path} is a folder", hint="give a file path")
-    if path.exists() and not overwrite:
-        raise OutputExistsError(f"{option} {path} already exists", hint="pass --overwrite to replace it")
-    check_output_parent(path, option)
-    return path
-
-
 def leftovers(out: Path) -> list[Path]:
     """Temporary siblings of ``out`` that a killed run (SIGKILL, power loss) could not remove."""
     if not out.parent.is_dir():
@@ -230,7 +216,6 @@ def warn_leftovers(out: Path) -> None:
     """Name them (another run writing the same folder right now would own one, so nothing is deleted)."""
     found = leftovers(out)
     if found:
-
         err_console.print(f"[yellow]Warning:[/] {len(found)} temporary folder(s) of an interrupted run beside "
                           f"{out}: {', '.join(p.name for p in found)}; remove them if no other run is writing "
                           "there.", highlight=False, soft_wrap=True)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 
 from rlft.codecs.base import CODEC_FILENAME
+from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
+from rlft.core.manifest import MANIFEST, folder_files, read_manifest
 from rlft.core.net import DeadlineError, check_reachable, host_port, hub_endpoint, hub_offline, within_deadline
 from rlft.datasets.layout import CARD_FILENAME, DATA_DIR
 
@@ -47,6 +50,30 @@ def check_dataset_folder(folder: Path) -> None:
         raise InvalidInputError(f"{folder}/{DATA_DIR} holds no Parquet file")
 
 
+def upload_files(folder: Path) -> list[str]:
+    """The files a push uploads: those rlft wrote (the folder's manifest lists them), hidden ones left out. A link
+    is refused: the Hub client uploads what it points to, anywhere on the machine. A file the manifest does not list
+    (a user's notes, a token written down) stays local, named; a folder written before manifests uploads its
+    every file."""
+    files = [f for f in folder_files(folder) if not any(part.startswith(".") for part in f.split("/"))]
+    links = [f for f in files if (folder / f).is_symlink() or not (folder / f).is_file()]
+    if links:
+        shown = ", ".join(links[:3]) + (f" and {len(links) - 3} more" if len(links) > 3 else "")
+        raise InvalidInputError(f"{folder} holds {shown}: a link or something else than a file, which a push would "
+                                "follow to what it points to", hint="copy the file in place of the link, or remove "
+                                                                    "it; nothing was pushed")
+    listed = read_manifest(folder)
+    if listed is None:
+        err_console.print(f"[yellow]{folder} has no {MANIFEST} (written before rlft kept one): every file in it is "
+                          "pushed[/]")
+        return files
+    left_out = [f for f in files if f not in listed]
+    if left_out:
+        err_console.print(f"[yellow]not pushed, rlft did not write them: {', '.join(left_out[:5])}"
+                          f"{' ...' if len(left_out) > 5 else ''}[/]")
+    return [f for f in files if f in listed]
+
+
 def check_hub_online(timeout: float = 3.0) -> None:
     """Fail in seconds, with a clear message, when the Hub (``HF_ENDPOINT`` when set) cannot be reached or
     offline mode is set."""
@@ -82,6 +109,7 @@ def push_dataset(
     repo URL."""
     folder = Path(folder)
     check_dataset_folder(folder)
+    files = upload_files(folder)
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise InvalidInputError(f"--repo-id must be USER/NAME, got {repo_id!r}")
     if api is None:
@@ -104,6 +132,7 @@ def push_dataset(
             repo_type="dataset",
             revision=revision,
             commit_message=commit_message or f"Upload {folder.name} with rlft",
+            allow_patterns=[glob.escape(f) for f in files],  # exactly these: the client matches patterns
             ignore_patterns=list(UPLOAD_IGNORE),
         )
         return str(url)

@@ -8,7 +8,8 @@ from typing import Any
 
 from rlft.core.console import console, progress
 from rlft.core.errors import InvalidInputError, OutputExistsError, RlftError
-from rlft.core.io import check_output_file, refuse_overlap
+from rlft.core.io import refuse_overlap
+from rlft.core.output_file import check_output_file, is_json_with
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.datasets.dataset import RlftDataset
 from rlft.envs.spaces import space_to_dict
@@ -154,7 +155,7 @@ def _check_outputs(config: EvalConfig) -> None:
         out = Path(config.out)
         if out.suffix.lower() != ".json":
             raise InvalidInputError(f"--out must be a .json file, got {out}")
-        check_output_file(out, config.overwrite, inputs=inputs)
+        check_output_file(out, config.overwrite, inputs=inputs, ours=is_json_with("env_id", "policy"))
         check_side_files(out, config.overwrite)
     if config.video is not None:
         check_video_folder(Path(config.video), config.overwrite, inputs)

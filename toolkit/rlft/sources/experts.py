@@ -17,7 +17,8 @@ import numpy as np
 import rlft
 from rlft.core.console import progress
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import atomic_write_file, atomic_write_text, check_output_file
+from rlft.core.io import atomic_write_file, atomic_write_text
+from rlft.core.output_file import check_output_file, is_json_with, is_zip
 from rlft.core.reading import read_json_mapping
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.envs.registry import check_env_id, make_env, normalized_score, reference_scores
@@ -132,8 +133,8 @@ def _check(config: ExpertConfig) -> None:
     if out.suffix != ".zip":
         raise InvalidInputError(f"--out must end in .zip (SB3 checkpoint), got {out}")
 
-    check_output_file(out, config.overwrite)
-    check_output_file(metadata_path(out), config.overwrite)
+    check_output_file(out, config.overwrite, ours=is_zip)
+    check_output_file(metadata_path(out), config.overwrite, ours=is_json_with("env_id", "algo"))
     if config.timesteps is not None and config.timesteps < 1:
         raise InvalidInputError(f"--timesteps must be at least 1, got {config.timesteps}",
                                 hint="leave it out for the tuned settings' n_timesteps")

@@ -19,7 +19,7 @@ import numpy as np
 
 from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import check_output_file
+from rlft.core.output_file import check_output_file, is_zip
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.core.trackers import Trackers, parse_report_to
 from rlft.models.bc import BC_FORMAT, MAX_HIDDEN, BCActions, BCFeatures, build_mlp, save_mlp_policy
@@ -31,7 +31,7 @@ __all__ = ["BCConfig", "train_bc"]  # BCConfig lives in bc_config (the CLI is ge
 
 def _check(config: BCConfig) -> None:
     parse_report_to(config.report_to)
-    check_output_file(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
+    check_output_file(config.out, config.overwrite, inputs=[("--dataset", config.dataset)], ours=is_zip)
     if config.epochs < 1 or config.batch_size < 1:
         raise InvalidInputError("--epochs and --batch-size must be at least 1")
     if not 0 <= config.val_fraction < 1:

@@ -12,11 +12,18 @@ from rlft.codecs.grid import WORDINGS, FrozenLakeGridCodec
 from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import check_output_dir, check_output_file, staged_text
+from rlft.core.io import check_output_dir, staged_text
+from rlft.core.output_file import check_output_file, starts_with
 from rlft.datasets.card import CardSpec, message_text, read_extra_markdown
 from rlft.datasets.folder import write_dataset_folder
 from rlft.datasets.frozenlake_q.config import EXPORT_Q_ENVS, ExportQConfig
-from rlft.datasets.frozenlake_q.records import COMPLETIONS, GLOSSARY, build_q_records, to_gemma_csv
+from rlft.datasets.frozenlake_q.records import (
+    COMPLETIONS,
+    GEMMA_CSV_COLUMNS,
+    GLOSSARY,
+    build_q_records,
+    to_gemma_csv,
+)
 from rlft.datasets.frozenlake_q.solve import (
     QSolution,
     TabularModel,
@@ -86,7 +93,8 @@ def _validate(config: ExportQConfig) -> LakeMap:
         if out == csv or out in csv.parents:
             raise InvalidInputError(f"--csv {config.csv} lies inside --out {config.out}, which is written as a whole",
                                     hint="write the CSV next to the dataset folder, not inside it")
-        check_output_file(config.csv, config.overwrite, "--csv", inputs=inputs)
+        check_output_file(config.csv, config.overwrite, "--csv", inputs=inputs,
+                          ours=starts_with(",".join(GEMMA_CSV_COLUMNS)))
     read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before any work
     return lake
 

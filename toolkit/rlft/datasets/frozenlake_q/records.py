@@ -10,6 +10,7 @@ from rlft.datasets.frozenlake_q.solve import QSolution
 from rlft.envs.frozenlake import ACTION_NAMES, LakeMap, encode_lake, render_grid
 
 Q_COLUMNS = [f"q_value_{name.lower()}" for name in ACTION_NAMES]  # names match the Gemma experiment's CSV
+GEMMA_CSV_COLUMNS = ["state", "state_str", "action", *Q_COLUMNS, "v", "optimal_actions", "action_text"]
 
 GLOSSARY = {
     "state": "state index s = row * ncol + col",
@@ -99,4 +100,4 @@ def to_gemma_csv(frame: pd.DataFrame) -> pd.DataFrame:
     out["optimal_actions"] = [" ".join(ACTION_NAMES[a] for a in acts) for acts in frame["optimal_actions"]]
     # the name of the row's action: the notebook's SFT loader reads this column
     out["action_text"] = [ACTION_NAMES[int(a)] for a in frame["action"]]
-    return out
+    return out[GEMMA_CSV_COLUMNS]

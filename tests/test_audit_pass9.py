@@ -1,0 +1,93 @@
+"""What the ninth independent hostile pass found, each now refused in one line with nothing of the user's lost or
+leaked: a push that followed a link out of the dataset or took a user's file along, an --overwrite that reached a
+user's file through --csv or --png, a token in a results file's command, a file-size limit while saving weights,
+a codec's map too large to build, damaged reference scores, non-finite rewards and observations, imported values
+outside the environment's spaces, NaN in a TRL flag, and repeated action names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlft.datasets import push as push_mod
+
+
+def _one_line(result, code: int, *words: str) -> None:
+    text = " ".join(result.output.split())
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output, result.output
+    for word in words:
+        assert word in text, (word, result.output)
+
+
+@pytest.fixture
+def lake(cli, tmp_path) -> Path:
+    out = tmp_path / "fl"
+    result = cli("data", "export-q", "frozenlake", "--out", out, "--episodes", "10")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    from test_push import FakeHfApi
+
+    fake = FakeHfApi()
+    monkeypatch.setattr(push_mod, "hf_api", lambda token: fake)
+    monkeypatch.setattr(push_mod, "check_hub_online", lambda *a, **k: None)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    return fake
+
+
+def test_a_push_never_follows_a_link_out_of_the_dataset(cli, lake, fake_hub, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hf_NEVERUPLOADED")
+    (lake / "data" / "linked.txt").symlink_to(secret)
+    _one_line(cli("data", "push", lake, "--repo-id", "me/x"), 2, "data/linked.txt", "nothing was pushed")
+    assert fake_hub.uploaded == {} and fake_hub.calls == []
+
+
+def test_a_push_leaves_a_file_rlft_did_not_write_behind_and_names_it(cli, lake, fake_hub):
+    (lake / "my_notes.txt").write_text("HF_TOKEN=hf_NOTES")
+    result = cli("data", "push", lake, "--repo-id", "me/x")
+    assert result.exit_code == 0, result.output
+    assert "my_notes.txt" in " ".join(result.output.split()) and "my_notes.txt" not in fake_hub.uploaded
+    assert {"README.md", "rlft_codec.json"} <= set(fake_hub.uploaded)
+
+
+def test_csv_overwrite_replaces_only_a_csv_rlft_wrote(cli, lake, tmp_path):
+    profile = tmp_path / "profile"
+    profile.write_text("export PATH=/opt/bin:$PATH\n")
+    for target in (profile, lake / "README.md"):  # a user's file; a file of another rlft output
+        before = target.read_bytes()
+        result = cli("data", "export-q", "frozenlake", "--out", tmp_path / "q2", "--episodes", "10", "--csv", target,
+                     "--overwrite")
+        _one_line(result, 2, str(target.name))
+        assert target.read_bytes() == before and not (tmp_path / "q2").exists()
+    csv = tmp_path / "q.csv"
+    for _ in range(2):  # rlft's own CSV is replaced
+        result = cli("data", "export-q", "frozenlake", "--out", tmp_path / "q3", "--episodes", "10", "--csv", csv,
+                     "--overwrite")
+        assert result.exit_code == 0, result.output
+    assert csv.read_text().startswith("state,state_str,action,q_value_left")
+
+
+def test_compare_png_never_replaces_a_file_unasked_nor_a_user_file(cli, lake, tmp_path):
+    reports = []
+    for policy in ("random", "q-greedy"):
+        reports.append(tmp_path / f"{policy}.json")
+        result = cli("eval", "--policy", policy, "--codec", lake, "--episodes", "4", "--num-envs", "2", "--out",
+                     reports[-1])
+        assert result.exit_code == 0, result.output
+    user = tmp_path / "mine.png"
+    user.write_bytes(b"not an image of rlft's")
+    _one_line(cli("eval", "compare", *reports, "--png", user), 2, "already exists")
+    _one_line(cli("eval", "compare", *reports, "--png", user, "--overwrite"), 2, "does not look like")
+    assert user.read_bytes() == b"not an image of rlft's"
+    plot = tmp_path / "plot.png"
+    for flags in ([], ["--overwrite"]):
+        result = cli("eval", "compare", *reports, "--png", plot, *flags)
+        assert result.exit_code == 0, result.output
+    assert plot.read_bytes()[:4] == b"\x89PNG"
