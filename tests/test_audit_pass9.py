@@ -91,3 +91,18 @@ def test_compare_png_never_replaces_a_file_unasked_nor_a_user_file(cli, lake, tm
         result = cli("eval", "compare", *reports, "--png", plot, *flags)
         assert result.exit_code == 0, result.output
     assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_token_set_in_the_environment_of_a_reproduce_command_is_never_written(cli, tmp_path):
+    token = "hf_PASS9ENVSECRET0123456789"
+    report = tmp_path / "r.json"
+    _one_line(cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--quiet", "--out",
+                  report), 0)
+    for command in (f"HF_TOKEN={token} make experiment NAME=t", f"make experiment NAME=t SECRET={token}x",
+                    f"rlft data push x --note {token}"):  # by the variable's name, and by a token's own shape
+        _one_line(cli("results", "record", "t", "--seed", "0", "--report", f"r={report}", "--reproduce", command,
+                      "--results-dir", tmp_path / "res"), 0)
+        _one_line(cli("results", "summarize", "t", "--reproduce", command, "--results-dir", tmp_path / "res"), 0)
+        for written in (tmp_path / "res" / "t").iterdir():
+            assert token not in written.read_bytes().decode("utf-8", "replace"), (command, written)
+    assert "push x --note" in (tmp_path / "res" / "t" / "summary.json").read_text()  # the rest of it stays

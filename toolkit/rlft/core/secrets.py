@@ -2,7 +2,8 @@
 and error lines all pass through here, so a token typed once is written nowhere.
 
 A secret is the value of a key or option whose name says so (token, api key, password, secret, credential,
-authorization), the password part of a URL (``https://user:TOKEN@host``) and a URL query parameter of such a name.
+authorization), the password part of a URL (``https://user:TOKEN@host``), a URL query parameter or an environment
+assignment (``HF_TOKEN=...``) of such a name, and a value shaped like a Hugging Face, OpenAI or GitHub token.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ _SECRET_NAME = re.compile(r"^(?:token|(?:.*_)?(?:hub|hf|api|access|auth|bearer|g
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>\S*)@")
 # the same without a scheme (``user:TOKEN@host``, ``//user:TOKEN@host``), as a word of its own or quoted
 _BARE_USERINFO = re.compile(r"(?P<lead>(?:^|[\s'\"(=])(?://)?)(?P<user>[^\s:/@'\"]+):(?P<secret>[^\s@'\"/]+)@")
+# an environment assignment as a shell line writes it (``HF_TOKEN=hf_... make experiment``), masked when its name
+# says secret, and the tokens of the services rlft meets, recognised by their shape wherever they stand
+_ENV_ASSIGNMENT = re.compile(r"(?P<lead>(?:^|[\s;'\"(]))(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\s;'\")]+)")
+_TOKEN_SHAPES = re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,})")
 _QUERY_SECRET = re.compile(r"(?P<key>[?&][^=&#\s]*(token|key|password|secret)[^=&#\s]*=)(?P<value>[^&#\s]+)",
                            re.IGNORECASE)
 
@@ -37,6 +42,8 @@ def redact_text(text: str) -> str:
     """``text`` with URL passwords and secret query values masked (``https://u:***@host``, ``?token=***``)."""
     text = _URL_USERINFO.sub(_masked_userinfo, str(text))
     text = _BARE_USERINFO.sub(lambda m: f"{m['lead']}{m['user']}:{MASK}@", text)
+    text = _ENV_ASSIGNMENT.sub(lambda m: f"{m['lead']}{m['name']}={MASK}" if is_secret_name(m["name"]) else m[0], text)
+    text = _TOKEN_SHAPES.sub(MASK, text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)
 
 
