@@ -106,3 +106,28 @@ def test_a_token_set_in_the_environment_of_a_reproduce_command_is_never_written(
         for written in (tmp_path / "res" / "t").iterdir():
             assert token not in written.read_bytes().decode("utf-8", "replace"), (command, written)
     assert "push x --note" in (tmp_path / "res" / "t" / "summary.json").read_text()  # the rest of it stays
+
+
+@pytest.mark.slow
+def test_a_file_size_limit_while_saving_the_weights_is_one_line_and_a_failed_run(tmp_path):
+    """``ulimit -f``: the weights' writer (safetensors) reports EFBIG in its own words; rlft says it in one line and
+    the run at --out says it failed (as on a full disk: --resume once the limit is raised)."""
+    import resource
+    import subprocess
+    import sys
+
+    from factories import make_lake_q_model
+
+    data, model = make_lake_q_model(tmp_path)
+    weights = max(p.stat().st_size for p in model.rglob("*.safetensors"))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (weights // 2, weights // 2))
+
+    rlft = str(Path(sys.executable).with_name("rlft"))
+    result = subprocess.run([rlft, "train", "sft", "--dataset", str(data), "--model", str(model), "--out",
+                             str(tmp_path / "run"), "--no-lora", "--max-steps", "2", "--eval-split", "none"],
+                            capture_output=True, text=True, preexec_fn=limit, timeout=600)
+    assert result.returncode in (1, 2), result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "size limit" in " ".join(result.stderr.split()), result.stderr[-2000:]
+    assert json.loads((tmp_path / "run" / "rlft_run.json").read_text())["status"] == "failed"

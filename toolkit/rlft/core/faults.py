@@ -23,10 +23,12 @@ _REASONS = {
     errno.EEXIST: "a parent of it is a file, not a folder",
     errno.ENAMETOOLONG: "the name is too long",
     errno.ELOOP: "a symbolic link in it loops",
+    errno.EFBIG: "a file would pass the size limit set for this process (ulimit -f) or the file system's",
 }
 
 
-DISK_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # whatever file failed, the disk itself is the problem
+# whatever file failed, the disk (or the limit set on writing to it) is the problem
+DISK_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
 
 
 MACHINE_FAULTS = (*DISK_FAULTS, errno.EIO)  # not the path's fault: the machine's (exit code 1)
@@ -38,6 +40,8 @@ def as_disk_full(exc: BaseException, *roots: Path) -> OSError | None:
     if isinstance(exc, OSError | KeyboardInterrupt | SystemExit):
         return None
     text = str(exc)
+    if "File too large" in text or "os error 27" in text:  # EFBIG, as Rust's std (safetensors) words it
+        return OSError(errno.EFBIG, f"File too large ({type(exc).__name__}: {text[:120]})")
     if "No space left on device" not in text and not any(_nearly_full(Path(root)) for root in roots):
         return None
     return OSError(errno.ENOSPC, f"No space left on device ({type(exc).__name__}: {text[:120]})")
