@@ -6,6 +6,7 @@ outside the environment's spaces, NaN in a TRL flag, and repeated action names."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
