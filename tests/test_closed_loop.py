@@ -148,3 +148,19 @@ def test_keep_best_check_saves_the_best_checked_model(lake, tiny, cli_module, tm
     result = cli_module("train", "sft", "--model", start, "--out", tmp_path / "x", "--max-steps", "2",
                         "--keep-best-check", "--dataset", lake, "--no-lora")
     assert result.exit_code == 2 and "--keep-best-check play episodes every --check-steps N" in result.output
+
+
+def test_a_later_check_replaces_the_kept_one_only_beyond_the_noise_of_their_paired_difference():
+    """Row 11e seed 2 kept a check whose mean over 10 episodes was 12 higher than the start's, one lucky episode,
+    and it was worse on the 50 reported episodes: the kept check is replaced only by a paired, clear improvement."""
+    import numpy as np
+
+    from rlft.train.closed_loop import ReturnCheck
+
+    start = np.array([-150.0, -120.0, -300.0, -130.0, -125.0, -140.0, -128.0, -135.0, -260.0, -132.0])
+    lucky = start.copy()
+    lucky[2] += 124.0  # one episode swung up earlier: the mean rises 12.4
+    assert lucky.mean() > start.mean() and not ReturnCheck.beats(start, lucky)
+    steady = start + np.linspace(3.0, 5.0, len(start))  # every episode a little better
+    assert ReturnCheck.beats(start, steady) and not ReturnCheck.beats(steady, start)
+    assert ReturnCheck.beats(np.array([1.0]), np.array([2.0])) and not ReturnCheck.beats(start, start)

@@ -118,9 +118,10 @@ class StageConfig:
     )
     keep_best_check: bool = field(
         default=False,
-        metadata={"help": "Save the model of the check with the highest mean return (the start's check before "
-                          "training included) instead of the last one (needs check_episodes): a run can then only "
-                          "end below its start by the check episodes' luck."},
+        metadata={"help": "Save the model of the best check (the start's check before training included) instead "
+                          "of the last one (needs check_episodes): a later check replaces the kept one only when it "
+                          "beats it on the same episodes by more than twice the standard error of their paired "
+                          "difference, so a run ends below its start only by the check episodes' noise."},
     )
     check_states: int = field(default=256, metadata={"help": "Decision states checked (a seeded sample beyond)."})
     check_constrained: bool = field(

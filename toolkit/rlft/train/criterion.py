@@ -182,7 +182,8 @@ class CriterionCallback(_callback_base()):
         self.returns: list[tuple[int, dict[str, Any]]] = []
         self.fell_at: int | None = None  # the first check whose return fell below the start's by more than noise
         self.keep_best = keep_best
-        self.best: tuple[int, float, dict] | None = None  # (step, check return, the weights then) with keep_best
+        # with keep_best: (step, check return, the weights then, each check episode's return)
+        self.best: tuple[int, float, dict, Any] | None = None
 
     def _measure(self, state, model, tokenizer, control, log: bool = True) -> None:
         if self.decoder is None:
@@ -233,11 +234,13 @@ class CriterionCallback(_callback_base()):
 
     def _keep_if_best(self, step: int, played: dict[str, Any], model) -> None:
         """--keep-best-check: a copy of the trainable weights (all of a small model's, a LoRA adapter's) of the best
-        check so far, on the CPU."""
-        if not self.keep_best or (self.best is not None and played["check_return"] <= self.best[1]):
+        check so far, on the CPU: a later check replaces it only when it beats it on the same episodes beyond noise
+        (:meth:`ReturnCheck.beats`)."""
+        returns = self.episodes.last_returns
+        if not self.keep_best or (self.best is not None and not self.episodes.beats(self.best[3], returns)):
             return
         weights = {k: v.detach().to("cpu", copy=True) for k, v in model.named_parameters() if v.requires_grad}
-        self.best = (step, played["check_return"], weights)
+        self.best = (step, played["check_return"], weights, returns)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         """--keep-best-check: the best check's weights go back into the model before it is saved."""
@@ -249,7 +252,7 @@ class CriterionCallback(_callback_base()):
                 for name, value in self.best[2].items():
                     params[name].copy_(value.to(params[name].device))
             console.print(f"[bold]kept the check of step {self.best[0]}[/] (return {self.best[1]:.4g}, the best of "
-                          f"{len(self.returns)} checks), not the last", highlight=False)
+                          f"{len(self.returns)} checks beyond their noise), not the last", highlight=False)
         return control
 
     def _warn_if_fell(self, step: int, played: dict[str, Any]) -> None:
