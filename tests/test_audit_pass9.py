@@ -132,3 +132,12 @@ def test_a_file_size_limit_while_saving_the_weights_is_one_line_and_a_failed_run
     assert result.returncode in (1, 2), result.stderr[-2000:]
     assert "Traceback" not in result.stderr and "size limit" in " ".join(result.stderr.split()), result.stderr[-2000:]
     assert json.loads((tmp_path / "run" / "rlft_run.json").read_text())["status"] == "failed"
+
+
+def test_a_codec_whose_map_is_too_large_or_malformed_is_refused_before_any_env_is_built(cli, lake):
+    codec_file = lake / "rlft_codec.json"
+    codec = json.loads(codec_file.read_text())
+    assert codec["env_kwargs"].get("desc")  # the map the dataset was made on
+    for desc, words in ((["S" + "F" * 2998 + "G"] * 3000, "cells"), ("SFFG", "list of grid rows")):
+        codec_file.write_text(json.dumps({**codec, "env_kwargs": {**codec["env_kwargs"], "desc": desc}}))
+        _one_line(cli("eval", "--policy", "random", "--codec", lake, "--episodes", "1"), 2, words)

@@ -18,6 +18,7 @@ import numpy as np
 from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError, RlftError
 from rlft.core.reading import read_json_mapping
+from rlft.envs.frozenlake import validate_rows
 from rlft.envs.registry import ensure_registered
 from rlft.envs.spaces import space_from_dict, space_to_dict
 
@@ -231,12 +232,23 @@ def codec_from_dict(data: dict[str, Any], source: str = "the codec") -> Codec:
         codec = _REGISTRY[kind].from_dict(data)
         for what in ("observation_space", "action_space"):
             _check_space(data[what], what)
+        _check_env_kwargs(codec.env_kwargs)
         return codec
     except InvalidInputError as exc:
         raise InvalidInputError(f"{source}: {exc.message}", hint=exc.hint) from exc
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidInputError(f"{source} holds a malformed {kind} codec ({type(exc).__name__}: {exc})",
                                 hint="re-create the dataset with rlft data serialize / export-q") from exc
+
+
+def _check_env_kwargs(env_kwargs: dict[str, Any]) -> None:
+    """A map the codec hands the environment (FrozenLake's ``desc``) passes the checks a --map file passes: a codec
+    edited to a 3000x3000 grid took 5 GB before the first step."""
+    desc = env_kwargs.get("desc")
+    if desc is not None:
+        if not isinstance(desc, list) or not all(isinstance(row, str) for row in desc):
+            raise InvalidInputError("env_kwargs.desc must be a list of grid rows (strings)")
+        validate_rows(desc, "env_kwargs.desc")
 
 
 def load_codec(path: str | os.PathLike) -> Codec:
