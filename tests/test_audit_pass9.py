@@ -141,3 +141,62 @@ def test_a_codec_whose_map_is_too_large_or_malformed_is_refused_before_any_env_i
     for desc, words in ((["S" + "F" * 2998 + "G"] * 3000, "cells"), ("SFFG", "list of grid rows")):
         codec_file.write_text(json.dumps({**codec, "env_kwargs": {**codec["env_kwargs"], "desc": desc}}))
         _one_line(cli("eval", "--policy", "random", "--codec", lake, "--episodes", "1"), 2, words)
+
+
+BROKEN_ENVS = '''
+import gymnasium as gym
+import numpy as np
+
+
+class Broken(gym.Env):
+    """CartPole's shapes; a NaN reward (reward=True) or a NaN observation (obs=True) at the third step."""
+
+    def __init__(self, reward=False, obs=False):
+        self.observation_space = gym.spaces.Box(-5.0, 5.0, (4,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.bad_reward, self.bad_obs, self.t = reward, obs, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.full(4, np.nan if self.bad_obs and self.t >= 3 else 0.1 * self.t, np.float32)
+        reward = float("nan") if self.bad_reward and self.t == 3 else 1.0
+        return obs, reward, self.t >= 20, False, {}
+
+
+gym.register("NanReward-v0", entry_point=Broken, kwargs={"reward": True})
+gym.register("NanObs-v0", entry_point=Broken, kwargs={"obs": True})
+'''
+
+
+@pytest.fixture
+def broken_envs(tmp_path, monkeypatch):
+    import sys
+
+    import gymnasium as gym
+
+    (tmp_path / "broken_envs.py").write_text(BROKEN_ENVS, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("RLFT_ENV_MODULES", "broken_envs")
+    yield
+    sys.modules.pop("broken_envs", None)
+    for name in ("NanReward-v0", "NanObs-v0"):
+        gym.registry.pop(name, None)
+
+
+def test_an_environment_with_a_nan_reward_is_named_in_one_line_and_nothing_is_written(cli, broken_envs, tmp_path):
+    report = tmp_path / "r.json"
+    _one_line(cli("eval", "--policy", "random", "--env", "NanReward-v0", "--episodes", "2", "--out", report), 2,
+              "non-finite reward")
+    assert not report.exists() and not report.with_suffix(".png").exists()
+
+
+def test_an_expert_trained_on_nan_observations_is_one_line(cli, broken_envs, tmp_path):
+    result = cli("expert", "train", "--env", "NanObs-v0", "--algo", "ppo", "--timesteps", "256", "--out",
+                 tmp_path / "e.zip")
+    _one_line(result, 2, "non-finite")
+    assert not (tmp_path / "e.zip").exists()

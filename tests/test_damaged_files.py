@@ -68,7 +68,7 @@ def test_an_output_under_a_file_is_refused_before_any_work(cli, tmp_path, lake, 
     assert file.read_text() == "x"
 
 
-def test_an_existing_csv_is_kept_without_overwrite_and_replaced_with_it(cli, tmp_path):
+def test_an_existing_csv_is_kept_unless_it_is_rlfts_and_overwrite_is_given(cli, tmp_path):
     csv = tmp_path / "q.csv"
     csv.write_text("mine\n")
     out = tmp_path / "ds"
@@ -76,7 +76,12 @@ def test_an_existing_csv_is_kept_without_overwrite_and_replaced_with_it(cli, tmp
     one_line_error(result, "--csv", "already exists")
     assert csv.read_text() == "mine\n" and not out.exists()
     result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out, "--csv", csv, "--overwrite")
-    assert result.exit_code == 0, result.output
+    one_line_error(result, "--csv", "does not look like a file rlft writes")  # a user's file: kept all the same
+    assert csv.read_text() == "mine\n" and not out.exists()
+    csv.unlink()
+    for _ in range(2):  # rlft's own CSV: replaced with --overwrite
+        result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out, "--csv", csv, "--overwrite")
+        assert result.exit_code == 0, result.output
     assert csv.read_text().startswith("state,state_str") and (out / "rlft_codec.json").is_file()
     assert leftovers(tmp_path) == []
 

@@ -76,12 +76,15 @@ def combine(
 def info(
     dataset: str = typer.Argument(..., help="A local Minari id (namespace/name-vN) or a dataset folder."),
     download: bool = typer.Option(False, "--download", help="Fetch a missing id from the Minari remote."),
+    download_timeout: float = typer.Option(
+        3600.0, "--download-timeout", min=1.0, max=7 * 24 * 3600.0,
+        help="--download: seconds the download may take in all (a stalled or dripping server is given up)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Summarise a Minari dataset: episodes, steps, spaces, returns, normalized score, storage format."""
     from rlft.sources.minari_source import dataset_summary, load_minari
 
-    summary = dataset_summary(load_minari(dataset, download=download))
+    summary = dataset_summary(load_minari(dataset, download=download, timeout=download_timeout))
     if as_json:
         typer.echo(json.dumps(summary, indent=2, default=str))
     else:

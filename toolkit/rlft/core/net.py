@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -74,6 +75,56 @@ def check_reachable(host: str, port: int, timeout: float, what: str, hint: str) 
     if not outcome or outcome[0] is not None:
         reason = "timed out" if not outcome else f"{outcome[0].__class__.__name__}: {outcome[0]}"
         raise OfflineError(f"cannot reach {what} {host}:{port} ({reason})", hint=hint)
+
+
+def check_answers(url: str, timeout: float, what: str, hint: str) -> None:
+    """Raise :class:`OfflineError` unless the HTTP server at ``url`` sends the first bytes of an answer (any status)
+    within ``timeout`` seconds: a server that accepts connections and never answers passes
+    :func:`check_reachable`, and would hold a download until its deadline. Certificates are not checked here:
+    nothing is sent but a HEAD request, and nothing of the answer is used."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+
+    def head() -> None:
+        with contextlib.suppress(urllib.error.HTTPError):  # an HTTP error is an answer all the same
+            urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout,
+                                   context=context).close()
+
+    try:
+        within_deadline(head, timeout)
+    except (DeadlineError, TimeoutError) as exc:
+        raise OfflineError(f"{what} at {redact_text(url)} accepted a connection but sent no answer within "
+                           f"{timeout:g} s", hint=hint) from exc
+    except (OSError, ValueError) as exc:  # refused, reset, a broken answer (http.client's errors are OSError or not)
+        raise OfflineError(f"{what} at {redact_text(url)} did not answer ({type(exc).__name__}: {str(exc)[:120]})",
+                           hint=hint) from exc
+    except Exception as exc:  # noqa: BLE001 - http.client.HTTPException: an answer that is not HTTP
+        raise OfflineError(f"{what} at {redact_text(url)} did not answer HTTP ({type(exc).__name__})",
+                           hint=hint) from exc
+
+
+HUB_TIMEOUT_VARIABLE = "RLFT_HUB_TIMEOUT"
+DEFAULT_HUB_TIMEOUT_S = 3600.0  # in all, for a whole model or dataset: large downloads take long, never forever
+
+
+def hub_timeout() -> float:
+    """Seconds a Hub download (``--model`` / ``--dataset`` / ``llm:`` Hub ids) may take in all:
+    ``$RLFT_HUB_TIMEOUT``, else an hour; a stalled or dripping server is given up then."""
+    text = os.environ.get(HUB_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_HUB_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise InvalidInputError(f"{HUB_TIMEOUT_VARIABLE} must be a number of seconds > 0, got {text!r}",
+                                hint=f"e.g. {HUB_TIMEOUT_VARIABLE}=600, or unset it for {DEFAULT_HUB_TIMEOUT_S:g} s")
+    return value
 
 
 class DeadlineError(TimeoutError):

@@ -15,8 +15,17 @@ import numpy as np
 
 from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.errors import InvalidInputError, OfflineError
-from rlft.core.net import hub_endpoint, hub_offline
+from rlft.core.net import (
+    HUB_TIMEOUT_VARIABLE,
+    DeadlineError,
+    check_answers,
+    hub_endpoint,
+    hub_offline,
+    hub_timeout,
+    within_deadline,
+)
 from rlft.core.reading import read_json_mapping
+from rlft.core.secrets import redact_text
 from rlft.datasets.folder import load_dataset_folder, read_parquet, read_parquet_schema
 from rlft.datasets.layout import DATA_DIR, INFO_FILENAME
 from rlft.datasets.push import check_hub_online
@@ -47,6 +56,8 @@ def resolve_dataset(name: str | os.PathLike) -> Path:
 
 
 def hub_snapshot(repo_id: str, repo_type: str) -> str:
+    """The local snapshot of Hub ``repo_id``: the cache first, else downloaded within ``$RLFT_HUB_TIMEOUT`` seconds
+    in all (an hour by default), after checks that the endpoint takes a connection and answers, each in seconds."""
     from huggingface_hub import snapshot_download
 
     what = "dataset" if repo_type == "dataset" else "model"
@@ -54,21 +65,24 @@ def hub_snapshot(repo_id: str, repo_type: str) -> str:
         return snapshot_download(repo_id, repo_type=repo_type, local_files_only=True, endpoint=hub_endpoint())
     except Exception:  # noqa: BLE001 - not cached: go online below
         pass
+    local = f"pass a local {what} folder" + (" (rlft model init / rlft model fetch)" if what == "model" else "")
     if hub_offline():
         raise InvalidInputError(
-            f"{what} {repo_id!r} is not a local folder, and HF_HUB_OFFLINE is set so the Hub is not asked",
-            hint=f"pass a local {what} folder" + (" (rlft model init / rlft model fetch)" if what == "model" else ""),
-        )
-
+            f"{what} {repo_id!r} is not a local folder, and HF_HUB_OFFLINE is set so the Hub is not asked", hint=local)
+    endpoint, seconds = hub_endpoint(), hub_timeout()
     try:
-        check_hub_online()
+        check_hub_online(min(3.0, seconds))
+        check_answers(endpoint, min(10.0, seconds), "the Hugging Face Hub", hint="")
     except OfflineError as exc:
-        raise OfflineError(
-            f"{what} {repo_id!r} is not a local folder and the Hugging Face Hub cannot be reached ({exc.message})",
-            hint=f"pass a local {what} folder" + (" (rlft model init / rlft model fetch)" if what == "model" else ""),
-        ) from exc
+        raise OfflineError(f"{what} {repo_id!r} is not a local folder and the Hugging Face Hub cannot be reached "
+                           f"({exc.message})", hint=f"check HF_ENDPOINT and the network, or {local}") from exc
     try:
-        return snapshot_download(repo_id, repo_type=repo_type, endpoint=hub_endpoint())
+        return within_deadline(lambda: snapshot_download(repo_id, repo_type=repo_type, endpoint=endpoint), seconds)
+    except DeadlineError as exc:  # a server that stalls or drips: the download thread is left to the exit
+        raise OfflineError(f"the download of {what} {repo_id!r} from {redact_text(endpoint)} did not finish "
+                           f"within {seconds:g} s",
+                           hint=f"a slow or stalled Hub: try again, raise {HUB_TIMEOUT_VARIABLE} (seconds), or "
+                                f"{local}") from exc
     except Exception as exc:  # noqa: BLE001 - repository not found, gated, network error...
         raise InvalidInputError(f"cannot download {what} {repo_id!r} from the Hub: {exc}") from exc
 

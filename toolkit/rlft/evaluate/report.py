@@ -70,6 +70,11 @@ def build_report(config, setup, result, num_envs: int) -> dict[str, Any]:
     """The report dict (JSON-able; the schema is tested)."""
     eps = result.episodes
     returns = np.array([e.episode_return for e in eps], dtype=np.float64)
+    if not np.isfinite(returns).all():  # a mean, a plot and JSON of NaN say nothing; the environment is at fault
+        bad = [i for i, r in enumerate(returns) if not np.isfinite(r)]
+        raise InvalidInputError(f"{setup.env_id} returned a non-finite reward ({returns[bad[0]]}) in "
+                                f"{len(bad)} of {len(returns)} episodes (the first: episode {bad[0]})",
+                                hint="check the environment's reward; nothing was written")
     lengths = np.array([e.length for e in eps], dtype=np.int64)
     policy = setup.policy
     stats = policy.stats()

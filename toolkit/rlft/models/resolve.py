@@ -44,10 +44,84 @@ def load_tokenizer(path: str):
     return tokenizer
 
 
+def available_memory() -> int | None:
+    """Bytes of memory the machine can give now (psutil's ``available``, else /proc/meminfo's MemAvailable), or
+    None when neither says."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except (ImportError, OSError, AttributeError):
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _dtype_bytes(config, dtype) -> int:
+    """Bytes per weight as from_pretrained will load them: ``dtype``, else config.json's dtype ("auto"), else 4."""
+    import torch
+
+    chosen = dtype if dtype not in (None, "auto") else (getattr(config, "dtype", None)
+                                                        or getattr(config, "torch_dtype", None))
+    if isinstance(chosen, str):
+        chosen = getattr(torch, chosen, None)
+    return chosen.itemsize if isinstance(chosen, torch.dtype) else 4
+
+
+def _whole(config, *names: str) -> int:
+    value = next((getattr(config, n) for n in names if isinstance(getattr(config, n, None), int)), 0)
+    return max(0, int(value))
+
+
+def check_model_fits(path: str, dtype=None) -> None:
+    """Refuse, before any weight is allocated, a model whose config.json asks for more memory than the machine has
+    available (a damaged ``hidden_size: 10000000`` took 22 GB and the OOM killer). A lower bound from the config's
+    sizes (embeddings + one hidden x hidden matrix a layer) refuses absurd configs at once; a plausible one is built
+    on the meta device (no memory) and its parameters counted. A config that cannot be read is left to
+    from_pretrained, which names the damage."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    available = available_memory()
+    if available is None:
+        return
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except Exception:  # noqa: BLE001 - from_pretrained reports it
+        return
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    hidden, layers = _whole(text, "hidden_size", "n_embd", "d_model"), _whole(text, "num_hidden_layers", "n_layer")
+    vocab = _whole(text, "vocab_size")
+    per_weight = _dtype_bytes(config, dtype)
+    count = vocab * hidden + layers * hidden * hidden
+    if count * per_weight <= available:
+        try:
+            from accelerate import init_empty_weights
+
+            with init_empty_weights(include_buffers=True):
+                empty = AutoModelForCausalLM.from_config(config)
+            count = sum(p.numel() for p in empty.parameters()) + sum(b.numel() for b in empty.buffers())
+        except Exception:  # noqa: BLE001 - an architecture that will not build: from_pretrained says why
+            return
+    needed = count * per_weight
+    if needed > available:
+        raise InvalidInputError(
+            f"model {path} needs about {needed / 2**30:,.1f} GiB for its {count:,} weights (config.json: hidden "
+            f"size {hidden:,}, {layers:,} layers, vocabulary {vocab:,}), more than the {available / 2**30:,.1f} GiB "
+            "of memory available",
+            hint="its config.json is damaged, or the model is too big for this machine: use a smaller model")
+
+
 def load_model(path: str, dtype=None):
-    """``AutoModelForCausalLM.from_pretrained`` of a resolved local folder, with a clear error."""
+    """``AutoModelForCausalLM.from_pretrained`` of a resolved local folder, with a clear error; a model too big for
+    the machine's memory is refused first (:func:`check_model_fits`)."""
     from transformers import AutoModelForCausalLM
 
+    check_model_fits(path, dtype)
     try:
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except Exception as exc:  # noqa: BLE001 - report which folder failed

@@ -24,6 +24,57 @@ from rlft.core.net import DeadlineError, check_http_url, within_deadline
 from rlft.policy.generation import GenerationBackend, Prompt
 
 CONNECT_TIMEOUT_S = 5.0
+# A reply's bytes (decoded) are read up to a cap: a server answering with 50 MB held one episode for minutes and
+# ~900 MB. A token is at most a few dozen bytes of JSON (escaped), so the cap is 4 MiB or 64 bytes a token asked
+# for, whichever is more: far above any honest reply, far below what hurts.
+MIN_REPLY_BYTES = 4 << 20
+BYTES_PER_TOKEN = 64
+
+
+def reply_cap(max_new_tokens: int, prompts_per_request: int) -> int:
+    """The most bytes one reply (``prompts_per_request`` answers of ``max_new_tokens``) may take."""
+    return max(MIN_REPLY_BYTES, BYTES_PER_TOKEN * max(1, max_new_tokens) * max(1, prompts_per_request))
+
+
+def _capped_client(cap: int):
+    """The ``openai`` client's HTTP client, reading at most ``cap`` bytes of a reply.
+
+    The body is read here, in ``send``, chunk by chunk (decompressed: a small gzip body can stand for gigabytes),
+    and given up past ``cap``; the error is an ``openai.OpenAIError``, which the client raises as it is, with no
+    retry (the same server would send the same reply)."""
+    import openai
+
+    class ReplyTooLargeError(openai.OpenAIError):
+        pass
+
+    class CappedClient(openai.DefaultHttpxClient):
+        too_large = ReplyTooLargeError
+
+        def send(self, request, *, stream: bool = False, **kwargs):
+            response = super().send(request, stream=True, **kwargs)
+            if stream:
+                return response
+            try:
+                declared = int(response.headers.get("content-length") or 0)
+            except ValueError:
+                declared = 0
+            chunks, total = [], declared
+            try:
+                if declared <= cap:
+                    total = 0
+                    for chunk in response.iter_bytes():
+                        total += len(chunk)
+                        if total > cap:
+                            break
+                        chunks.append(chunk)
+            finally:
+                response.close()
+            if total > cap:
+                raise ReplyTooLargeError(f"{'declared' if declared > cap else 'more than'} {total:,} bytes")
+            response._content = b"".join(chunks)  # what Response.read() stores: the body, read once
+            return response
+
+    return CappedClient
 
 
 def daemon_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int) -> list[Any]:
@@ -114,8 +165,13 @@ class OpenAIBackend(GenerationBackend):
         self.regex = regex
         # servers started without a key accept any: the client insists on one
         self.max_retries = int(max_retries)
+        self.reply_cap = reply_cap(self.max_new_tokens, self.prompts_per_request)
+        http_class = _capped_client(self.reply_cap)
+        self._too_large = http_class.too_large
         self.client = openai.OpenAI(base_url=self.base, api_key=api_key or "EMPTY", max_retries=self.max_retries,
-                                    timeout=openai.Timeout(self.timeout, connect=min(CONNECT_TIMEOUT_S, self.timeout)))
+                                    timeout=openai.Timeout(self.timeout, connect=min(CONNECT_TIMEOUT_S, self.timeout)),
+                                    http_client=http_class(timeout=openai.Timeout(
+                                        self.timeout, connect=min(CONNECT_TIMEOUT_S, self.timeout))))
 
     # -- requests ---------------------------------------------------------------------------------------
     def _request(self, endpoint: str, **payload):
@@ -130,6 +186,10 @@ class OpenAIBackend(GenerationBackend):
         deadline = self.timeout * (1 + self.max_retries) + CONNECT_TIMEOUT_S
         try:
             return within_deadline(lambda: create(**self._params(), **payload), deadline)
+        except self._too_large as exc:  # a malformed reply, counted as the others are (an error of the run)
+            raise InvalidInputError(f"malformed reply from {url}: larger than the {self.reply_cap:,} bytes a reply "
+                                    f"to {self.max_new_tokens} new tokens can take ({exc})",
+                                    hint="is --api-url an OpenAI-compatible model server?") from exc
         except (openai.APITimeoutError, DeadlineError) as exc:
             raise OfflineError(f"the server at {self.base} sent no complete answer within {self.timeout:g} s "
                                f"({1 + self.max_retries} tries)",

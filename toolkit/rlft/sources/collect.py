@@ -20,9 +20,11 @@ import numpy as np
 
 import rlft
 from rlft.core.errors import InvalidInputError, OutputExistsError, require
+from rlft.core.faults import as_disk_full, output_error
 from rlft.core.seeding import seed_everything
 from rlft.envs.registry import action_space, check_env_id, make_env, reference_scores
 from rlft.sources.collect_config import CollectConfig
+from rlft.sources.collect_space import guard_storage
 from rlft.sources.experts import check_expert_spaces, load_expert
 from rlft.sources.minari_source import check_dataset_id, datasets_root, env_requirements, staged_dataset
 from rlft.sources.rollouts import EpisodeStats, episode_blocks, noisy_execution, policy_act, run_episodes
@@ -115,11 +117,11 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
     model, policy_meta = _load_policy(config)
     seed_everything(config.seed)  # after loading: torch is imported by then, and --stochastic draws from it
     with staged_dataset(config.dataset_id) as final:
-        stats, seconds = _record(config, model, policy_meta, on_episode)
+        stats, seconds = _record(config, model, policy_meta, on_episode, final)
     return CollectResult(config.dataset_id, final, stats, seconds)
 
 
-def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
+def _record(config: CollectConfig, model, policy_meta: dict, on_episode, final: Path):
     import warnings
 
     import minari
@@ -136,6 +138,8 @@ def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
         return noisy_execution(made, config.noise, config.seed) if clean else made
 
     collectors = [minari.DataCollector(env(), data_format=config.data_format) for _ in range(n_envs)]
+    for collector in collectors:  # HDF5 cannot report a full disk: room is checked before each write
+        guard_storage(getattr(collector, "_storage", None), final)
     try:
         if model is not None:
             check_expert_spaces(model, config.env_id, collectors[0].observation_space, collectors[0].action_space,
@@ -148,6 +152,7 @@ def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # Minari warns about every optional field left out
             dataset = collectors[0].create_dataset(**_dataset_kwargs(config, policy_meta))
+        guard_storage(dataset.storage, final)  # the other envs' episodes are written into it
         # Blocks are contiguous, so appending env 1, 2, ... keeps episode order. Minari's copy drops the
         # per-episode seed and reward statistics, so they are written again.
         blocks = episode_blocks(config.episodes, n_envs)
@@ -159,6 +164,11 @@ def _record(config: CollectConfig, model, policy_meta: dict, on_episode):
                 [{**e, "seed": config.seed + i} for e, i in zip(extra, ids, strict=True)], episode_indices=ids
             )
         dataset.storage.update_metadata({"rlft": _rlft_metadata(config, policy_meta, n_envs, stats, seconds)})
+    except Exception as exc:
+        full = as_disk_full(exc, final.parent)  # a writer's own words for a full disk, when it does raise
+        if full is None:
+            raise
+        raise output_error(final, full, "--dataset-id") from exc
     finally:
         for collector in collectors:
             collector.close()

@@ -192,7 +192,10 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
                              timesteps, config.overwrite)
     cls = algo_class(config.algo)
     kwargs = hp.algo_kwargs(cls)
-    venv = make_vec_env(config.env_id, n_envs=n_envs, seed=config.seed)
+    from stable_baselines3.common.vec_env import VecCheckNan
+
+    # a NaN or inf from the environment is named where it appears, not as torch's error deep in the policy
+    venv = VecCheckNan(make_vec_env(config.env_id, n_envs=n_envs, seed=config.seed), raise_exception=True)
     model = cls(hp.policy, venv, seed=config.seed, verbose=0, device="cpu", **kwargs)
     out_path = Path(config.out)
     quiet_logger(model, config.report_to, out_path.with_name(out_path.stem + "_tb"))
@@ -203,7 +206,14 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     with progress() as bar, tempfile.TemporaryDirectory(prefix="rlft-expert-eval-") as log_dir:
         task = bar.add_task(f"{config.algo} {config.env_id}", total=timesteps)
         callbacks, evaluation = _callbacks(config, n_envs, bar, task, log_dir)
-        model.learn(total_timesteps=timesteps, callback=callbacks)
+        try:
+            model.learn(total_timesteps=timesteps, callback=callbacks)
+        except ValueError as exc:
+            if "nan" not in str(exc).lower() and "inf" not in str(exc).lower():
+                raise
+            raise InvalidInputError(f"{config.env_id} gave a non-finite value while training: "
+                                    f"{str(exc).splitlines()[0][:200]}",
+                                    hint="check the environment's observations and rewards; nothing was written")
         if evaluation is not None:
             evaluation.eval_env.close()
     train_s = time.perf_counter() - start

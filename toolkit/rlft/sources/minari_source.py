@@ -23,6 +23,7 @@ from rlft.core.errors import InvalidInputError, OfflineError, RemoteError, requi
 from rlft.core.io import holds_content, refuse_arrival, refuse_foreign, temp_name
 from rlft.core.manifest import write_manifest
 from rlft.core.net import DeadlineError, check_reachable, host_port, hub_endpoint, hub_offline, within_deadline
+from rlft.sources.reference_scores import check_reference_scores
 
 CONNECT_TIMEOUT_S = 3.0
 DOWNLOAD_TIMEOUT_S = 3600.0  # in all: a server that accepts and stalls, or drips bytes, is given up
@@ -193,6 +194,7 @@ def check_counts(data: Path, source: str) -> None:
         meta = json.loads((data / "metadata.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # Minari's own reading names this damage
+    check_reference_scores(meta, data / "metadata.json", source)
     if not isinstance(meta, dict) or "total_episodes" not in meta:
         return
     episodes, steps = meta["total_episodes"], meta.get("total_steps")
@@ -249,7 +251,9 @@ def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False,
             hint="pass --download to fetch a remote dataset, or create it with `rlft data collect`",
         )
     check_minari_remote()
-    return _download(text, timeout)
+    ds = _download(text, timeout)
+    check_reference_scores(ds.storage.metadata, Path(ds.storage.data_path) / "metadata.json", text)
+    return ds
 
 
 
