@@ -200,3 +200,18 @@ def test_an_expert_trained_on_nan_observations_is_one_line(cli, broken_envs, tmp
                  tmp_path / "e.zip")
     _one_line(result, 2, "non-finite")
     assert not (tmp_path / "e.zip").exists()
+
+
+def test_a_non_finite_trl_flag_is_refused_before_training(cli, lake, tmp_path):
+    for value in ("nan", "inf"):
+        _one_line(cli("train", "sft", "--dataset", lake, "--model", tmp_path / "none", "--out", tmp_path / "run",
+                      "--weight-decay", value), 2, "--weight-decay must be a finite number")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_codec_with_repeated_action_names_is_refused(cli, lake):
+    codec_file = lake / "rlft_codec.json"
+    codec = json.loads(codec_file.read_text())
+    codec["params"]["action_names"] = ["LEFT"] * 4
+    codec_file.write_text(json.dumps(codec))
+    _one_line(cli("eval", "--policy", "random", "--codec", lake, "--episodes", "1"), 2, "action_names must be distinct")

@@ -97,6 +97,9 @@ class FrozenLakeGridCodec(Codec):
             raise ValueError(f"map_rows must be rows of S/F/H/G text, got {map_rows!r:.80}")
         self.lake = LakeMap("codec", tuple(map_rows)) if map_rows else None  # None: the map is in each observation
         self.action_names = [a.upper() for a in action_names]
+        if len(set(self.action_names)) != len(self.action_names) or not all(a.strip() for a in self.action_names):
+            # an answer must name one action: repeated names made every answer invalid at evaluation
+            raise ValueError(f"action_names must be distinct, non-empty words, got {action_names!r:.80}")
         # The grid alone differs between states in one token out of ~240; stating the row and column too lets
         # even a tiny from-scratch model learn the policy (measured: 11/11 states memorised in 300 SFT steps
         # with the line, 6/11 and unstable without it).

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,7 +223,11 @@ def parse_trl_flags(cls, args: list[str]) -> dict[str, Any]:
         named = [a for a in remaining if a.startswith("-")] or remaining
         raise InvalidInputError(f"unknown option{'s' if len(named) > 1 else ''} {' '.join(named)}",
                                 hint=f"neither an rlft flag (--help) nor a field of trl.{cls.trl_config_class}")
-    return {k: v for k, v in vars(parsed).items() if v is not unset}
+    given = {k: v for k, v in vars(parsed).items() if v is not unset}
+    for key, value in given.items():  # TRL's parser takes "nan" for a float; rlft refuses it for every number
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidInputError(f"--{key.replace('_', '-')} must be a finite number, got {value}")
+    return given
 
 
 def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dict[str, Any] | None = None,
