@@ -213,7 +213,8 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
                 raise
             raise InvalidInputError(f"{config.env_id} gave a non-finite value while training: "
                                     f"{str(exc).splitlines()[0][:200]}",
-                                    hint="check the environment's observations and rewards; nothing was written")
+                                    hint="check the environment's observations and rewards; nothing was written"
+                                    ) from exc
         if evaluation is not None:
             evaluation.eval_env.close()
     train_s = time.perf_counter() - start
