@@ -60,7 +60,7 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
     if critic is not None:
         check_critic(critic, setup.codec, config.critic)
         setup.policy = CriticRankPolicy(setup.policy, critic, str(config.critic), config.critic_candidates,
-                                        seed=config.seed)
+                                        seed=config.seed, min_prob=config.critic_min_prob)
     num_envs = _num_envs(config, setup)
     video = _video_slots(config, setup, num_envs)
     if not config.quiet:

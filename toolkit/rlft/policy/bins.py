@@ -148,14 +148,18 @@ class BinBackend(TransformersBackend):
             probs = probs / probs.sum(-1, keepdim=True)
         return (probs * means).sum(-1).numpy()
 
-    def samples(self, n: int, rng: np.random.Generator) -> np.ndarray:
+    def samples(self, n: int, rng: np.random.Generator, min_prob: float = 0.0) -> np.ndarray:
         """``n`` actions per prompt of the last call, each dimension's bin drawn from the model's distribution over
         its bins (given the most likely bins of the dimensions before it, as decoded) and played as the bin's data
-        mean: shape (prompts, n, dimensions). No forward pass: the distributions of the call are reused."""
+        mean: shape (prompts, n, dimensions). No forward pass: the distributions of the call are reused. With
+        ``min_prob``, bins under that share of the most likely bin's probability are never drawn."""
         if not self.last_probs:
             raise InvalidInputError("BinBackend.samples needs a generate call first")
         columns = []
         for probs, means in zip(self.last_probs, self.bin_means, strict=True):
+            probs = np.asarray(probs, dtype=np.float64)
+            if min_prob > 0:
+                probs = np.where(probs >= min_prob * probs.max(axis=1, keepdims=True), probs, 0.0)
             cdf = np.cumsum(probs, axis=1)
             cdf /= cdf[:, -1:]
             picks = (rng.random((len(probs), n, 1)) > cdf[:, None, :]).sum(-1).clip(max=probs.shape[1] - 1)

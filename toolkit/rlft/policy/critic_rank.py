@@ -27,7 +27,8 @@ class CriticRankPolicy(Policy):
 
     kind = "llm"
 
-    def __init__(self, base: Policy, critic: Critic, critic_source: str, candidates: int = 16, seed: int = 0):
+    def __init__(self, base: Policy, critic: Critic, critic_source: str, candidates: int = 16, seed: int = 0,
+                 min_prob: float = 0.0):
         super().__init__()
         backend = getattr(base, "backend", None)
         if not isinstance(backend, BinBackend):
@@ -41,6 +42,7 @@ class CriticRankPolicy(Policy):
         backend.stop_caching()  # each call's distributions are read: a prompt answered from memory has none
         self.base, self.backend, self.critic, self.source = base, backend, critic, critic_source
         self.candidates = candidates
+        self.min_prob = min_prob
         self.rng = np.random.default_rng(seed)
         self.low = np.asarray(base.space.low, dtype=np.float64)
         self.high = np.asarray(base.space.high, dtype=np.float64)
@@ -54,7 +56,7 @@ class CriticRankPolicy(Policy):
         mean_actions = np.asarray(self.base.act(obs, slots), dtype=np.float64).reshape(len(slots), -1)
         self.decisions += len(slots)
         self.invalid = self.base.invalid  # an answer that did not parse plays the fallback, as without the critic
-        drawn = self.backend.samples(self.candidates - 1, self.rng)
+        drawn = self.backend.samples(self.candidates - 1, self.rng, self.min_prob)
         proposals = np.clip(np.concatenate([mean_actions[:, None, :], drawn], axis=1), self.low, self.high)
         n, k, dims = proposals.shape
         observations = np.repeat(np.asarray(obs, dtype=np.float32).reshape(n, -1), k, axis=0)
@@ -71,6 +73,7 @@ class CriticRankPolicy(Policy):
     def describe(self) -> dict[str, Any]:
         return {**self.base.describe(), "critic_rank": {
             "critic": self.source, "algo": self.critic.info.get("algo"), "candidates": self.candidates,
+            "min_prob": self.min_prob,
             "drawn_chosen_rate": self.changed / max(self.decisions, 1),
             "mean_q_gain": self.q_gain / max(self.decisions, 1)}}
 
