@@ -171,6 +171,14 @@ def test_critic_ranked_decoding_plays_the_llms_draw_the_critic_rates_best(bandit
     assert np.abs(ranked[:, 0] - 1.0).mean() < np.abs(mean[:, 0] - 1.0).mean() - 0.3
     drawn = base.backend.samples(200, np.random.default_rng(0))  # the draws follow the model's distributions
     assert drawn.shape == (40, 200, 1) and drawn.std() > 0.3
+    # BCQ's threshold: only bins within a share of the most likely one's probability are drawn
+    probs = np.asarray(base.backend.last_probs[0], dtype=np.float64)
+    means = base.backend.bin_means[0].numpy()
+    kept = base.backend.samples(200, np.random.default_rng(0), min_prob=0.5)
+    for row, values in zip(probs, kept[:, :, 0], strict=True):
+        allowed = set(means[row >= 0.5 * row.max()].tolist())
+        assert set(values.tolist()) <= allowed
+    assert kept.std() < drawn.std()
     info = policy.describe()["critic_rank"]
     assert info["candidates"] == 16 and info["algo"] == "iql" and 0.5 < info["drawn_chosen_rate"] <= 1
     assert info["mean_q_gain"] > 0
