@@ -142,3 +142,27 @@ def test_trackers_record_the_stages_whose_loop_is_rlfts(cli, tmp_path):
     assert {"train/loss_q", "train/loss_value", "train/loss_actor"} <= set(tags)
     result = cli("train", "offline", "--dataset", data, "--out", tmp_path / "x", "--report-to", "mlflow")
     assert result.exit_code == 2 and "unknown tracker mlflow" in result.output
+
+
+def test_training_a_critic_on_relabelled_dart_actions_is_warned(cli, tmp_path):
+    """DART data records clean labels while the env was stepped with noisy actions: a critic cannot learn from it
+    what actions do (row 11e's critic-ranked play fell below random), so train offline says so; executed-action
+    data trains without the warning."""
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    policy = tmp_path / "pendulum.zip"
+    PPO("MlpPolicy", gym.make("Pendulum-v1"), seed=0, device="cpu").save(policy)
+    for labels in ("clean", "executed"):
+        result = cli("data", "collect", "--env", "Pendulum-v1", "--policy", policy, "--episodes", "3", "--seed", "5",
+                     "--max-episode-steps", "30", "--noise", "0.5", "--label-actions", labels, "--dataset-id",
+                     f"pendulum/{labels}-v0", "--data-path", tmp_path / "minari")
+        assert result.exit_code == 0, result.output
+        result = cli("data", "serialize", tmp_path / "minari" / "pendulum" / f"{labels}-v0", "--format", "binned",
+                     "--out", tmp_path / labels)
+        assert result.exit_code == 0, result.output
+        result = cli("train", "offline", "--dataset", tmp_path / labels, "--out", tmp_path / f"run-{labels}",
+                     "--algo", "iql", "--steps", "20")
+        assert result.exit_code == 0, result.output
+        warned = "clean labels" in " ".join(result.output.split())
+        assert warned == (labels == "clean"), result.output

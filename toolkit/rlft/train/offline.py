@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rlft.codecs.base import CODEC_FILENAME
-from rlft.core.console import console, kv_table, progress
+from rlft.core.console import console, err_console, kv_table, progress
 from rlft.core.errors import InvalidInputError, require
 from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
 from rlft.core.seeding import limit_threads, seed_everything
@@ -43,6 +43,20 @@ from rlft.train.offline_config import OfflineConfig
 LOG_EVERY = 1000  # steps between curve points (mean losses over the window)
 
 
+def warn_relabelled_actions(dataset: RlftDataset) -> None:
+    """DART data (``data collect --noise N --label-actions clean``) records the policy's clean action while the
+    environment was stepped with a noisy one: its rewards and next states do not follow from its actions. A policy
+    imitating it is what DART wants; a critic learning Q(s, a) from it does not see how actions change outcomes.
+    Measured: the IQL critic of row 11e (Pendulum, such data) ranked the SFT model's own draws into play below
+    random, where the same method is row 12e's best on executed-action data."""
+    labels = ((dataset.info.get("source_info") or {}).get("rlft") or {}).get("action_labels")
+    if labels == "clean":
+        err_console.print(f"[yellow]Warning:[/] {dataset.path}'s actions are the policy's clean labels, not the "
+                          "noisy ones the environment was stepped with (DART): a critic learned from them does not "
+                          "see what actions do; for offline RL collect with --label-actions executed",
+                          highlight=False, soft_wrap=True)
+
+
 def train_offline(config: OfflineConfig) -> dict[str, Any]:
     """Train ``config.algo`` on the dataset's transitions; write the RUN folder; return its summary."""
     require("torchrl", package="torchrl")
@@ -55,6 +69,7 @@ def train_offline(config: OfflineConfig) -> dict[str, Any]:
         raise InvalidInputError(f"rlft train offline learns continuous (Box) actions; {config.dataset}'s are "
                                 f"{codec.action_space.get('type')}", hint="for discrete actions use rlft train bc "
                                 "or rlft train grpo")
+    warn_relabelled_actions(dataset)
     data = dataset.transitions(config.split, config.max_train_samples)
     if len(data) == 0:
         raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
