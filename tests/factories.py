@@ -247,3 +247,15 @@ def make_bandit_dataset(cli, out: Path, rows: int = 600, fmt: str = "raw", bins:
     result = cli("data", "serialize", dataset_id, "--format", fmt, "--bins", str(bins), "--out", out)
     assert result.exit_code == 0, result.output
     return out
+
+
+def one_line(result, code: int, *words: str, max_lines: int | None = None) -> None:
+    """A CLI result that exited ``code`` saying ``words`` (whitespace-folded), with no traceback or usage text and,
+    given ``max_lines``, at most that many lines (an error and its hint, wrapped)."""
+    text = " ".join(result.output.split())
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output and "usage:" not in result.output, result.output
+    if max_lines is not None:
+        assert len(result.output.strip().splitlines()) <= max_lines, result.output
+    for word in words:
+        assert word in text, (word, result.output)

@@ -8,13 +8,7 @@ import shutil
 
 import pytest
 
-
-def _one_line(result, code: int, *words: str) -> None:
-    text = " ".join(result.output.split())
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output and "usage:" not in result.output, result.output
-    for word in words:
-        assert word in text, (word, result.output)
+from factories import one_line
 
 
 @pytest.fixture(scope="module")
@@ -34,17 +28,17 @@ def _expert_copy(world, tmp_path, **metadata):
 
 
 def test_experts_that_cannot_be_read_or_do_not_fit_the_env(cli, world, tmp_path):
-    _one_line(cli("expert", "eval", tmp_path), 2, "is a folder, not an SB3 checkpoint")
+    one_line(cli("expert", "eval", tmp_path), 2, "is a folder, not an SB3 checkpoint")
     expert = _expert_copy(world, tmp_path, env_id="MountainCar-v0")
-    _one_line(cli("expert", "eval", expert, "--episodes", "1"), 2, "does not match MountainCar-v0")
+    one_line(cli("expert", "eval", expert, "--episodes", "1"), 2, "does not match MountainCar-v0")
     expert.with_suffix(".json").unlink()  # a checkpoint made for CartPole, played on Acrobot
-    _one_line(cli("data", "collect", "--env", "Acrobot-v1", "--policy", expert, "--episodes", "1", "--dataset-id",
+    one_line(cli("data", "collect", "--env", "Acrobot-v1", "--policy", expert, "--episodes", "1", "--dataset-id",
                   "me/a-v0", "--data-path", tmp_path / "minari"), 2, "does not match Acrobot-v1")
     expert.with_suffix(".json").write_text('{"algo": "ppo", "env_')  # truncated metadata
     for args in (["expert", "eval", expert], ["eval", "--policy", f"expert:{expert}", "--env", "CartPole-v1"]):
-        _one_line(cli(*args, "--episodes", "1"), 2, "e.json")
+        one_line(cli(*args, "--episodes", "1"), 2, "e.json")
     (tmp_path / "afile").write_text("x")
-    _one_line(cli("data", "collect", "--env", "CartPole-v1", "--episodes", "1", "--dataset-id", "me/c-v0",
+    one_line(cli("data", "collect", "--env", "CartPole-v1", "--episodes", "1", "--dataset-id", "me/c-v0",
                   "--data-path", tmp_path / "afile"), 2, "is a file, not a folder")
 
 
@@ -53,26 +47,26 @@ def test_hyperparameters_an_algorithm_does_not_take(cli, tmp_path):
     hyper.write_text("CartPole-v1:\n  n_stepz: 32\n")
     for args in (["expert", "train", "--env", "CartPole-v1", "--out", tmp_path / "e.zip"],
                  ["train", "online", "--env", "CartPole-v1", "--out", tmp_path / "on"]):
-        _one_line(cli(*args, "--timesteps", "64", "--hyperparams", hyper), 2, "PPO takes no n_stepz")
+        one_line(cli(*args, "--timesteps", "64", "--hyperparams", hyper), 2, "PPO takes no n_stepz")
     assert not (tmp_path / "e.zip").exists() and not (tmp_path / "on").exists()
 
 
 def test_training_settings_refused_before_a_run_folder_exists(cli, world, tmp_path):
     base = ["train", "sft", "--dataset", world["lake"], "--model", world["tiny"], "--out", tmp_path / "r",
             "--max-steps", "2"]
-    _one_line(cli(*base, "--lora", "--lora-target-modules", "foo_proj"), 2, "no such linear module", "q_proj")
-    _one_line(cli(*base, "--no-lora", "--lr-scheduler-type", "cosinee"), 2, "invalid SFT settings")
-    _one_line(cli(*base, "--no-lora", "--optim", "adamm"), 2, "bad TRL option in --optim adamm", "invalid choice")
+    one_line(cli(*base, "--lora", "--lora-target-modules", "foo_proj"), 2, "no such linear module", "q_proj")
+    one_line(cli(*base, "--no-lora", "--lr-scheduler-type", "cosinee"), 2, "invalid SFT settings")
+    one_line(cli(*base, "--no-lora", "--optim", "adamm"), 2, "bad TRL option in --optim adamm", "invalid choice")
     assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.slow
 def test_a_diverged_run_fails_and_saves_nothing(cli, world, tmp_path):
-    _one_line(cli("train", "sft", "--dataset", world["lake"], "--model", world["tiny"], "--out", tmp_path / "r",
+    one_line(cli("train", "sft", "--dataset", world["lake"], "--model", world["tiny"], "--out", tmp_path / "r",
                   "--no-lora", "--max-steps", "3", "--learning-rate", "1e30"), 1, "training diverged", "NaN")
     assert not (tmp_path / "r" / "model.safetensors").exists()
     assert json.loads((tmp_path / "r" / "rlft_run.json").read_text())["status"] == "failed"
-    _one_line(cli("train", "bc", "--dataset", world["lake"], "--out", tmp_path / "bc.pt", "--learning-rate", "1e30",
+    one_line(cli("train", "bc", "--dataset", world["lake"], "--out", tmp_path / "bc.pt", "--learning-rate", "1e30",
                   "--epochs", "2"), 1, "behaviour cloning diverged")
     assert not (tmp_path / "bc.pt").exists()
 
@@ -102,22 +96,22 @@ def test_continuing_a_lora_run_and_damaged_runs(cli, world, tmp_path):
     # a run whose rlft_run.json does not read back is said, not ignored
     full = tmp_path / "more"
     (full / "rlft_run.json").write_text('{"stage": "sf')
-    _one_line(cli("eval", "--policy", f"llm:{full}", "--episodes", "1"), 2, "rlft_run.json")
+    one_line(cli("eval", "--policy", f"llm:{full}", "--episodes", "1"), 2, "rlft_run.json")
 
 
 def test_damaged_results_and_online_runs(cli, tmp_path):
-    _one_line(cli("results", "render", "--results-dir", tmp_path / "none"), 2, "is not a folder of results")
+    one_line(cli("results", "render", "--results-dir", tmp_path / "none"), 2, "is not a folder of results")
     (tmp_path / "res" / "x").mkdir(parents=True)
     (tmp_path / "res" / "rows.yaml").write_text("rows:\n  - {id: '1', task: t, method: m, recipe: x}\n")
     (tmp_path / "res" / "x" / "summary.json").write_text('{"title": ')
     page = tmp_path / "page.md"
     page.write_text("<!-- results:overview -->\n<!-- /results:overview -->\n")
-    _one_line(cli("results", "render", page, "--results-dir", tmp_path / "res"), 2, "summary.json")
+    one_line(cli("results", "render", page, "--results-dir", tmp_path / "res"), 2, "summary.json")
     (tmp_path / "on").mkdir()
     (tmp_path / "on" / "rlft_online.json").write_text(json.dumps({"algo": "ppo", "backbone": "mlp",
                                                                   "env_id": "CartPole-v1"}))
     (tmp_path / "on" / "online.zip").write_bytes(b"PK\x03\x04 truncated")
-    _one_line(cli("eval", "--policy", f"online:{tmp_path / 'on'}", "--episodes", "1"), 2, "cannot read")
+    one_line(cli("eval", "--policy", f"online:{tmp_path / 'on'}", "--episodes", "1"), 2, "cannot read")
 
 
 def test_inputs_that_would_make_a_useless_dataset_or_model(cli, world, tmp_path):
@@ -125,18 +119,18 @@ def test_inputs_that_would_make_a_useless_dataset_or_model(cli, world, tmp_path)
             for a in (0.5, 5.0, -1.0)]
     source = tmp_path / "pendulum.json"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    _one_line(cli("data", "import", "rlft4rl", source, "--env", "Pendulum-v1", "--out", tmp_path / "imp"), 2,
+    one_line(cli("data", "import", "rlft4rl", source, "--env", "Pendulum-v1", "--out", tmp_path / "imp"), 2,
               "1 of the file's actions lie outside", "line 2")
     (tmp_path / "walled.txt").write_text("SH\nHG\n")
-    _one_line(cli("data", "export-q", "frozenlake", "--map", tmp_path / "walled.txt", "--out", tmp_path / "fl",
+    one_line(cli("data", "export-q", "frozenlake", "--map", tmp_path / "walled.txt", "--out", tmp_path / "fl",
                   "--episodes", "2"), 2, "the goal cannot be reached")
-    _one_line(cli("model", "init", "--dataset", world["lake"], "--out", tmp_path / "t", "--max-positions", "16"), 2,
+    one_line(cli("model", "init", "--dataset", world["lake"], "--out", tmp_path / "t", "--max-positions", "16"), 2,
               "--max-positions 16 is shorter than the dataset's longest example")
     big = cli("model", "init", "--dataset", world["lake"], "--out", tmp_path / "t", "--max-positions", "1000000000000")
     assert big.exit_code == 2 and "max-positions" in big.output and not (tmp_path / "t").exists()
-    _one_line(cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--bin-decoding",
+    one_line(cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--bin-decoding",
                   "median"), 2, "--bin-decoding must be one of")
-    _one_line(cli("pipeline", "run", "pipelines/demo.yaml", "--out", tmp_path / "p", "--seeds", "3-1"), 2,
+    one_line(cli("pipeline", "run", "pipelines/demo.yaml", "--out", tmp_path / "p", "--seeds", "3-1"), 2,
               "runs backwards")
     assert not any((tmp_path / name).exists() for name in ("imp", "fl", "t", "p"))
 
@@ -191,7 +185,7 @@ def test_a_self_including_pipeline_and_a_card_file_that_never_ends_are_refused(c
 
 
 @pytest.mark.parametrize("case", ["long-name", "link-loop"])
-def test_paths_the_file_system_refuses_are_one_line(cli, tmp_path, case):
+def test_paths_the_file_system_refuses_areone_line(cli, tmp_path, case):
     """A 300-character file name and a symlink loop as --out: one line, exit 2, nothing written."""
     import os
 
@@ -207,7 +201,7 @@ def test_paths_the_file_system_refuses_are_one_line(cli, tmp_path, case):
     assert ("name is too long" in result.output) or ("loops" in result.output)
 
 
-def test_an_ipv6_typo_in_the_api_url_is_one_line(cli, tmp_path):
+def test_an_ipv6_typo_in_the_api_url_isone_line(cli, tmp_path):
     from rlft.policy.openai_backend import api_base
 
     with pytest.raises(Exception, match="is not a valid URL"):
@@ -215,7 +209,7 @@ def test_an_ipv6_typo_in_the_api_url_is_one_line(cli, tmp_path):
     assert api_base("http://[::1]:8000") == "http://[::1]:8000/v1"
 
 
-def test_a_number_where_text_is_expected_is_one_line(cli, tmp_path):
+def test_a_number_where_text_is_expected_isone_line(cli, tmp_path):
     """A dataset whose completion column holds integers (made by hand): SFT refuses it before loading a model."""
     import datasets
 
@@ -234,7 +228,7 @@ def test_a_number_where_text_is_expected_is_one_line(cli, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_full_disk_deep_inside_a_command_is_one_line(cli, monkeypatch):
+def test_a_full_disk_deep_inside_a_command_isone_line(cli, monkeypatch):
     """ENOSPC raised where no nearer handler names it (inside Minari's writer, here): one line naming the file,
     exit 1 (the machine's fault), no traceback."""
     import errno

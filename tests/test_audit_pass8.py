@@ -13,15 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from factories import one_line
 from rlft.core.errors import InvalidInputError, OfflineError, OutputExistsError, RemoteError
-
-
-def _one_line(result, code: int, *words: str) -> None:
-    text = " ".join(result.output.split())
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output, result.output
-    for word in words:
-        assert word in text, (word, result.output)
 
 
 def _minari(dataset_id: str, episodes: int = 3) -> Path:
@@ -37,12 +30,12 @@ def test_damaged_minari_counts_are_refused_before_any_memory_is_taken(cli, tmp_p
     meta = folder / "data" / "metadata.json"
     good = json.loads(meta.read_text())
     meta.write_text(json.dumps({**good, "total_episodes": 10**9}))
-    _one_line(cli("data", "serialize", "test/counts-v0", "--out", tmp_path / "s"), 2, "damaged",
+    one_line(cli("data", "serialize", "test/counts-v0", "--out", tmp_path / "s"), 2, "damaged",
               "1000000000 episodes")
     meta.write_text(json.dumps({**good, "total_episodes": 2}))  # fewer than the file holds
-    _one_line(cli("data", "serialize", "test/counts-v0", "--out", tmp_path / "s"), 2, "the HDF5 file holds 3")
+    one_line(cli("data", "serialize", "test/counts-v0", "--out", tmp_path / "s"), 2, "the HDF5 file holds 3")
     meta.write_text(json.dumps({**good, "observation_space": 5, "action_space": "x"}))  # Minari asserts on these
-    _one_line(cli("data", "serialize", "test/counts-v0", "--out", tmp_path / "s"), 2, "damaged")
+    one_line(cli("data", "serialize", "test/counts-v0", "--out", tmp_path / "s"), 2, "damaged")
     assert not (tmp_path / "s").exists()
 
 
@@ -76,7 +69,7 @@ def test_two_collects_of_one_id_are_refused_whatever_their_tmpdir(cli, tmp_path)
     try:
         (datasets_root() / "test").mkdir(parents=True)
         (datasets_root() / "test" / ".lock-v0.rlft-lock").write_text(f"{writer.pid}\n")
-        _one_line(cli("data", "collect", "--env", "CartPole-v1", "--dataset-id", "test/lock-v0", "--episodes", "1"),
+        one_line(cli("data", "collect", "--env", "CartPole-v1", "--dataset-id", "test/lock-v0", "--episodes", "1"),
                   2, "is being written by another rlft process")
     finally:
         writer.communicate(b"")
@@ -101,11 +94,11 @@ def test_video_goes_only_to_a_new_folder_or_over_earlier_videos(cli, tmp_path):
     mine.mkdir()
     (mine / "holiday.mp4").write_text("mine")
     args = ("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--quiet")
-    _one_line(cli(*args, "--video", mine), 2, "holds files an evaluation does not write (holiday.mp4)")
+    one_line(cli(*args, "--video", mine), 2, "holds files an evaluation does not write (holiday.mp4)")
     earlier = tmp_path / "earlier"
     earlier.mkdir()
     (earlier / "episode-0000-seed-0.mp4").write_text("an earlier evaluation's")
-    _one_line(cli(*args, "--video", earlier), 2, "already holds videos", "--overwrite")
+    one_line(cli(*args, "--video", earlier), 2, "already holds videos", "--overwrite")
     check_video_folder(earlier, True, [])  # with --overwrite: earlier videos are replaced
     with pytest.raises(InvalidInputError, match="--video"):
         check_video_folder(mine / "inside", False, [("--codec", str(mine))])  # never into an input
@@ -115,9 +108,9 @@ def test_video_goes_only_to_a_new_folder_or_over_earlier_videos(cli, tmp_path):
 def test_a_combination_takes_each_dataset_once_and_never_replaces_one(cli):
     _minari("test/a-v0", episodes=2)
     _minari("test/b-v0", episodes=2)
-    _one_line(cli("data", "combine", "test/a-v0", "test/a-v0", "--dataset-id", "test/aa-v0"), 2,
+    one_line(cli("data", "combine", "test/a-v0", "test/a-v0", "--dataset-id", "test/aa-v0"), 2,
               "given more than once")
-    _one_line(cli("data", "combine", "test/a-v0", "test/b-v0", "--dataset-id", "test/a-v0", "--overwrite"), 2,
+    one_line(cli("data", "combine", "test/a-v0", "test/b-v0", "--dataset-id", "test/a-v0", "--overwrite"), 2,
               "cannot replace its own source")
 
 
@@ -129,13 +122,13 @@ def test_no_secret_in_results_files_or_in_what_a_tracker_reads_of_the_command_li
     assert token not in redact_text(f"got '//user:{token}@host/v1'")
     monkeypatch.setattr(sys, "argv", ["rlft", "train", "sft", "--hub-token", token])
     report = tmp_path / "r.json"
-    _one_line(cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--quiet", "--out",
+    one_line(cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--quiet", "--out",
                   report), 0)
     assert token not in " ".join(sys.argv)  # W&B keeps sys.argv in its run files
     command = f"rlft data push x --token {token} --api-key={token} http://u:{token}@h/"
-    _one_line(cli("results", "record", "t", "--seed", "0", "--report", f"r={report}", "--reproduce", command,
+    one_line(cli("results", "record", "t", "--seed", "0", "--report", f"r={report}", "--reproduce", command,
                   "--results-dir", tmp_path / "res"), 0)
-    _one_line(cli("results", "summarize", "t", "--reproduce", command, "--results-dir", tmp_path / "res"), 0)
+    one_line(cli("results", "summarize", "t", "--reproduce", command, "--results-dir", tmp_path / "res"), 0)
     for written in (tmp_path / "res" / "t").iterdir():
         assert token not in written.read_bytes().decode("utf-8", "replace"), written
 
@@ -143,13 +136,13 @@ def test_no_secret_in_results_files_or_in_what_a_tracker_reads_of_the_command_li
 def test_bounded_maps_and_set_values(cli, tmp_path):
     big = tmp_path / "big.txt"
     big.write_text("S" + "F" * 99 + "\n" + "\n".join(["F" * 99 + "G"] * 99) + "\n")  # 100x100
-    _one_line(cli("data", "export-q", "frozenlake", "--map", big, "--out", tmp_path / "fl"), 2,
+    one_line(cli("data", "export-q", "frozenlake", "--map", big, "--out", tmp_path / "fl"), 2,
               "10,000 cells", "at most 4,096")
     levels = [f"&{c} [" + ", ".join([f"*{p}"] * 10) + "]" for p, c in zip("abcdefg", "bcdefgh", strict=True)]
     bomb = "[" + ", ".join(["&a [x, x, x, x, x, x, x, x, x, x]", *levels]) + "]"  # 10**8 values once expanded
-    _one_line(cli("pipeline", "run", "pipelines/demo.yaml", "--out", tmp_path / "p", "--set", f"episodes={bomb}"),
+    one_line(cli("pipeline", "run", "pipelines/demo.yaml", "--out", tmp_path / "p", "--set", f"episodes={bomb}"),
               2, "more than 100,000 values")
-    _one_line(cli("pipeline", "run", "pipelines/demo.yaml", "--out", tmp_path / "p", "--set", "seed=a: b: c"), 2,
+    one_line(cli("pipeline", "run", "pipelines/demo.yaml", "--out", tmp_path / "p", "--set", "seed=a: b: c"), 2,
               "--set seed is not valid YAML")
     assert not (tmp_path / "fl").exists() and not (tmp_path / "p").exists()
 
@@ -162,9 +155,9 @@ def test_trackers_a_trl_stage_cannot_open_are_refused_before_anything_is_written
     lake = frozenlake_dataset(tmp_path_factory)
     model = tiny_model(tmp_path_factory, lake, "trackers")
     args = ("train", "sft", "--dataset", lake, "--model", model, "--max-steps", "1", "--out", tmp_path / "run")
-    _one_line(cli(*args, "--report-to", "nosuchtracker"), 2, "'nosuchtracker' is not a tracker transformers knows")
+    one_line(cli(*args, "--report-to", "nosuchtracker"), 2, "'nosuchtracker' is not a tracker transformers knows")
     if importlib.util.find_spec("mlflow") is None:
-        _one_line(cli(*args, "--report-to", "tensorboard,mlflow"), 2, "the mlflow package is not installed")
+        one_line(cli(*args, "--report-to", "tensorboard,mlflow"), 2, "the mlflow package is not installed")
     assert not (tmp_path / "run").exists()
 
 
@@ -197,7 +190,7 @@ def test_malformed_codecs_are_refused_when_loaded(tmp_path_factory, tmp_path, ch
         load_codec(tmp_path)
 
 
-def test_a_bad_hub_endpoint_is_one_line(monkeypatch):
+def test_a_bad_hub_endpoint_isone_line(monkeypatch):
     from rlft.core.net import hub_endpoint
 
     for bad in ("http://u:hf_X@[::1:80", "u:hf_X@127.0.0.1:9"):
@@ -207,7 +200,7 @@ def test_a_bad_hub_endpoint_is_one_line(monkeypatch):
         assert "hf_X" not in str(caught.value)
 
 
-def test_a_minari_download_is_bounded_and_its_failures_are_one_line(monkeypatch):
+def test_a_minari_download_is_bounded_and_its_failures_areone_line(monkeypatch):
     import threading
 
     import minari
@@ -230,7 +223,7 @@ def test_a_minari_download_is_bounded_and_its_failures_are_one_line(monkeypatch)
         _download("a/b-v0", 5)
 
 
-def test_a_full_disk_reported_by_a_writer_that_is_not_pythons_is_one_line(tmp_path):
+def test_a_full_disk_reported_by_a_writer_that_is_not_pythons_isone_line(tmp_path):
     from rlft.core.errors import WriteFaultError
     from rlft.core.faults import as_disk_full
     from rlft.core.io import atomic_output_dir
@@ -245,15 +238,15 @@ def test_the_current_folder_is_never_an_output_even_empty(cli, tmp_path, monkeyp
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)
-    _one_line(cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", "."), 2, "the current folder")
+    one_line(cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", "."), 2, "the current folder")
 
 
 def test_an_output_name_too_long_for_the_file_system_is_refused_before_any_work(cli, tmp_path):
     """Pass 8 left it unclear: a 240-byte --out name was refused only when the finished output was moved into place,
     after the work. The name must leave room for the siblings rlft writes beside an output (temp, aside, lock)."""
     result = cli("data", "export-q", "frozenlake", "--out", tmp_path / ("a" * 240))
-    _one_line(result, 2, "240 bytes", "shorter name")
+    one_line(result, 2, "240 bytes", "shorter name")
     assert "episodes" not in result.output  # refused before the greedy-policy episodes were played
     assert list(tmp_path.iterdir()) == []
     result = cli("data", "export-q", "frozenlake", "--out", tmp_path / ("b" * 300) / "q")
-    _one_line(result, 2, "too long")  # a folder still to be made, too
+    one_line(result, 2, "too long")  # a folder still to be made, too

@@ -11,15 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from factories import one_line
 from rlft.datasets import push as push_mod
-
-
-def _one_line(result, code: int, *words: str) -> None:
-    text = " ".join(result.output.split())
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output, result.output
-    for word in words:
-        assert word in text, (word, result.output)
 
 
 @pytest.fixture
@@ -46,7 +39,7 @@ def test_a_push_never_follows_a_link_out_of_the_dataset(cli, lake, fake_hub, tmp
     secret = tmp_path / "secret.txt"
     secret.write_text("hf_NEVERUPLOADED")
     (lake / "data" / "linked.txt").symlink_to(secret)
-    _one_line(cli("data", "push", lake, "--repo-id", "me/x"), 2, "data/linked.txt", "nothing was pushed")
+    one_line(cli("data", "push", lake, "--repo-id", "me/x"), 2, "data/linked.txt", "nothing was pushed")
     assert fake_hub.uploaded == {} and fake_hub.calls == []
 
 
@@ -65,7 +58,7 @@ def test_csv_overwrite_replaces_only_a_csv_rlft_wrote(cli, lake, tmp_path):
         before = target.read_bytes()
         result = cli("data", "export-q", "frozenlake", "--out", tmp_path / "q2", "--episodes", "10", "--csv", target,
                      "--overwrite")
-        _one_line(result, 2, str(target.name))
+        one_line(result, 2, str(target.name))
         assert target.read_bytes() == before and not (tmp_path / "q2").exists()
     csv = tmp_path / "q.csv"
     for _ in range(2):  # rlft's own CSV is replaced
@@ -84,8 +77,8 @@ def test_compare_png_never_replaces_a_file_unasked_nor_a_user_file(cli, lake, tm
         assert result.exit_code == 0, result.output
     user = tmp_path / "mine.png"
     user.write_bytes(b"not an image of rlft's")
-    _one_line(cli("eval", "compare", *reports, "--png", user), 2, "already exists")
-    _one_line(cli("eval", "compare", *reports, "--png", user, "--overwrite"), 2, "does not look like")
+    one_line(cli("eval", "compare", *reports, "--png", user), 2, "already exists")
+    one_line(cli("eval", "compare", *reports, "--png", user, "--overwrite"), 2, "does not look like")
     assert user.read_bytes() == b"not an image of rlft's"
     plot = tmp_path / "plot.png"
     for flags in ([], ["--overwrite"]):
@@ -97,13 +90,13 @@ def test_compare_png_never_replaces_a_file_unasked_nor_a_user_file(cli, lake, tm
 def test_a_token_set_in_the_environment_of_a_reproduce_command_is_never_written(cli, tmp_path):
     token = "hf_PASS9ENVSECRET0123456789"
     report = tmp_path / "r.json"
-    _one_line(cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--quiet", "--out",
+    one_line(cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--quiet", "--out",
                   report), 0)
     for command in (f"HF_TOKEN={token} make experiment NAME=t", f"make experiment NAME=t SECRET={token}x",
                     f"rlft data push x --note {token}"):  # by the variable's name, and by a token's own shape
-        _one_line(cli("results", "record", "t", "--seed", "0", "--report", f"r={report}", "--reproduce", command,
+        one_line(cli("results", "record", "t", "--seed", "0", "--report", f"r={report}", "--reproduce", command,
                       "--results-dir", tmp_path / "res"), 0)
-        _one_line(cli("results", "summarize", "t", "--reproduce", command, "--results-dir", tmp_path / "res"), 0)
+        one_line(cli("results", "summarize", "t", "--reproduce", command, "--results-dir", tmp_path / "res"), 0)
         for written in (tmp_path / "res" / "t").iterdir():
             assert token not in written.read_bytes().decode("utf-8", "replace"), (command, written)
     assert "push x --note" in (tmp_path / "res" / "t" / "summary.json").read_text()  # the rest of it stays
@@ -140,7 +133,7 @@ def test_a_codec_whose_map_is_too_large_or_malformed_is_refused_before_any_env_i
     assert codec["env_kwargs"].get("desc")  # the map the dataset was made on
     for desc, words in ((["S" + "F" * 2998 + "G"] * 3000, "cells"), ("SFFG", "list of grid rows")):
         codec_file.write_text(json.dumps({**codec, "env_kwargs": {**codec["env_kwargs"], "desc": desc}}))
-        _one_line(cli("eval", "--policy", "random", "--codec", lake, "--episodes", "1"), 2, words)
+        one_line(cli("eval", "--policy", "random", "--codec", lake, "--episodes", "1"), 2, words)
 
 
 BROKEN_ENVS = '''
@@ -190,21 +183,21 @@ def broken_envs(tmp_path, monkeypatch):
 
 def test_an_environment_with_a_nan_reward_is_named_in_one_line_and_nothing_is_written(cli, broken_envs, tmp_path):
     report = tmp_path / "r.json"
-    _one_line(cli("eval", "--policy", "random", "--env", "NanReward-v0", "--episodes", "2", "--out", report), 2,
+    one_line(cli("eval", "--policy", "random", "--env", "NanReward-v0", "--episodes", "2", "--out", report), 2,
               "non-finite reward")
     assert not report.exists() and not report.with_suffix(".png").exists()
 
 
-def test_an_expert_trained_on_nan_observations_is_one_line(cli, broken_envs, tmp_path):
+def test_an_expert_trained_on_nan_observations_isone_line(cli, broken_envs, tmp_path):
     result = cli("expert", "train", "--env", "NanObs-v0", "--algo", "ppo", "--timesteps", "256", "--out",
                  tmp_path / "e.zip")
-    _one_line(result, 2, "non-finite")
+    one_line(result, 2, "non-finite")
     assert not (tmp_path / "e.zip").exists()
 
 
 def test_a_non_finite_trl_flag_is_refused_before_training(cli, lake, tmp_path):
     for value in ("nan", "inf"):
-        _one_line(cli("train", "sft", "--dataset", lake, "--model", tmp_path / "none", "--out", tmp_path / "run",
+        one_line(cli("train", "sft", "--dataset", lake, "--model", tmp_path / "none", "--out", tmp_path / "run",
                       "--weight-decay", value), 2, "--weight-decay must be a finite number")
     assert not (tmp_path / "run").exists()
 
@@ -214,4 +207,4 @@ def test_a_codec_with_repeated_action_names_is_refused(cli, lake):
     codec = json.loads(codec_file.read_text())
     codec["params"]["action_names"] = ["LEFT"] * 4
     codec_file.write_text(json.dumps(codec))
-    _one_line(cli("eval", "--policy", "random", "--codec", lake, "--episodes", "1"), 2, "action_names must be distinct")
+    one_line(cli("eval", "--policy", "random", "--codec", lake, "--episodes", "1"), 2, "action_names must be distinct")

@@ -18,16 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from factories import one_line
 from rlft.core.errors import WriteFaultError
 
 
 def _one_line(result, code: int, *words: str) -> None:
-    text = " ".join(result.output.split())
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output, result.output
-    assert len(result.output.strip().splitlines()) <= 3, result.output  # the error and its hint, wrapped
-    for word in words:
-        assert word in text, (word, result.output)
+    one_line(result, code, *words, max_lines=3)  # the error and its hint, wrapped
 
 
 class _Server:
