@@ -208,3 +208,13 @@ def test_a_codec_with_repeated_action_names_is_refused(cli, lake):
     codec["params"]["action_names"] = ["LEFT"] * 4
     codec_file.write_text(json.dumps(codec))
     one_line(cli("eval", "--policy", "random", "--codec", lake, "--episodes", "1"), 2, "action_names must be distinct")
+
+
+def test_an_imported_observation_outside_the_environments_space_is_refused(cli, tmp_path):
+    rows = [{"observation": f"<observation>{x},0.0,0.0,0.0</observation>", "action": "<action>1</action>"}
+            for x in (0.1, 99.0, -0.2)]  # CartPole's cart position lies within +-4.8
+    source = tmp_path / "cartpole.json"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    one_line(cli("data", "import", "rlft4rl", source, "--env", "CartPole-v1", "--out", tmp_path / "imp"), 2,
+             "1 of the file's observations lie outside", "line 2")
+    assert not (tmp_path / "imp").exists()

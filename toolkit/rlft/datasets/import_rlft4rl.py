@@ -93,6 +93,13 @@ def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray, lines: lis
 
     if not isinstance(obs_space, spaces.Box) or int(np.prod(obs_space.shape)) != obs.shape[1]:
         raise InvalidInputError(f"the file's observations have {obs.shape[1]} values; {env_id} observes {obs_space}")
+    low, high = obs_space.low.reshape(-1), obs_space.high.reshape(-1)
+    outside = np.flatnonzero(np.any((obs < low) | (obs > high), axis=1))
+    if len(outside):  # such a row was not observed in this environment: the file is of another one, or damaged
+        row = int(outside[0])
+        raise InvalidInputError(f"{len(outside)} of the file's observations lie outside {env_id}'s observation space "
+                                f"(first: line {lines[row]}, {obs[row].tolist()})",
+                                hint="check --env and the file")
     if isinstance(act_space, spaces.Discrete):
         ints = act[:, 0]
         if act.shape[1] != 1:
