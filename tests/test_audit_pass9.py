@@ -218,3 +218,10 @@ def test_an_imported_observation_outside_the_environments_space_is_refused(cli, 
     one_line(cli("data", "import", "rlft4rl", source, "--env", "CartPole-v1", "--out", tmp_path / "imp"), 2,
              "1 of the file's observations lie outside", "line 2")
     assert not (tmp_path / "imp").exists()
+
+
+def test_a_file_that_is_not_a_bc_policy_is_one_line(cli, tmp_path):
+    notes = tmp_path / "README.md"
+    notes.write_text("# notes\n")
+    one_line(cli("eval", "--policy", f"bc:{notes}", "--env", "CartPole-v1", "--episodes", "1"), 2,
+             "is not a behaviour-cloning policy file", max_lines=3)

@@ -164,7 +164,11 @@ def load_bc(path: str | os.PathLike) -> BCModel:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - not a torch file, or not ours
-        raise InvalidInputError(f"{path} is not a behaviour-cloning policy file: {exc}") from exc
+        # torch's own message on a file that is no checkpoint runs to a paragraph about weights_only
+        first = (str(exc).strip().splitlines() or [""])[0]
+        reason = first if 0 < len(first) <= 100 and "weights_only" not in first else "not a torch checkpoint"
+        raise InvalidInputError(f"{path} is not a behaviour-cloning policy file ({reason})",
+                                hint="pass a file made by rlft train bc") from exc
     if not isinstance(payload, dict) or payload.get("format") != BC_FORMAT:
         raise InvalidInputError(f"{path} is not a behaviour-cloning policy file (made by rlft train bc)")
     observation_space = json.loads(payload["observation_space"])
