@@ -187,15 +187,15 @@ class OpenAIBackend(GenerationBackend):
         try:
             return within_deadline(lambda: create(**self._params(), **payload), deadline)
         except self._too_large as exc:  # a malformed reply, counted as the others are (an error of the run)
-            raise InvalidInputError(f"malformed reply from {url}: larger than the {self.reply_cap:,} bytes a reply "
-                                    f"to {self.max_new_tokens} new tokens can take ({exc})",
-                                    hint="is --api-url an OpenAI-compatible model server?") from exc
+            raise self._too_large_error(url, exc) from exc
         except (openai.APITimeoutError, DeadlineError) as exc:
             raise OfflineError(f"the server at {self.base} sent no complete answer within {self.timeout:g} s "
                                f"({1 + self.max_retries} tries)",
                                hint="a slow model: raise --api-timeout, or lower --concurrency") from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
+            if isinstance(cause, self._too_large):  # older openai clients wrap any transport error as this one
+                raise self._too_large_error(url, cause) from exc
             raise OfflineError(f"cannot reach the OpenAI-compatible server at {self.base} ({type(cause).__name__}: "
                                f"{str(cause)[:120]})",
                                hint="start the server (vllm serve / transformers serve) or fix --api-url") from exc
@@ -210,6 +210,11 @@ class OpenAIBackend(GenerationBackend):
             raise error from exc
         except (openai.APIResponseValidationError, ValueError) as exc:
             raise InvalidInputError(f"malformed reply from {url}: {str(exc)[:200]}") from exc
+
+    def _too_large_error(self, url: str, exc: BaseException) -> InvalidInputError:
+        return InvalidInputError(f"malformed reply from {url}: larger than the {self.reply_cap:,} bytes a reply to "
+                                 f"{self.max_new_tokens} new tokens can take ({exc})",
+                                 hint="is --api-url an OpenAI-compatible model server?")
 
     def _params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_new_tokens,
