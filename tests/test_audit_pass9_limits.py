@@ -85,7 +85,9 @@ def test_a_huge_openai_reply_is_a_malformed_reply_read_only_up_to_a_cap(cli, tmp
                      server.url + "/v1", "--episodes", "1", "--concurrency", "1")
         seconds = time.perf_counter() - start
     _one_line(result, 2, "malformed reply", "larger than the 4,194,304 bytes")
-    assert seconds < 20 and server.requests == 1  # no retry: the same server would send the same reply
+    # no retry (the same server would send the same reply); the oldest openai clients rlft supports retry any
+    # transport failure themselves, within their max_retries (2)
+    assert seconds < 20 and 1 <= server.requests <= 3
 
 
 def test_a_model_whose_config_asks_for_more_memory_than_the_machine_has_is_refused_first(cli, tmp_path_factory,
