@@ -201,7 +201,9 @@ def test_a_killed_training_overwrite_gives_the_old_run_back_on_the_next_run(tmp_
     if moment == "set-aside":
         appears = lambda: any(work.glob(".run.old-*"))  # noqa: E731
     else:
-        appears = lambda: (any(work.glob(".run.old-*"))  # noqa: E731 - the new run's own checkpoint, saved
+        # the old run moved aside (its content there: between the aside's mkdir and the move, --out still holds the
+        # old run and its checkpoint, which a loaded machine's poll caught once) and the new run's checkpoint saved
+        appears = lambda: (any((p / "content").is_dir() for p in work.glob(".run.old-*"))  # noqa: E731
                            and any((run / "checkpoints").glob("checkpoint-*/trainer_state.json")))
     result, before = _interrupt_when([*base, "--overwrite", "--max-steps", "100000", "--save-steps", "5"], appears,
                                      signal.SIGKILL, env, lambda: _digest(run))
