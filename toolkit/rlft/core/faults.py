@@ -47,14 +47,20 @@ def as_disk_full(exc: BaseException, *roots: Path) -> OSError | None:
     return OSError(errno.ENOSPC, f"No space left on device ({type(exc).__name__}: {text[:120]})")
 
 
-def _nearly_full(path: Path) -> bool:
-    """Under 1 MiB free on the file system of ``path`` (its nearest existing folder)."""
+def free_bytes(path: Path) -> int | None:
+    """Bytes free for this user on the file system of ``path`` (its nearest existing folder), or None unknown."""
     try:
         probe = next(p for p in (path, *path.parents) if p.exists())
         stat = os.statvfs(probe)
     except (OSError, StopIteration):
-        return False
-    return stat.f_bavail * stat.f_frsize < (1 << 20)
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def _nearly_full(path: Path) -> bool:
+    """Under 1 MiB free on the file system of ``path``."""
+    free = free_bytes(path)
+    return free is not None and free < (1 << 20)
 
 
 def output_error(path: str | os.PathLike, exc: OSError, option: str = "--out") -> OutputError:

@@ -85,6 +85,12 @@ def read_rlft4rl(path: Path) -> tuple[np.ndarray, np.ndarray, list[int]]:
     return np.stack(observations), np.stack(actions), lines
 
 
+def _outside(rows: np.ndarray, box) -> np.ndarray:
+    """Indices of the ``rows`` with a value outside the Box ``box``."""
+    low, high = box.low.reshape(-1), box.high.reshape(-1)
+    return np.flatnonzero(np.any((rows < low) | (rows > high), axis=1))
+
+
 def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray, lines: list[int]):
     env = make_env(env_id)
     obs_space, act_space = env.observation_space, env.action_space
@@ -93,8 +99,7 @@ def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray, lines: lis
 
     if not isinstance(obs_space, spaces.Box) or int(np.prod(obs_space.shape)) != obs.shape[1]:
         raise InvalidInputError(f"the file's observations have {obs.shape[1]} values; {env_id} observes {obs_space}")
-    low, high = obs_space.low.reshape(-1), obs_space.high.reshape(-1)
-    outside = np.flatnonzero(np.any((obs < low) | (obs > high), axis=1))
+    outside = _outside(obs, obs_space)
     if len(outside):  # such a row was not observed in this environment: the file is of another one, or damaged
         row = int(outside[0])
         raise InvalidInputError(f"{len(outside)} of the file's observations lie outside {env_id}'s observation space "
@@ -114,7 +119,7 @@ def _check_against_env(env_id: str, obs: np.ndarray, act: np.ndarray, lines: lis
     if not isinstance(act_space, spaces.Box) or int(np.prod(act_space.shape)) != act.shape[1]:
         raise InvalidInputError(f"the file's actions have {act.shape[1]} values; {env_id} acts in {act_space}")
     low, high = act_space.low.reshape(-1), act_space.high.reshape(-1)
-    outside = np.flatnonzero(np.any((act < low) | (act > high), axis=1))
+    outside = _outside(act, act_space)
     if len(outside):
         row = int(outside[0])
         raise InvalidInputError(f"{len(outside)} of the file's actions lie outside {env_id}'s action space "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlft.core.faults import output_error
+from rlft.core.faults import free_bytes, output_error
 
 # HDF5 adds chunk indexes and metadata to the raw bytes of an episode; a margin covers them and other writers.
 OVERHEAD = 2
@@ -53,11 +53,8 @@ def _largest_file(folder: Path) -> int:
 def check_room(folder: Path, need: int, output: Path) -> None:
     """Raise a one-line write fault (``cannot write --dataset-id OUTPUT: the disk is full``) unless ``need`` bytes
     more fit under ``folder``: the file system's free space (less a margin) and the per-file size limit."""
-    try:
-        stat = os.statvfs(folder)
-    except OSError:
-        return
-    if stat.f_bavail * stat.f_frsize < need + MARGIN_BYTES:
+    free = free_bytes(folder)
+    if free is not None and free < need + MARGIN_BYTES:
         raise output_error(output, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), "--dataset-id")
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if limit != resource.RLIM_INFINITY and _largest_file(folder) + need + FILE_MARGIN_BYTES > limit:
