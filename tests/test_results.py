@@ -318,3 +318,43 @@ def test_paired_differences_on_the_same_episodes(tmp_path):
         write_seed_record("toy2", 0, {"a": a, "c": other}, {}, tmp_path, "cmd", paired=[("a", "c")])
     table = next(t for t in summarize("toy", tmp_path)["tables"] if t["kind"] == "paired")
     assert table["rows"][0]["label"] == "a - b" and table["rows"][0]["cells"]["wins"]["mean"] == 0.75
+
+
+def test_prediction_interval_is_students_for_one_more_seed_and_a_rate_stays_a_rate():
+    from rlft.results.reproduce import expected_range, prediction_interval
+
+    low, high = prediction_interval([1.0, 2.0, 3.0])  # mean 2, std 1: t(0.975, 2) = 4.303, times sqrt(1 + 1/3)
+    assert (low, high) == pytest.approx((2 - 4.9683, 2 + 4.9683), abs=1e-3)
+    assert prediction_interval([1.0, 2.0]) is None  # two seeds: no range to reproduce into
+    assert expected_range([0.9, 1.0, 0.95], "success_rate")[1] == 1.0
+    assert expected_range([0.9, 1.0, 0.95], "normalized_score")[1] > 1.0
+
+
+def test_results_check_says_whether_a_new_seed_lands_in_the_committed_seeds_range(cli, tmp_path):
+    from rlft.results.record import write_seed_record
+
+    results = tmp_path / "results"
+
+    def seed_record(folder: Path, seed: int, success: float) -> Path:
+        work = tmp_path / f"work-{folder.name}-{seed}"
+        work.mkdir()
+        return write_seed_record("toy", seed, {"llm": _report(work / "llm.json", "llm:x", "llm", success, 1.0, seed)},
+                                 {}, folder, "make experiment NAME=toy")
+
+    for seed, success in enumerate([0.6, 0.7, 0.8, 0.7]):
+        seed_record(results, seed, success)
+    elsewhere = tmp_path / "fresh-clone"
+    inside = cli("results", "check", "toy", "--record", seed_record(elsewhere, 9, 0.75), "--results-dir", results)
+    assert inside.exit_code == 0, inside.output
+    assert "seed 9 reproduces toy" in inside.output and "0.75" in inside.output
+    outside = cli("results", "check", "toy", "--record", seed_record(elsewhere, 8, 0.2), "--results-dir", results)
+    assert outside.exit_code == 1 and "outside the expected range: llm" in outside.output
+    # a committed seed is checked against the others, never against itself
+    again = cli("results", "check", "toy", "--record", results / "toy" / "seed-3.json", "--results-dir", results)
+    assert again.exit_code == 0 and "against seeds [0, 1, 2]" in again.output.replace("\n", "")
+    few = cli("results", "check", "toy", "--record", results / "toy" / "seed-3.json", "--results-dir",
+              tmp_path / "none")
+    assert few.exit_code == 2
+    (tmp_path / "bad.json").write_text("[1]")
+    bad = cli("results", "check", "toy", "--record", tmp_path / "bad.json", "--results-dir", results)
+    assert bad.exit_code == 2 and "JSON object" in bad.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
 from rlft.cli.common import command
 from rlft.core.console import console
@@ -87,3 +88,35 @@ def render(
     if check and stale:
         console.print(f"[red]pages differ from {results_dir}/ in: {', '.join(stale)}[/] (run: rlft results render)")
         raise typer.Exit(1)
+
+
+@command(app, "check")
+def check(
+    name: str = typer.Argument(..., help="Experiment name (RESULTS_DIR/NAME/seed-*.json: the committed seeds)."),
+    record_path: Path = typer.Option(..., "--record", help="The new seed's record (rlft results record's "
+                                                           "seed-S.json, e.g. from a fresh clone)."),
+    results_dir: Path = _RESULTS_DIR,
+) -> None:
+    """Does a new seed reproduce NAME? Each policy's headline metric against the 95% prediction interval of the
+    committed seeds (the new seed's own record left out); exit 1 when one falls outside."""
+    from rlft.results.render import format_value
+    from rlft.results.reproduce import LEVEL, check_record
+
+    found = check_record(name, record_path, results_dir)
+    fmt = found["format"]
+    table = Table(title=f"{name}: seed {found['seed']} against seeds {found['committed_seeds']} ({found['key']}, "
+                        f"{LEVEL:.0%} prediction interval)")
+    for column in ("policy", "new seed", "expected range", "inside"):
+        table.add_column(column)
+    for row in found["rows"]:
+        low, high = row["interval"] or (None, None)
+        expected = f"{format_value(low, fmt)} to {format_value(high, fmt)}" if row["interval"] else "-"
+        inside = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[row["inside"]]
+        table.add_row(row["label"], format_value(row["value"], fmt), expected, inside)
+    console.print(table)
+    if not found["reproduced"]:
+        outside = [row["label"] for row in found["rows"] if row["inside"] is False]
+        console.print(f"[red]seed {found['seed']} does not reproduce {name}[/]: "
+                      + (f"outside the expected range: {', '.join(outside)}" if outside else "no policy to check"))
+        raise typer.Exit(1)
+    console.print(f"seed {found['seed']} reproduces {name}: every policy inside its expected range")

@@ -19,6 +19,7 @@ from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
 from rlft.core.reading import read_json_mapping, read_yaml_mapping
 from rlft.results.environment import machine_line
+from rlft.results.reproduce import HEADLINES, expected_range, headline_key
 
 OPEN_TAG = r"<!-- results:(?P<name>[\w./-]+) -->"
 BLOCK = re.compile(rf"({OPEN_TAG}\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
@@ -28,8 +29,6 @@ VERSION_KEYS = ("torch", "transformers", "trl", "peft", "gymnasium", "stable-bas
 OVERVIEW = "overview"
 HEADLINE_BLOCK = "headlines"  # the README's few rows: those marked ``headline: true`` in rows.yaml
 ROWS_FILENAME = "rows.yaml"
-HEADLINES = (("success_rate", "success", ".3f"), ("normalized_score", "normalized score", ".1f"),
-             ("expert_normalized_score", "score (random 0, expert 100)", ".1f"), ("return_mean", "return", ".1f"))
 
 
 def result_file(results_dir: Path, name: str) -> Path:
@@ -120,7 +119,10 @@ def block_markdown(name: str, data: dict[str, Any], folder: str) -> str:
     if data.get("plot"):
         lines.append(f"![{data.get('title', name)}]({folder}/{data['plot']})")
         lines.append("")
+    expected = expected_line(name, data)
     lines.append(f"<sub>{provenance(data)}</sub>")
+    if expected:
+        lines += ["", f"<sub>{expected}</sub>"]
     return "\n".join(lines) + "\n"
 
 
@@ -138,8 +140,28 @@ def _headline(summary: dict[str, Any]) -> tuple[str, str] | None:
     """The metric a row is judged by (success, else the reference-normalized score, else the score between random
     and the expert on the same episodes, else return) and its format."""
     reports = next((t for t in summary.get("tables", []) if t.get("kind") == "reports"), None)
-    keys = [c["key"] for c in reports["columns"]] if reports else []
-    return next(((key, fmt) for key, _, fmt in HEADLINES if key in keys), None)
+    return headline_key(c["key"] for c in reports["columns"]) if reports else None
+
+
+def expected_line(name: str, data: dict[str, Any]) -> str | None:
+    """The range each policy's headline metric of a new seed is expected in (reproduce.py), or None."""
+    headline = _headline(data) if data.get("kind") == "experiment" else None
+    if headline is None:
+        return None
+    key, fmt = headline
+    reports = next(t for t in data["tables"] if t.get("kind") == "reports")
+    ranges = []
+    for row in reports["rows"]:
+        cell = row["cells"].get(key)
+        interval = expected_range(cell["values"], key) if isinstance(cell, dict) and "mean" in cell else None
+        if interval:
+            ranges.append(f"{row['label']} {format_value(interval[0], fmt)} to {format_value(interval[1], fmt)}")
+    if not ranges:
+        return None
+    label = dict((k, lab) for k, lab, _ in HEADLINES)[key]
+    return (f"a new seed reproduces this when its {label} lands in (95% prediction interval of the "
+            f"{len(data['seeds'])} seeds): {'; '.join(ranges)}; check one with `rlft results check {name} "
+            f"--record seed-S.json`")
 
 
 def _method(row: dict[str, Any]) -> str:

@@ -1,0 +1,79 @@
+"""The range a new seed of an experiment is expected in, and the check that a fresh run landed there.
+
+A row's min-max over three seeds is not a range to reproduce into: the next seed falls outside the range of n
+seeds with probability 2/(n+1) (half the time for n = 3) even when nothing changed. The range a row states for a
+reproduction is the 95% prediction interval for one more seed, mean +- t(0.975, n-1) * std * sqrt(1 + 1/n) over
+the committed seeds (Student's t; seeds assumed independent draws of one normal score), of the metric the row is
+judged by (``HEADLINES``: success, else the reference-normalized score, else ...). ``rlft results check NAME
+--record seed-S.json`` compares a new seed's record with the committed seeds of NAME (its own seed left out).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlft.core.errors import InvalidInputError
+from rlft.core.reading import read_json_mapping
+from rlft.results.summary import load_seed_records
+
+LEVEL = 0.95
+MIN_SEEDS = 3  # with two seeds the interval is wider than any score range: nothing to check against
+BOUNDS = {"success_rate": (0.0, 1.0)}
+HEADLINES = (("success_rate", "success", ".3f"), ("normalized_score", "normalized score", ".1f"),
+             ("expert_normalized_score", "score (random 0, expert 100)", ".1f"), ("return_mean", "return", ".1f"))
+
+
+def prediction_interval(values: list[float], level: float = LEVEL) -> tuple[float, float] | None:
+    """The ``level`` prediction interval for one more draw of ``values`` (None under MIN_SEEDS values)."""
+    from scipy.stats import t as student_t
+
+    arr = np.asarray([v for v in values if v is not None], dtype=float)
+    if len(arr) < MIN_SEEDS:
+        return None
+    half = student_t.ppf(0.5 + level / 2, len(arr) - 1) * arr.std(ddof=1) * np.sqrt(1 + 1 / len(arr))
+    return float(arr.mean() - half), float(arr.mean() + half)
+
+
+def expected_range(values: list[float], key: str) -> tuple[float, float] | None:
+    """The prediction interval of ``values`` of metric ``key``, cut to the metric's bounds (a rate stays in 0-1)."""
+    interval = prediction_interval(values)
+    if interval is None or key not in BOUNDS:
+        return interval
+    low, high = BOUNDS[key]
+    return max(interval[0], low), min(interval[1], high)
+
+
+def headline_key(report_keys) -> tuple[str, str] | None:
+    """(key, format) of the metric a row is judged by among ``report_keys``."""
+    keys = set(report_keys)
+    return next(((key, fmt) for key, _, fmt in HEADLINES if key in keys), None)
+
+
+def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, Any]:
+    """Each policy of the new seed record against the prediction interval of the committed seeds of ``name``."""
+    record = read_json_mapping(record_path, "seed record")
+    if not isinstance(record.get("reports"), dict) or not record["reports"]:
+        raise InvalidInputError(f"{record_path} holds no reports: not a seed record of rlft results record")
+    committed = [r for r in load_seed_records(Path(results_dir) / name) if r.get("seed") != record.get("seed")]
+    if len(committed) < MIN_SEEDS:
+        raise InvalidInputError(f"{results_dir}/{name} holds {len(committed)} seed(s) besides seed "
+                                f"{record.get('seed')}: a range to reproduce into needs at least {MIN_SEEDS}",
+                                hint="record more seeds of the experiment first")
+    metric = headline_key(k for rep in record["reports"].values() for k, v in rep.items() if v is not None)
+    if metric is None:
+        raise InvalidInputError(f"{record_path}'s reports carry no score ({', '.join(k for k, _, _ in HEADLINES)})")
+    key, fmt = metric
+    rows = []
+    for label, report in record["reports"].items():
+        values = [r["reports"][label].get(key) for r in committed if label in r.get("reports", {})]
+        interval = expected_range(values, key)
+        value = report.get(key)
+        inside = None if interval is None or value is None else interval[0] <= value <= interval[1]
+        rows.append({"label": label, "value": value, "interval": interval, "inside": inside,
+                     "seeds": len([v for v in values if v is not None])})
+    return {"name": name, "seed": record.get("seed"), "key": key, "format": fmt, "rows": rows,
+            "committed_seeds": [r.get("seed") for r in committed],
+            "reproduced": all(row["inside"] is not False for row in rows) and any(row["inside"] for row in rows)}
