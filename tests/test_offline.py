@@ -4,6 +4,7 @@ saves, how evaluation and other stages load it, and what it refuses."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -144,12 +145,17 @@ def test_trackers_record_the_stages_whose_loop_is_rlfts(cli, tmp_path):
     assert result.exit_code == 2 and "unknown tracker mlflow" in result.output
 
 
-def test_training_a_critic_on_relabelled_dart_actions_is_warned(cli, tmp_path):
-    """DART data records clean labels while the env was stepped with noisy actions: a critic cannot learn from it
-    what actions do (row 11e's critic-ranked play fell below random), so train offline says so; executed-action
-    data trains without the warning."""
+def test_a_critic_learns_dart_data_from_the_executed_actions_and_old_dart_data_is_warned(cli, tmp_path):
+    """DART data labels each state with the policy's clean action while the env was stepped with a noisy one: a
+    critic learned from the labels does not see what actions do (row 11e's critic-ranked play fell below random).
+    rlft records the executed action beside the label (Minari infos, then an executed_action column) and the
+    critic's transitions use it: they equal those of the same collection recorded with executed labels. A DART
+    dataset recorded without it (before) still trains, with a warning."""
     import gymnasium as gym
+    import h5py
     from stable_baselines3 import PPO
+
+    from rlft.datasets.dataset import RlftDataset
 
     policy = tmp_path / "pendulum.zip"
     PPO("MlpPolicy", gym.make("Pendulum-v1"), seed=0, device="cpu").save(policy)
@@ -158,6 +164,12 @@ def test_training_a_critic_on_relabelled_dart_actions_is_warned(cli, tmp_path):
                      "--max-episode-steps", "30", "--noise", "0.5", "--label-actions", labels, "--dataset-id",
                      f"pendulum/{labels}-v0", "--data-path", tmp_path / "minari")
         assert result.exit_code == 0, result.output
+    old = tmp_path / "minari" / "pendulum" / "old-v0"
+    shutil.copytree(tmp_path / "minari" / "pendulum" / "clean-v0", old)
+    with h5py.File(old / "data" / "main_data.hdf5", "r+") as f:  # DART data as rlft recorded it before
+        for name in f:
+            del f[name]["infos"]["executed_action"]
+    for labels in ("clean", "executed", "old"):
         result = cli("data", "serialize", tmp_path / "minari" / "pendulum" / f"{labels}-v0", "--format", "binned",
                      "--out", tmp_path / labels)
         assert result.exit_code == 0, result.output
@@ -165,4 +177,13 @@ def test_training_a_critic_on_relabelled_dart_actions_is_warned(cli, tmp_path):
                      "--algo", "iql", "--steps", "20")
         assert result.exit_code == 0, result.output
         warned = "clean labels" in " ".join(result.output.split())
-        assert warned == (labels == "clean"), result.output
+        assert warned == (labels == "old"), result.output
+    clean, executed, old = (RlftDataset.open(tmp_path / n) for n in ("clean", "executed", "old"))
+    assert "executed_action" in clean.columns() and "executed_action" not in executed.columns() + old.columns()
+    assert np.array_equal(clean.transitions().actions, executed.transitions().actions)  # what the env took
+    assert np.array_equal(clean.transitions().next_observations, executed.transitions().next_observations)
+    labels = np.stack(clean.table(["action"]).column("action").to_pylist())
+    assert np.array_equal(labels, old.transitions().actions)  # the labels: the policy's own, noise-free
+    assert not np.allclose(labels, clean.transitions().actions, atol=1e-2)
+    card = (tmp_path / "clean" / "README.md").read_text()
+    assert "executed_action" in card and "executed_action" not in (tmp_path / "executed" / "README.md").read_text()

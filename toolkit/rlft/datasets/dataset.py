@@ -18,6 +18,7 @@ from rlft.datasets.folder import split_names
 from rlft.datasets.layout import CARD_FILENAME, DATA_DIR
 from rlft.datasets.loading import (
     Transitions,
+    column_names,
     dataset_dir,
     dataset_info,
     has_q_values,
@@ -118,6 +119,10 @@ class RlftDataset:
         """The dataset card (README.md), or None when the folder has none."""
         card = self.path / CARD_FILENAME
         return card.read_text(encoding="utf-8") if card.is_file() else None
+
+    def columns(self, split: str = "train") -> list[str]:
+        """The columns of ``split``'s rows."""
+        return column_names(self.path, split)
 
     def transitions(self, split: str = "train", max_rows: int | None = None) -> Transitions:
         return read_transitions(self.path, split, max_rows)

@@ -171,7 +171,8 @@ def import_rlft4rl(config: ImportConfig) -> dict:
             context={"summary": summary, "env_id": config.env_id, "source": config.path.name,
                      "codec": codec.describe(), "example_prompt": example["prompt"],
                      # no episodes in the file: no next observation column
-                     "glossary": {k: v for k, v in GLOSSARY.items() if k != "next_observation"},
+                     "glossary": {k: v for k, v in GLOSSARY.items()
+                                  if k not in ("next_observation", "executed_action")},
                      "example_completion": example["completion"]},
         ))
     console.print(kv_table("Imported RLFT4RL file", [(k, summary[k]) for k in

@@ -179,9 +179,14 @@ def load_dataset_codec(path: str | os.PathLike) -> Codec:
     return load_codec(dataset_dir(path))
 
 
+def column_names(path: str | os.PathLike, split: str = "train") -> list[str]:
+    """The columns of a dataset folder's ``split`` (its first shard's schema; none without shards)."""
+    files = sorted((Path(path) / DATA_DIR).glob(f"{split}-*.parquet"))
+    return read_parquet_schema(files[0]).names if files else []
+
+
 def has_q_values(path: str | os.PathLike) -> bool:
-    files = sorted((Path(path) / DATA_DIR).glob("train-*.parquet"))
-    return bool(files) and {"state", "q_values", "optimal_actions"} <= set(read_parquet_schema(files[0]).names)
+    return {"state", "q_values", "optimal_actions"} <= set(column_names(path))
 
 
 @dataclass
@@ -205,7 +210,8 @@ class Transitions:
 
 
 def read_transitions(path: str | os.PathLike, split: str = "train", max_rows: int | None = None) -> Transitions:
-    """The transitions of a dataset folder's ``split`` (its first ``max_rows`` rows); a folder written without
+    """The transitions of a dataset folder's ``split`` (its first ``max_rows`` rows), with the executed action where
+    the rows hold one (DART data, whose ``action`` is a label); a folder written without
     next observations (before rlft wrote them, or imported without episodes) or without rewards is refused."""
     root = Path(path)
     if dataset_info(root).get("rewards") is False:
@@ -213,13 +219,14 @@ def read_transitions(path: str | os.PathLike, split: str = "train", max_rows: in
                                 "pairs), and a critic is learned from rewards",
                                 hint="use a dataset serialized from Minari episodes (rlft data collect, then "
                                      "rlft data serialize)")
-    files = sorted((root / DATA_DIR).glob(f"{split}-*.parquet"))
-    names = read_parquet_schema(files[0]).names if files else []
-    if files and "next_observation" not in names:
+    names = column_names(root, split)
+    if names and "next_observation" not in names:
         raise InvalidInputError(f"{root} has no next_observation column, so its rows are not whole transitions",
                                 hint="serialize its Minari source again (rlft data serialize SOURCE --out DIR): "
                                      "rlft writes s' on every row since issue #43")
-    columns = ["observation", "action", "reward", "next_observation", "terminated", "episode_id"]
+    # DART data: the critic's transition is the action the env was stepped with, not the clean label (the action)
+    action = "executed_action" if "executed_action" in names else "action"
+    columns = ["observation", action, "reward", "next_observation", "terminated", "episode_id"]
     table = read_split(root, columns, split)
     if max_rows is not None:
         table = table.slice(0, max_rows)
@@ -227,6 +234,6 @@ def read_transitions(path: str | os.PathLike, split: str = "train", max_rows: in
     if len(rewards) and not np.isfinite(rewards).all():
         raise InvalidInputError(f"{root}: {int((~np.isfinite(rewards)).sum())} {split} row(s) have no finite reward; "
                                 "a critic is learned from rewards", hint="use a dataset recorded with rewards")
-    return Transitions(column_array(table, "observation"), column_array(table, "action"), rewards,
+    return Transitions(column_array(table, "observation"), column_array(table, action), rewards,
                        column_array(table, "next_observation"), column_array(table, "terminated").astype(bool),
                        column_array(table, "episode_id"))

@@ -13,6 +13,7 @@ from rlft.core.errors import InvalidInputError
 from rlft.datasets.offline import EpisodeChunk
 from rlft.envs.spaces import describe_space, space_to_dict
 from rlft.sources.minari_source import iterate_episodes
+from rlft.sources.rollouts import EXECUTED_INFO
 
 _SAMPLE_ROWS = 200_000  # rows kept to fit quantile bin edges; min/max rows are always added
 
@@ -25,6 +26,21 @@ class Episode:
     rewards: np.ndarray
     terminations: np.ndarray
     truncations: np.ndarray
+    executed_actions: np.ndarray | None = None  # DART data: what the env was stepped with (actions: the labels)
+
+
+def _executed(raw, steps: int) -> np.ndarray | None:
+    """The actions a noisy env really took (Minari infos, one per observation: step t's is info t + 1), or None."""
+    infos = raw.infos if isinstance(raw.infos, dict) else {}
+    executed = infos.get(EXECUTED_INFO)
+    if executed is None:
+        return None
+    executed = np.asarray(executed)
+    if len(executed) != steps + 1:
+        raise InvalidInputError(f"episode {raw.id}: {len(executed)} recorded {EXECUTED_INFO} infos for {steps} "
+                                "steps, where Minari keeps one per observation (T + 1)",
+                                hint="re-collect the dataset with rlft data collect")
+    return executed[1:]
 
 
 def _episode(raw, structure: dict | None = None) -> Episode:
@@ -38,7 +54,7 @@ def _episode(raw, structure: dict | None = None) -> Episode:
             f"actions and {steps} rewards, where Minari keeps T+1 observations for T actions and rewards",
             hint="re-create the dataset with Minari's DataCollector or create_dataset_from_buffers")
     return Episode(int(raw.id), obs, np.asarray(raw.actions), np.asarray(raw.rewards),
-                   np.asarray(raw.terminations), np.asarray(raw.truncations))
+                   np.asarray(raw.terminations), np.asarray(raw.truncations), _executed(raw, steps))
 
 
 def check_spaces(dataset) -> dict | None:
@@ -65,6 +81,7 @@ def _check_finite(ep: Episode) -> str | None:
 
 def _chunk(episodes: list[Episode]) -> EpisodeChunk:
     lengths = [len(e.rewards) for e in episodes]
+    executed = [e.executed_actions for e in episodes]
     return EpisodeChunk(
         observations=np.concatenate([e.observations[: len(e.rewards)] for e in episodes]),
         next_observations=np.concatenate([e.observations[1: len(e.rewards) + 1] for e in episodes]),
@@ -74,6 +91,7 @@ def _chunk(episodes: list[Episode]) -> EpisodeChunk:
         truncated=np.concatenate([e.truncations for e in episodes]),
         episode_id=np.repeat([e.id for e in episodes], lengths),
         step=np.concatenate([np.arange(n) for n in lengths]),
+        executed_actions=None if any(e is None for e in executed) else np.concatenate(executed),
     )
 
 

@@ -35,6 +35,8 @@ GLOSSARY = {
     "next_observation": "the observation the action led to (s'); on an episode's last row its final observation "
     "(terminal or cut by the time limit), so every row is a whole transition",
     "action": "the raw action (list of float, or the integer of a discrete space)",
+    "executed_action": "DART data only (collected with --noise and --label-actions clean): the noisy action the env "
+    "was stepped with, which led to next_observation and reward, where action is the policy's clean label",
     "reward": "reward received after the action",
     "return_to_go": "undiscounted sum of the rewards from this step to the end of the episode",
     "episode_id": "id of the episode in the source Minari dataset",
@@ -57,6 +59,7 @@ class EpisodeChunk:
     episode_id: np.ndarray  # (N,) int64
     step: np.ndarray  # (N,) int64
     next_observations: np.ndarray | None = None  # (N, D) float or (N,) int; None: not known (no episodes)
+    executed_actions: np.ndarray | None = None  # DART data: the actions the env was stepped with (else None)
 
     @property
     def n(self) -> int:
@@ -119,6 +122,7 @@ def build_records(chunk: EpisodeChunk, codec: Codec) -> pa.Table:
     completion = answer if template.style == "plain" else messages(["assistant"], [answer], n)
 
     next_obs = {} if chunk.next_observations is None else {"next_observation": _value_column(chunk.next_observations)}
+    executed = {} if chunk.executed_actions is None else {"executed_action": _value_column(chunk.executed_actions)}
     return pa.table(
         {
             "prompt": prompt,
@@ -126,6 +130,7 @@ def build_records(chunk: EpisodeChunk, codec: Codec) -> pa.Table:
             "observation": _value_column(chunk.observations),
             **next_obs,
             "action": _value_column(chunk.actions),
+            **executed,
             "reward": from_numpy(chunk.rewards.astype(np.float64)),
             "return_to_go": from_numpy(rtg),
             "episode_id": from_numpy(chunk.episode_id.astype(np.int64)),

@@ -114,7 +114,7 @@ def _card(config: SerializeConfig, summary: dict, codec: Codec, splits, scan: _S
             "observation_space": describe_space(codec.observation_space),
             "action_space": describe_space(codec.action_space),
             "codec": codec.describe(),
-            "glossary": GLOSSARY,
+            "glossary": {k: v for k, v in GLOSSARY.items() if k in row},  # the columns this dataset has
             "example_prompt": example_prompt,
             "example_completion": example_completion,
             "split_stats": summary["splits"],

@@ -27,7 +27,14 @@ from rlft.sources.collect_config import CollectConfig
 from rlft.sources.collect_space import guard_storage
 from rlft.sources.experts import check_expert_spaces, load_expert
 from rlft.sources.minari_source import check_dataset_id, datasets_root, env_requirements, staged_dataset
-from rlft.sources.rollouts import EpisodeStats, episode_blocks, noisy_execution, policy_act, run_episodes
+from rlft.sources.rollouts import (
+    EXECUTED_INFO,
+    EpisodeStats,
+    episode_blocks,
+    noisy_execution,
+    policy_act,
+    run_episodes,
+)
 
 # --- Recording into Minari -------------------------------------------------------------------------------
 
@@ -121,6 +128,19 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
     return CollectResult(config.dataset_id, final, stats, seconds)
 
 
+def executed_action_only():
+    """Minari's step callback keeping, of each step's infos, only the action ``noisy_execution`` stepped with."""
+    from minari.data_collector.callbacks import StepDataCallback
+
+    class ExecutedActionOnly(StepDataCallback):
+        def __call__(self, env, **kwargs):
+            data = super().__call__(env, **kwargs)
+            data["info"] = {EXECUTED_INFO: data["info"][EXECUTED_INFO]}
+            return data
+
+    return ExecutedActionOnly
+
+
 def _record(config: CollectConfig, model, policy_meta: dict, on_episode, final: Path):
     import warnings
 
@@ -137,7 +157,9 @@ def _record(config: CollectConfig, model, policy_meta: dict, on_episode, final: 
         # clean labels: the collector records the policy's action, the env inside it adds the noise
         return noisy_execution(made, config.noise, config.seed) if clean else made
 
-    collectors = [minari.DataCollector(env(), data_format=config.data_format) for _ in range(n_envs)]
+    # clean labels: the executed action is kept in Minari's infos, the env's own infos are not (rlft reads none)
+    infos = {"record_infos": True, "step_data_callback": executed_action_only()} if clean else {}
+    collectors = [minari.DataCollector(env(), data_format=config.data_format, **infos) for _ in range(n_envs)]
     for collector in collectors:  # HDF5 cannot report a full disk: room is checked before each write
         guard_storage(getattr(collector, "_storage", None), final)
     try:

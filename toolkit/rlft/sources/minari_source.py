@@ -24,6 +24,7 @@ from rlft.core.io import holds_content, refuse_arrival, refuse_foreign, temp_nam
 from rlft.core.manifest import write_manifest
 from rlft.core.net import DeadlineError, check_reachable, host_port, hub_endpoint, hub_offline, within_deadline
 from rlft.sources.reference_scores import check_reference_scores
+from rlft.sources.rollouts import EXECUTED_INFO
 
 CONNECT_TIMEOUT_S = 3.0
 DOWNLOAD_TIMEOUT_S = 3600.0  # in all: a server that accepts and stalls, or drips bytes, is given up
@@ -275,7 +276,7 @@ def _download(dataset_id: str, seconds: float):
 
 
 def iterate_episodes(ds, source: str, episode_indices=None):
-    """The dataset's episodes as Minari ``EpisodeData`` (flat HDF5 ones with empty ``infos``: rlft reads none);
+    """The dataset's episodes as Minari ``EpisodeData`` (flat HDF5 ones with only the infos rlft reads);
     damage found while reading them (deep in an HDF5 file) is one clear error."""
     fast = _flat_hdf5_file(ds)
     if episode_indices is None:
@@ -311,25 +312,34 @@ def _flat_hdf5_file(ds) -> Path | None:
     return Path(path)
 
 
+def _read_array(fid, name: str) -> np.ndarray:
+    import h5py
+
+    dataset = h5py.h5d.open(fid, name.encode())
+    values = np.empty(dataset.get_space().shape, dataset.dtype)
+    if values.size:
+        dataset.read(h5py.h5s.ALL, h5py.h5s.ALL, values)
+    return values
+
+
 def _read_flat_hdf5(path: Path, episode_indices):
     """Minari's HDF5 episodes (the same arrays as ``HDF5Storage.get_episodes``) through h5py's low-level API.
 
     h5py's high-level ``File``/``Group``/``Dataset`` objects cost about 0.1 ms of Python each, and Minari opens
     six per episode; this reads the same episodes in about half the time (``benchmarks/serialize.py``, reading
-    table). Infos are not read (rlft uses none)."""
+    table). Of the infos only the executed action of DART data is read (``noisy_execution``)."""
     import h5py
     from minari.dataset.episode_data import EpisodeData
 
     fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDONLY)
     try:
         for index in episode_indices:
-            arrays = {}
-            for key in _EPISODE_KEYS:
-                dataset = h5py.h5d.open(fid, f"episode_{int(index)}/{key}".encode())
-                arrays[key] = np.empty(dataset.get_space().shape, dataset.dtype)
-                if arrays[key].size:
-                    dataset.read(h5py.h5s.ALL, h5py.h5s.ALL, arrays[key])
-            yield EpisodeData(id=int(index), infos={}, **arrays)
+            arrays = {key: _read_array(fid, f"episode_{int(index)}/{key}") for key in _EPISODE_KEYS}
+            try:
+                executed = _read_array(fid, f"episode_{int(index)}/infos/{EXECUTED_INFO}")
+            except KeyError:  # not DART data, or recorded before rlft kept the executed action
+                executed = None
+            yield EpisodeData(id=int(index), infos={} if executed is None else {EXECUTED_INFO: executed}, **arrays)
     finally:
         fid.close()
 

@@ -125,6 +125,9 @@ def add_noise(space, actions: np.ndarray, noise: float, rngs: list[np.random.Gen
     return np.where(flips.reshape((-1,) + (1,) * (actions.ndim - 1)), random, actions).astype(actions.dtype)
 
 
+EXECUTED_INFO = "executed_action"  # the step info (and Minari infos key) of the action a noisy env really took
+
+
 def noisy_execution(env, noise: float, seed: int):
     """``env`` stepped with the noise :func:`add_noise` would add, while callers (a Minari DataCollector wrapped
     around it) see and record the action they passed: DART-style data (Laskey et al., 2017), states off the
@@ -144,11 +147,15 @@ def noisy_execution(env, noise: float, seed: int):
             if seed is None:
                 raise InvalidInputError("noisy execution needs a seeded reset (episode i is reset with seed + i)")
             self._rng = np.random.default_rng([_base_seed, seed - _base_seed])
-            return self.env.reset(seed=seed, options=options)
+            obs, info = self.env.reset(seed=seed, options=options)
+            # Minari keeps one info per observation (T + 1) with one structure: the reset's has no action yet
+            return obs, {**info, EXECUTED_INFO: np.full(self.action_space.shape, np.nan, np.float32)}
 
         def step(self, action):
             executed = add_noise(self.action_space, np.asarray(action)[None], noise, [self._rng])[0]
-            return self.env.step(executed)
+            obs, reward, terminated, truncated, info = self.env.step(executed)
+            # what the env was stepped with: a critic learns what actions do from it, not from the clean label
+            return obs, reward, terminated, truncated, {**info, EXECUTED_INFO: np.asarray(executed, np.float32)}
 
     _base_seed = seed
     return NoisyExecution(env)

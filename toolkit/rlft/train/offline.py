@@ -50,10 +50,11 @@ def warn_relabelled_actions(dataset: RlftDataset) -> None:
     Measured: the IQL critic of row 11e (Pendulum, such data) ranked the SFT model's own draws into play below
     random, where the same method is row 12e's best on executed-action data."""
     labels = ((dataset.info.get("source_info") or {}).get("rlft") or {}).get("action_labels")
-    if labels == "clean":
+    if labels == "clean" and "executed_action" not in dataset.columns():
         err_console.print(f"[yellow]Warning:[/] {dataset.path}'s actions are the policy's clean labels, not the "
                           "noisy ones the environment was stepped with (DART): a critic learned from them does not "
-                          "see what actions do; for offline RL collect with --label-actions executed",
+                          "see what actions do; collect again (rlft records the executed action beside the label "
+                          "since then) or with --label-actions executed",
                           highlight=False, soft_wrap=True)
 
 
