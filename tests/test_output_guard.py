@@ -3,6 +3,8 @@ so --overwrite can never delete what the command reads (issue #28)."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from rlft.core.errors import InvalidInputError
@@ -285,11 +287,14 @@ def test_eval_never_replaces_a_users_folder_or_plot_beside_its_report(cli, tmp_p
     args = ("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--quiet", "--out",
             u / "thesis.json")
     result = cli(*args)
-    assert result.exit_code == 2 and "thesis.png" in result.output
+    assert result.exit_code == 2 and "thesis_tb" in result.output and "already exists" in result.output
     result = cli(*args, "--overwrite")
     assert result.exit_code == 2 and "ch1/draft.tex" in " ".join(result.output.split())
-    assert (u / "thesis_tb" / "ch1" / "draft.tex").read_text() == "d"
-    assert (u / "thesis.png").read_bytes() == b"my figure"
+    shutil.move(u / "thesis_tb", tmp_path / "kept")
+    result = cli(*args, "--overwrite")  # a file that is not a PNG: not a plot an earlier report wrote
+    assert result.exit_code == 2 and "is not a PNG plot" in " ".join(result.output.split())
+    assert (tmp_path / "kept" / "ch1" / "draft.tex").read_text() == "d"
+    assert (u / "thesis.png").read_bytes() == b"my figure" and not (u / "thesis.json").exists()
     out = tmp_path / "r" / "report.json"
     assert cli(*args[:-1], out).exit_code == 0
     assert cli(*args[:-1], out, "--overwrite").exit_code == 0  # its own plot and event files: replaced

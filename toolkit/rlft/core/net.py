@@ -131,6 +131,15 @@ class DeadlineError(TimeoutError):
     """:func:`within_deadline`'s call did not return in time (it may still be running, on a daemon thread)."""
 
 
+_ABANDONED: list[threading.Thread] = []  # requests left running past their deadline
+
+
+def abandoned_requests() -> bool:
+    """Whether a request left past its deadline still runs (the ``rlft`` command then exits without Python's
+    finalization, during which such a thread, inside an HTTP or upload library's native code, can crash it)."""
+    return any(thread.is_alive() for thread in _ABANDONED)
+
+
 def within_deadline(fn, seconds: float):
     """``fn()`` run on a daemon thread and waited for at most ``seconds`` in all: a server that accepts and never
     answers, or answers one byte at a time (which resets every per-read timeout), cannot hold the caller longer.
@@ -148,6 +157,7 @@ def within_deadline(fn, seconds: float):
     thread.start()
     thread.join(seconds)
     if not outcome:
+        _ABANDONED.append(thread)
         raise DeadlineError(f"no complete answer within {seconds:g} s")
     ok, value = outcome[0]
     if not ok:

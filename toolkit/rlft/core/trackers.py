@@ -100,6 +100,30 @@ def finish_library_trackers() -> None:
             trackio.finish()
 
 
+def check_log_folder(path: Path, overwrite: bool, beside: str) -> None:
+    """Before anything is logged into ``path`` (the trackers' folder beside an output file): an existing one is used
+    only with ``--overwrite`` and only when it holds what trackers write (TensorBoard event files, a W&B run), so a
+    user's folder of that name is never written into."""
+    from rlft.core.errors import OutputExistsError
+    from rlft.core.manifest import EVENT_FILE_PREFIX
+
+    path = Path(path)
+    if not (path.exists() or path.is_symlink()):
+        return
+    if not overwrite:
+        raise OutputExistsError(f"{path} (the log folder beside {beside}) already exists",
+                                hint="pass --overwrite to log into it again, or choose another --out")
+    if path.is_symlink() or not path.is_dir():
+        raise OutputExistsError(f"{path} (beside {beside}) is not a log folder rlft wrote",
+                                hint="move it or choose another --out")
+    foreign = sorted(str(f.relative_to(path)) for f in path.rglob("*") if not f.is_dir()
+                     and not f.name.startswith(EVENT_FILE_PREFIX) and f.relative_to(path).parts[0] != "wandb")
+    if foreign:
+        raise OutputExistsError(f"{path} (the log folder beside {beside}) holds files no tracker wrote "
+                                f"({', '.join(foreign[:5])}), so nothing is logged into it",
+                                hint="move them or choose another --out")
+
+
 def scratch_logdir(stage: str) -> Path:
     """A temporary folder for the trackers of a run whose own folder is written at its end (atomically)."""
     return Path(tempfile.mkdtemp(prefix=f"rlft-{stage}-logs-"))

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
-from rlft.core.errors import InvalidInputError, OfflineError
+from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
 from rlft.core.net import (
     HUB_TIMEOUT_VARIABLE,
     DeadlineError,
@@ -84,7 +84,26 @@ def hub_snapshot(repo_id: str, repo_type: str) -> str:
                            hint=f"a slow or stalled Hub: try again, raise {HUB_TIMEOUT_VARIABLE} (seconds), or "
                                 f"{local}") from exc
     except Exception as exc:  # noqa: BLE001 - repository not found, gated, network error...
-        raise InvalidInputError(f"cannot download {what} {repo_id!r} from the Hub: {exc}") from exc
+        raise download_error(exc, what, repo_id, endpoint) from exc
+
+
+def download_error(exc: Exception, what: str, repo_id: str, endpoint: str) -> Exception:
+    """A failed Hub download as one line: the repository the user named is wrong (not found, gated, a 4xx: exit 2),
+    or the endpoint failed or answered something that is not a Hub reply (a 5xx, HTML, bad JSON: exit 1)."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None) if isinstance(exc, HfHubHTTPError) else None
+    if status is not None and status < 500:
+        return InvalidInputError(f"cannot download {what} {repo_id!r} from the Hub: {exc}")
+    transport = isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "requests")
+    if transport and status is None:  # the connection dropped
+        return OfflineError(f"the download of {what} {repo_id!r} from {redact_text(endpoint)} failed: "
+                            f"{type(exc).__name__}: {str(exc)[:160]}", hint="check the network and try again")
+    return RemoteError(f"the Hub at {redact_text(endpoint)} answered the download of {what} {repo_id!r} with "
+                       + (f"HTTP {status}" if status else f"something that is not a Hub reply ({type(exc).__name__}: "
+                                                          f"{str(exc)[:160]})"),
+                       hint="is HF_ENDPOINT a Hugging Face Hub? try again later")
 
 
 def load_dataset_dict(local: Path):

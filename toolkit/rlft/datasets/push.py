@@ -95,6 +95,20 @@ def resolve_token(token: str | None) -> str:
     return token
 
 
+def check_branch_name(revision: str | None) -> None:
+    """A branch name git would take (``git check-ref-format --branch``'s main rules): no ``..``, no leading ``/`` or
+    ``-``, no control characters, spaces or ``~^:?*[\\``, no ``.lock`` ending; a path such as ``../../x`` is not a
+    branch."""
+    if revision is None:
+        return
+    bad = (not revision or revision.startswith(("/", "-", ".")) or revision.endswith(("/", ".", ".lock"))
+           or ".." in revision or "//" in revision or "@{" in revision
+           or any(c in revision for c in " ~^:?*[\\") or any(ord(c) < 32 or ord(c) == 127 for c in revision))
+    if bad:
+        raise InvalidInputError(f"--revision {revision!r} is not a branch name",
+                                hint="use letters, digits, - _ . and / between names, e.g. v1 or exp/run-2")
+
+
 def push_dataset(
     folder: Path,
     repo_id: str,
@@ -112,6 +126,7 @@ def push_dataset(
     files = upload_files(folder)
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise InvalidInputError(f"--repo-id must be USER/NAME, got {repo_id!r}")
+    check_branch_name(revision)
     if api is None:
         if hub_offline():  # first: offline mode is the reason a push cannot happen, whatever the token
             raise OfflineError("HF_HUB_OFFLINE is set", hint="unset it to push to the Hub")

@@ -15,9 +15,11 @@ import rlft
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
+from rlft.core.output_file import is_png
 from rlft.core.plotting import figure, save_figure
 from rlft.core.reading import read_json_mapping
 from rlft.core.secrets import redact
+from rlft.core.trackers import check_log_folder
 from rlft.envs.frozenlake import is_frozenlake, map_rows
 from rlft.envs.registry import normalized_score, reference_scores
 
@@ -205,28 +207,17 @@ def check_side_files(out: Path, overwrite: bool) -> None:
     only when it is a file, the log folder only when it holds TensorBoard event files alone (what an earlier report
     wrote there); anything else of the user's there is refused by name, with nothing run or written."""
     from rlft.core.errors import OutputExistsError
-    from rlft.core.manifest import EVENT_FILE_PREFIX
 
     paths = side_paths(Path(out))
-    for kind in ("png", "tensorboard"):
-        path = paths[kind]
-        if not (path.exists() or path.is_symlink()):
-            continue
+    check_log_folder(paths["tensorboard"], overwrite, f"--out {out}")
+    path = paths["png"]
+    if path.exists() or path.is_symlink():
         if not overwrite:
             raise OutputExistsError(f"{path} (written beside --out {out}) already exists",
                                     hint="pass --overwrite to replace it, or choose another --out")
-        wrong = path.is_symlink() or not (path.is_file() if kind == "png" else path.is_dir())
-        if wrong:
-            what = "plot file" if kind == "png" else "log folder"
-            raise OutputExistsError(f"{path} (written beside --out {out}) is not a {what} an earlier report wrote",
+        if path.is_symlink() or not (path.is_file() and is_png(path)):
+            raise OutputExistsError(f"{path} (written beside --out {out}) is not a PNG plot an earlier report wrote",
                                     hint="move it or choose another --out")
-        if kind == "tensorboard":
-            foreign = sorted(str(f.relative_to(path)) for f in path.rglob("*")
-                             if not f.is_dir() and not f.name.startswith(EVENT_FILE_PREFIX))
-            if foreign:
-                raise OutputExistsError(f"{path} (the log folder beside --out {out}) holds files an evaluation does "
-                                        f"not write ({', '.join(foreign[:5])}), so it is not replaced",
-                                        hint="move them or choose another --out")
 
 
 def write_report(report: dict[str, Any], out: Path) -> dict[str, str]:
@@ -379,4 +370,9 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
     data = read_json_mapping(path, "report")
     if "rlft_report_version" not in data:
         raise InvalidInputError(f"{path} is not an rlft eval report (no rlft_report_version)")
+    for key in ("return_mean", "success_rate", "normalized_score", "expert_agreement"):
+        value = data.get(key)  # rlft never writes a NaN score (it refuses a non-finite return): an edited report
+        if isinstance(value, float) and not np.isfinite(value):
+            raise InvalidInputError(f"{path}: {key} is {value}, which no rlft evaluation writes",
+                                    hint="evaluate again (rlft eval) instead of editing the report")
     return data

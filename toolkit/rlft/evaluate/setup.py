@@ -104,13 +104,17 @@ def build_setup(config: EvalConfig) -> Setup:
 
 
 def _check_options(config: EvalConfig, kind: str) -> None:
-    """Refuse an unknown --backend, --backend openai for a non-LLM policy and a negative --n-examples."""
+    """Refuse an unknown --backend, --backend openai or --target-return for a non-LLM policy and a negative
+    --n-examples."""
     if config.backend not in BACKENDS:
         raise InvalidInputError(f"--backend must be one of {', '.join(BACKENDS)}, got {config.backend!r}")
     if config.backend == "openai" and kind != "llm":
         raise InvalidInputError("--backend openai is for llm policies")
     if config.n_examples < 0:
         raise InvalidInputError("--n-examples must be >= 0")
+    if config.target_return is not None and kind != "llm":
+        raise InvalidInputError(f"--target-return conditions an LLM whose codec writes the return-to-go; a {kind} "
+                                "policy does not read it", hint="leave --target-return out")
 
 
 def _checked_env(config: EvalConfig, codec: Codec | None, codec_source: str | None, fallback_env: str | None,
@@ -239,6 +243,10 @@ def _llm_setup(config: EvalConfig, model_arg: str, dataset: RlftDataset | None, 
     if codec is None:
         raise InvalidInputError(f"no codec for {model_arg}: pass --codec DATASET_DIR (the dataset the model was "
                                 "trained on)", hint="a RUN folder written by rlft train carries rlft_codec.json")
+    if config.target_return is not None and not codec.template.return_to_go:  # it would be recorded, unused
+        raise InvalidInputError(f"--target-return: the codec of {codec_source or model_arg} writes no return-to-go "
+                                "in its prompts, so the model is not conditioned on it",
+                                hint="leave --target-return out, or serialize with --return-to-go")
     env_id, env_kwargs, obs_space, act_space = _checked_env(config, codec, codec_source, None, None)
     qtable = _qtable(trained_on, codec, obs_space)
     fallback = _fallback_action(config, codec, act_space)

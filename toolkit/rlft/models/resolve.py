@@ -125,7 +125,17 @@ def load_model(path: str, dtype=None):
     try:
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except Exception as exc:  # noqa: BLE001 - report which folder failed
-        raise InvalidInputError(f"cannot load a causal LM from {path}: {exc}") from exc
+        raise InvalidInputError(f"cannot load a causal LM from {path}: {first_sentence(exc)}",
+                                hint="its config.json names a model type or files this transformers cannot load: "
+                                     "is it a model folder (rlft model init / model fetch)?") from exc
+
+
+def first_sentence(exc: Exception, limit: int = 300) -> str:
+    """A library's error as one line: its first paragraph's first sentence (transformers appends paragraphs of
+    install advice that do not apply to a damaged folder)."""
+    text = " ".join(str(exc).split("\n\n")[0].split()) or type(exc).__name__
+    end = text.find(". ")
+    return (text[: end + 1] if 0 < end < limit else text[:limit])
 
 
 def count_parameters(model) -> tuple[int, int]:

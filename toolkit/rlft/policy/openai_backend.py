@@ -209,10 +209,10 @@ class OpenAIBackend(GenerationBackend):
             error.status_code = exc.status_code
             raise error from exc
         except (openai.APIResponseValidationError, ValueError) as exc:
-            raise InvalidInputError(f"malformed reply from {url}: {str(exc)[:200]}") from exc
+            raise RemoteError(f"malformed reply from {url}: {str(exc)[:200]}") from exc
 
-    def _too_large_error(self, url: str, exc: BaseException) -> InvalidInputError:
-        return InvalidInputError(f"malformed reply from {url}: larger than the {self.reply_cap:,} bytes a reply to "
+    def _too_large_error(self, url: str, exc: BaseException) -> RemoteError:
+        return RemoteError(f"malformed reply from {url}: larger than the {self.reply_cap:,} bytes a reply to "
                                  f"{self.max_new_tokens} new tokens can take ({exc})",
                                  hint="is --api-url an OpenAI-compatible model server?")
 
@@ -242,7 +242,7 @@ class OpenAIBackend(GenerationBackend):
     def _choices(reply, url: str) -> list:
         choices = getattr(reply, "choices", None)
         if not isinstance(choices, list) or not choices:
-            raise InvalidInputError(f"malformed reply from {url}: no choices ({str(reply)[:160]})")
+            raise RemoteError(f"malformed reply from {url}: no choices ({str(reply)[:160]})")
         return choices
 
     def _chat(self, messages: list[dict[str, str]]) -> str:
@@ -251,7 +251,7 @@ class OpenAIBackend(GenerationBackend):
         message = getattr(choice, "message", None)
         content = getattr(message, "content", None) if message is not None else None
         if not hasattr(message, "content") or not isinstance(content, str | None):  # {"message": 5}, {"content": 5}
-            raise InvalidInputError(f"malformed reply from {url}: no text in choices[0].message ({str(choice)[:160]})")
+            raise RemoteError(f"malformed reply from {url}: no text in choices[0].message ({str(choice)[:160]})")
         return self._finish(content or "", getattr(choice, "finish_reason", None))
 
     def _completions(self, prompts: list[str]) -> list[str]:
@@ -270,9 +270,9 @@ class OpenAIBackend(GenerationBackend):
             if not all(isinstance(t, str) for t in texts):
                 raise TypeError("a choice's text is not text")
         except (AttributeError, TypeError) as exc:
-            raise InvalidInputError(f"malformed reply from {url}: choices without text") from exc
+            raise RemoteError(f"malformed reply from {url}: choices without text") from exc
         if len(texts) != len(prompts):
-            raise InvalidInputError(f"malformed reply from {url}: {len(texts)} choices for {len(prompts)} prompts")
+            raise RemoteError(f"malformed reply from {url}: {len(texts)} choices for {len(prompts)} prompts")
         return texts
 
     def _generate(self, prompts: list[Prompt]) -> list[str]:

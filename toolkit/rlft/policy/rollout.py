@@ -107,7 +107,8 @@ def rollout(policy: Policy, env_fns: list[Callable], episodes: int, seed: int, i
             agreement: Agreement | None = None, video: VideoSlots | None = None,
             on_episode: Callable[[EpisodeResult], None] | None = None,
             result: RolloutResult | None = None) -> RolloutResult:
-    """Run ``episodes`` episodes (episode i seeded ``seed + i``) over ``len(env_fns)`` vector slots.
+    """Run ``episodes`` episodes (episode i seeded ``seed + i``) over ``len(env_fns)`` vector slots; a policy that
+    plays a NaN or infinite action stops the run with one line naming it (the env would blame its reward).
 
     ``result`` (optional) is filled in place, so a caller keeps the finished episodes when the policy fails
     mid-run (a generation server that dies): they are in ``result.episodes`` when the exception arrives."""
@@ -128,6 +129,7 @@ def rollout(policy: Policy, env_fns: list[Callable], episodes: int, seed: int, i
             t0 = time.perf_counter()
             actions = policy.act(live_obs, live)
             slots.policy_seconds += time.perf_counter() - t0
+            check_finite_actions(actions, policy)
             if agreement is not None:
                 agreement.update(result, live_obs, actions)
             full = _all_slot_actions(envs, live, actions, idle_action)
@@ -148,6 +150,16 @@ def rollout(policy: Policy, env_fns: list[Callable], episodes: int, seed: int, i
     if video is not None:
         result.videos = video.finish()
     return result
+
+
+def check_finite_actions(actions, policy: Policy) -> None:
+    """Refuse a NaN or infinite action before the env is stepped with it (a diverged offline or BC policy)."""
+    values = np.asarray(actions)
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        bad = values[~np.isfinite(values)].ravel()[0]
+        raise InvalidInputError(f"the {policy.kind} policy played a non-finite "
+                                f"action ({bad}): its weights or inputs hold NaN or infinite values",
+                                hint="train it again (rlft train refuses non-finite rows), or check its file")
 
 
 def _reset_all_slots(envs, policy: Policy, seed: int, video: VideoSlots | None):

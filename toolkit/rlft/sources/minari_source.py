@@ -188,9 +188,13 @@ def _whole(value) -> bool:
 
 
 def check_counts(data: Path, source: str) -> None:
-    """Minari sizes its episode index from metadata.json's ``total_episodes`` before it reads any data, so a
+    """Every file of the dataset is a regular one (a FIFO in place of the HDF5 file blocks for ever). Minari sizes
+    its episode index from metadata.json's ``total_episodes`` before it reads any data, so a
     damaged count (10**9) would take gigabytes before anything fails: the counts must be whole numbers, at most one
     episode per step, and for HDF5 storage the number of episodes the file holds."""
+    special = next((p for p in sorted(data.rglob("*")) if not p.is_dir() and not p.is_file()), None)
+    if special is not None:  # a FIFO or a device would block or never end when HDF5 or Arrow opens it
+        raise damaged(source, ValueError(f"{special.relative_to(data)} is not a regular file"))
     try:
         meta = json.loads((data / "metadata.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -21,7 +21,8 @@ from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.output_file import check_output_file, is_zip
 from rlft.core.seeding import limit_threads, seed_everything
-from rlft.core.trackers import Trackers, parse_report_to
+from rlft.core.trackers import Trackers, check_log_folder, parse_report_to
+from rlft.datasets.row_checks import check_box_actions, check_finite_rows
 from rlft.models.bc import BC_FORMAT, MAX_HIDDEN, BCActions, BCFeatures, build_mlp, save_mlp_policy
 from rlft.train.bc_config import BCConfig
 from rlft.train.stage import check_finite_weights
@@ -30,7 +31,9 @@ __all__ = ["BCConfig", "train_bc"]  # BCConfig lives in bc_config (the CLI is ge
 
 
 def _check(config: BCConfig) -> None:
-    parse_report_to(config.report_to)
+    if parse_report_to(config.report_to):
+        out = Path(config.out)
+        check_log_folder(out.with_name(out.stem + "_tb"), config.overwrite, f"--out {out}")
     check_output_file(config.out, config.overwrite, inputs=[("--dataset", config.dataset)], ours=is_zip)
     if config.epochs < 1 or config.batch_size < 1:
         raise InvalidInputError("--epochs and --batch-size must be at least 1")
@@ -101,16 +104,8 @@ def _load_rows(config: BCConfig):
         obs, actions = obs[: config.max_train_samples], actions[: config.max_train_samples]
     if len(obs) == 0:
         raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
-    for name, values in (("observation", obs), ("action", actions)):
-        try:
-            rows = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
-        except (TypeError, ValueError):
-            continue  # text observations: nothing to be non-finite
-        bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
-        if len(bad):
-            raise InvalidInputError(f"{config.dataset}: {len(bad)} {config.split} row(s) have a non-finite {name} "
-                                    f"(first: row {int(bad[0])}, {rows[bad[0]].tolist()})",
-                                    hint="re-serialize with rlft data serialize --drop-nonfinite, or fix the source")
+    check_finite_rows(config.dataset, config.split, [("observation", obs), ("action", actions)])
+    check_box_actions(config.dataset, config.split, actions, codec.action_space)
     return codec, obs, actions
 
 

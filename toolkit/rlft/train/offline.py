@@ -25,6 +25,7 @@ from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.core.trackers import Trackers, move_logs, parse_report_to, scratch_logdir
 from rlft.datasets.dataset import RlftDataset
+from rlft.datasets.row_checks import check_box_actions, check_finite_rows
 from rlft.envs.registry import make_env, normalized_score
 from rlft.models.bc import BC_FORMAT, BCActions, BCFeatures, build_mlp, save_mlp_policy
 from rlft.models.offline import (
@@ -74,6 +75,9 @@ def train_offline(config: OfflineConfig) -> dict[str, Any]:
     data = dataset.transitions(config.split, config.max_train_samples)
     if len(data) == 0:
         raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
+    check_finite_rows(config.dataset, config.split, [("observation", data.observations), ("action", data.actions),
+                                                     ("next_observation", data.next_observations)])
+    check_box_actions(config.dataset, config.split, data.actions, codec.action_space)
     features, targets = BCFeatures(codec.observation_space), BCActions(codec.action_space)
     features.fit(data.observations)
     targets.fit(data.actions)
