@@ -179,3 +179,14 @@ def test_bc_never_logs_into_a_users_folder_named_like_its_log_folder(cli, tmp_pa
         result = cli("train", "bc", "--dataset", data, "--epochs", "1", "--out", tmp_path / "bc.pt", "--report-to",
                      "tensorboard", *extra)
         assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("variables", [{"a": "{b}", "b": "{a}"}, {"a": "{a}"}])
+def test_pipeline_variables_in_a_circle_are_named_as_one(cli, tmp_path, variables):
+    import yaml
+
+    spec = tmp_path / "p.yaml"
+    spec.write_text(yaml.safe_dump({"name": "p", "vars": variables,
+                                    "steps": [{"command": "data info", "args": {"dataset": "{a}"}}]}))
+    one_line(cli("pipeline", "run", spec, "--out", tmp_path / "out"), 2, "refer to each other in a circle: a")
+    assert not (tmp_path / "out").exists()

@@ -85,10 +85,14 @@ def _resolve(variables: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]
     for _ in range(len(merged) + 1):
         resolved = {k: _substitute(v, merged) for k, v in merged.items()}
         if resolved == merged:
-            return resolved
+            break
         merged = resolved
+    # a value still naming a variable once nothing changes (a: "{b}", b: "{a}" settle as a: "{a}") is a circle
     circle = sorted(k for k, v in merged.items() if set(_undefined(v)) & set(merged))
-    raise InvalidInputError(f"pipeline variables refer to each other in a circle: {', '.join(circle)}")
+    if circle:
+        raise InvalidInputError(f"pipeline variables refer to each other in a circle: {', '.join(circle)}",
+                                hint="give one of them a value that names no other")
+    return merged
 
 
 STEP_KEYS = ("command", "args", "enabled", "skip_if_exists", "force")

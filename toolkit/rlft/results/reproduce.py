@@ -13,11 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rlft.core.errors import InvalidInputError
 from rlft.core.reading import read_json_mapping
-from rlft.results.summary import load_seed_records
 
 LEVEL = 0.95
 MIN_SEEDS = 3  # with two seeds the interval is wider than any score range: nothing to check against
@@ -28,6 +25,7 @@ HEADLINES = (("success_rate", "success", ".3f"), ("normalized_score", "normalize
 
 def prediction_interval(values: list[float], level: float = LEVEL) -> tuple[float, float] | None:
     """The ``level`` prediction interval for one more draw of ``values`` (None under MIN_SEEDS values)."""
+    import numpy as np  # here, not at the top: rlft results render is imported with the CLI, which stays light
     from scipy.stats import t as student_t
 
     arr = np.asarray([v for v in values if v is not None], dtype=float)
@@ -54,6 +52,8 @@ def headline_key(report_keys) -> tuple[str, str] | None:
 
 def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, Any]:
     """Each policy of the new seed record against the prediction interval of the committed seeds of ``name``."""
+    from rlft.results.summary import load_seed_records
+
     record = read_json_mapping(record_path, "seed record")
     if not isinstance(record.get("reports"), dict) or not record["reports"]:
         raise InvalidInputError(f"{record_path} holds no reports: not a seed record of rlft results record")
