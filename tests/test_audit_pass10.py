@@ -190,3 +190,13 @@ def test_pipeline_variables_in_a_circle_are_named_as_one(cli, tmp_path, variable
                                     "steps": [{"command": "data info", "args": {"dataset": "{a}"}}]}))
     one_line(cli("pipeline", "run", spec, "--out", tmp_path / "out"), 2, "refer to each other in a circle: a")
     assert not (tmp_path / "out").exists()
+
+
+def test_video_overwrite_leaves_only_this_evaluations_videos(cli, tmp_path):
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    (folder / "episode-0007-seed-7.mp4").write_text("an earlier evaluation's")
+    result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--seed", "5", "--quiet",
+                 "--max-episode-steps", "5", "--video", folder, "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["episode-0000-seed-5.mp4"]

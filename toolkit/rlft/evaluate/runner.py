@@ -62,6 +62,7 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
         setup.policy = CriticRankPolicy(setup.policy, critic, str(config.critic), config.critic_candidates,
                                         seed=config.seed, min_prob=config.critic_min_prob)
     num_envs = _num_envs(config, setup)
+    earlier_videos = sorted(Path(config.video).glob("*.mp4")) if config.video and Path(config.video).is_dir() else []
     video = _video_slots(config, setup, num_envs)
     if not config.quiet:
         _print_setup(setup)
@@ -76,9 +77,19 @@ def run_evaluation(config: EvalConfig) -> dict[str, Any]:
         report.update(_action_error(setup, held_out), action_error_dataset=str(config.action_error))
     if config.out is not None:
         report["files"] = write_report(report, Path(config.out))
+    _drop_replaced_videos(earlier_videos, result)
     if not config.quiet:
         print_report(report)
     return report
+
+
+def _drop_replaced_videos(earlier: list[Path], result) -> None:
+    """--overwrite replaces an earlier evaluation's videos: once this one's are written, those it did not write
+    again go (check_video_folder let only such videos be there), so the folder shows one evaluation."""
+    written = {Path(p).resolve() for p in (getattr(result, "videos", None) or [])}
+    for path in earlier:
+        if path.resolve() not in written and VIDEO_FILES.fullmatch(path.name):
+            path.unlink(missing_ok=True)
 
 
 def _load_critic(config: EvalConfig):
