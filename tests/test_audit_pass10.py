@@ -3,6 +3,7 @@ beside an --overwrite'd report, a FIFO inside a Minari dataset (a hang), NaN and
 silently, a NaN policy blamed on the env, a remote's non-answers reported as bad input, a model type error three
 paragraphs long, an unused --target-return recorded as used, and a timed-out request left to crash the exit."""
 
+# ruff: noqa: F811  (the fixtures imported below are test parameters by name)
 from __future__ import annotations
 
 import json
@@ -16,15 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from factories import make_bandit_dataset, one_line
-from test_audit_pass9_limits import _Server, hub_at  # noqa: F401 - the fixture is used by name
-
-
-@pytest.fixture
-def lake(cli, tmp_path) -> Path:
-    out = tmp_path / "fl"
-    result = cli("data", "export-q", "frozenlake", "--out", out, "--episodes", "10")
-    assert result.exit_code == 0, result.output
-    return out
+from test_audit_pass9 import lake  # noqa: F401 - fixtures, used by name
+from test_audit_pass9_limits import _Server, hub_at  # noqa: F401
 
 
 def test_eval_overwrite_keeps_a_users_file_where_the_plot_would_go(cli, lake, tmp_path):
