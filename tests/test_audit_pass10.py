@@ -194,3 +194,11 @@ def test_video_overwrite_leaves_only_this_evaluations_videos(cli, tmp_path):
                  "--max-episode-steps", "5", "--video", folder, "--overwrite")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in folder.iterdir()) == ["episode-0000-seed-5.mp4"]
+
+
+def test_a_pipe_where_a_file_is_read_is_named_as_one_not_as_missing(cli, tmp_path):
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    one_line(cli("pipeline", "run", fifo, "--out", tmp_path / "out"), 2, "pipeline file", "is not a regular file")
+    one_line(cli("eval", "--policy", "random", "--codec", fifo, "--episodes", "1"), 2, "is not a folder")
+    one_line(cli("pipeline", "run", tmp_path / "none.yaml", "--out", tmp_path / "out"), 2, "no pipeline file at")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.reading import read_yaml_mapping, yaml_value
+from rlft.core.reading import read_yaml_mapping, require_file, yaml_value
 from rlft.core.seeding import MAX_SEED
 
 
@@ -181,8 +181,7 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
                   seeds: str | None = None) -> tuple[dict, list[tuple[str, list[str]]]]:
     """Parse a pipeline file and return (spec, [(label, argv) of each step to run])."""
 
-    if not path.is_file():
-        raise InvalidInputError(f"no pipeline file {path}", hint="see the files under pipelines/")
+    require_file(path, "pipeline file", hint="see the files under pipelines/")
     spec = read_pipeline_spec(path)
     variables = dict(spec.get("vars") or {})
     for item in overrides:

@@ -17,7 +17,7 @@ import numpy as np
 
 from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError, RlftError
-from rlft.core.reading import read_json_mapping
+from rlft.core.reading import read_json_mapping, require_file
 from rlft.envs.frozenlake import validate_rows
 from rlft.envs.registry import ensure_registered
 from rlft.envs.spaces import space_from_dict, space_to_dict
@@ -255,9 +255,6 @@ def load_codec(path: str | os.PathLike) -> Codec:
     """Load the codec of a dataset folder (or a codec JSON file itself)."""
     path = Path(path)
     file = path / CODEC_FILENAME if path.is_dir() else path
-    if not file.is_file():
-        raise InvalidInputError(
-            f"no codec file at {file}", hint="pass an rlft dataset folder (it holds rlft_codec.json)"
-        )
+    require_file(file, "codec file", hint="pass an rlft dataset folder (it holds rlft_codec.json)")
 
     return codec_from_dict(read_json_mapping(file, "codec file"), f"codec file {file}")

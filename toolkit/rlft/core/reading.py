@@ -13,6 +13,18 @@ from rlft.core.errors import InvalidInputError
 MAX_TEXT_FILE_BYTES = 16 * 2**20  # a settings, card or pipeline file larger than this is not one
 
 
+def require_file(path: str | os.PathLike, what: str, hint: str | None = None) -> Path:
+    """``path`` when it is a regular file; else one line saying what it is instead: missing, a folder, or a pipe or
+    device (read, it would block or never end)."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if not path.exists():
+        raise InvalidInputError(f"no {what} at {path}", hint=hint)
+    kind = "a folder" if path.is_dir() else "not a regular file (a pipe or a device?)"
+    raise InvalidInputError(f"{what} {path} is {kind}", hint=hint)
+
+
 def read_text_file(path: str | os.PathLike, what: str = "file", limit: int = MAX_TEXT_FILE_BYTES) -> str:
     """A UTF-8 text file's content; one clear error when it is missing, a folder, not a regular file (a FIFO or a
     device would be read forever), larger than ``limit`` bytes, unreadable or binary."""

@@ -19,6 +19,7 @@ import numpy as np
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
+from rlft.core.reading import require_file
 from rlft.datasets.import_config import IMPORT_FORMATS, ImportConfig
 from rlft.envs.registry import make_env
 
@@ -57,8 +58,7 @@ def read_rlft4rl(path: Path) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """(observations (N, D), actions (N, A), the file line of each row) of an RLFT4RL JSON-lines file, every line
     checked."""
     path = Path(path)
-    if not path.is_file():
-        raise InvalidInputError(f"no RLFT4RL file at {path}")
+    require_file(path, "RLFT4RL file")
     observations, actions, lines = [], [], []
     try:
         with path.open(encoding="utf-8") as handle:

@@ -50,7 +50,9 @@ def resolve_dataset(name: str | os.PathLike) -> Path:
             )
         return path
     text = str(name)
-    if path.exists() or not looks_like_hub_id(text):
+    if path.exists():  # a file, a pipe: a dataset is a folder
+        raise InvalidInputError(f"dataset {text!r} is not a folder", hint="pass an rlft dataset folder or a Hub id")
+    if not looks_like_hub_id(text):
         raise InvalidInputError(f"dataset {text!r} does not exist", hint="pass an rlft dataset folder or a Hub id")
     return Path(hub_snapshot(text, "dataset"))
 

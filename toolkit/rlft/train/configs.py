@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.reading import read_yaml_mapping
+from rlft.core.reading import read_yaml_mapping, require_file
 from rlft.core.seeding import MAX_SEED
 from rlft.train.config_values import coerce
 from rlft.train.trl_config import TrlDefault, effective_trl_settings, extra_trl_settings, trl_value
@@ -177,8 +177,7 @@ def field_types(cls) -> dict[str, Any]:
 def read_yaml_config(path: Path, section: str) -> dict[str, Any]:
     """The stage fields of a config file (flat mapping, or the ``section`` key of a pipeline file)."""
     path = Path(path)
-    if not path.is_file():
-        raise InvalidInputError(f"no config file {path}", hint="see pipelines/sft.yaml and pipelines/grpo.yaml")
+    require_file(path, "config file", hint="see pipelines/sft.yaml and pipelines/grpo.yaml")
     data = read_yaml_mapping(path, "a mapping of config fields")
     if section in data and isinstance(data[section], dict):
         return dict(data[section])
