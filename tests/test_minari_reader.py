@@ -8,7 +8,7 @@ import pytest
 
 from factories import STRUCTURED_ENV_IDS, make_continuous_minari_dataset, make_minari_dataset, register_structured_envs
 from rlft.core.errors import InvalidInputError
-from rlft.sources import minari_source
+from rlft.sources import minari_hdf5
 from rlft.sources.minari_source import iterate_episodes
 
 KEYS = ("observations", "actions", "rewards", "terminations", "truncations")
@@ -36,7 +36,7 @@ def test_flat_datasets_read_as_minari_reads_them(env_id):
     """Box and Discrete observations and actions (CartPole: Box/Discrete, FrozenLake: Discrete/Discrete,
     Pendulum: Box/Box), all episodes and a subset in another order."""
     dataset = make_minari_dataset(f"test/{env_id.lower()}-v0", env_id=env_id, episodes=4, max_steps=40)
-    assert minari_source._flat_hdf5_file(dataset) is not None
+    assert minari_hdf5.flat_hdf5_file(dataset) is not None
     _same_episodes(dataset)
     _same_episodes(dataset, [3, 0, 2])
 
@@ -50,7 +50,7 @@ def test_other_storages_and_structured_spaces_are_left_to_minari():
     arrow = make_minari_dataset("test/arrow-v0", episodes=2, data_format="arrow")
     structured = make_minari_dataset("test/dict-v0", env_id=STRUCTURED_ENV_IDS["dict"], episodes=2)
     for dataset in (arrow, structured):
-        assert minari_source._flat_hdf5_file(dataset) is None
+        assert minari_hdf5.flat_hdf5_file(dataset) is None
         _same_episodes(dataset)
 
 

@@ -23,8 +23,8 @@ from rlft.core.errors import InvalidInputError, OfflineError, RemoteError, requi
 from rlft.core.io import holds_content, refuse_arrival, refuse_foreign, temp_name
 from rlft.core.manifest import write_manifest
 from rlft.core.net import DeadlineError, check_reachable, host_port, hub_endpoint, hub_offline, within_deadline
+from rlft.sources.minari_hdf5 import flat_hdf5_file, read_flat_hdf5
 from rlft.sources.reference_scores import check_reference_scores
-from rlft.sources.rollouts import EXECUTED_INFO
 
 CONNECT_TIMEOUT_S = 3.0
 DOWNLOAD_TIMEOUT_S = 3600.0  # in all: a server that accepts and stalls, or drips bytes, is given up
@@ -282,10 +282,10 @@ def _download(dataset_id: str, seconds: float):
 def iterate_episodes(ds, source: str, episode_indices=None):
     """The dataset's episodes as Minari ``EpisodeData`` (flat HDF5 ones with only the infos rlft reads);
     damage found while reading them (deep in an HDF5 file) is one clear error."""
-    fast = _flat_hdf5_file(ds)
+    fast = flat_hdf5_file(ds)
     if episode_indices is None:
         episode_indices = ds.episode_indices
-    episodes = (_read_flat_hdf5(fast, episode_indices) if fast is not None
+    episodes = (read_flat_hdf5(fast, episode_indices) if fast is not None
                 else ds.iterate_episodes(episode_indices=episode_indices))
     while True:
         try:
@@ -295,57 +295,6 @@ def iterate_episodes(ds, source: str, episode_indices=None):
         except DAMAGE_ERRORS as exc:
             raise damaged(source, exc) from exc
         yield episode
-
-
-_EPISODE_KEYS = ("observations", "actions", "rewards", "terminations", "truncations")
-
-
-def _flat_hdf5_file(ds) -> Path | None:
-    """The HDF5 file of a dataset whose spaces are a plain Box or Discrete (one array per episode and key), or
-    None: other storages, structured spaces and JPEG-encoded images take Minari's own reader."""
-    from gymnasium import spaces
-    from minari.dataset.minari_storage import is_image_space
-
-    storage, flat = ds.storage, (spaces.Box, spaces.Discrete)
-    path = getattr(storage, "_file_path", None)
-    if type(storage).__name__ != "HDF5Storage" or path is None:
-        return None
-    for space in (ds.observation_space, ds.action_space):
-        if not isinstance(space, flat) or (getattr(storage, "_jpeg_encoding", True) and is_image_space(space)):
-            return None
-    return Path(path)
-
-
-def _read_array(fid, name: str) -> np.ndarray:
-    import h5py
-
-    dataset = h5py.h5d.open(fid, name.encode())
-    values = np.empty(dataset.get_space().shape, dataset.dtype)
-    if values.size:
-        dataset.read(h5py.h5s.ALL, h5py.h5s.ALL, values)
-    return values
-
-
-def _read_flat_hdf5(path: Path, episode_indices):
-    """Minari's HDF5 episodes (the same arrays as ``HDF5Storage.get_episodes``) through h5py's low-level API.
-
-    h5py's high-level ``File``/``Group``/``Dataset`` objects cost about 0.1 ms of Python each, and Minari opens
-    six per episode; this reads the same episodes in about half the time (``benchmarks/serialize.py``, reading
-    table). Of the infos only the executed action of DART data is read (``noisy_execution``)."""
-    import h5py
-    from minari.dataset.episode_data import EpisodeData
-
-    fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDONLY)
-    try:
-        for index in episode_indices:
-            arrays = {key: _read_array(fid, f"episode_{int(index)}/{key}") for key in _EPISODE_KEYS}
-            try:
-                executed = _read_array(fid, f"episode_{int(index)}/infos/{EXECUTED_INFO}")
-            except KeyError:  # not DART data, or recorded before rlft kept the executed action
-                executed = None
-            yield EpisodeData(id=int(index), infos={} if executed is None else {EXECUTED_INFO: executed}, **arrays)
-    finally:
-        fid.close()
 
 
 def space_line(space, limit: int = 120) -> str:
