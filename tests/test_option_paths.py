@@ -62,6 +62,8 @@ CASES = [
     ("results record x --seed 0 --reproduce y --report a={report} --results-dir {bad}", "--results-dir", [FILE]),
     ("results render --check --results-dir {bad}", "--results-dir", [MISSING, FILE]),
     ("results summarize x --results-dir {bad}", "--results-dir", [MISSING, FILE, EMPTY]),
+    ("results check x --record {bad} --results-dir {out}", "--record", [MISSING, FILE, EMPTY]),
+    ("results check x --record {report} --results-dir {bad}", "--results-dir", [MISSING, FILE]),
     ("train bc --dataset {bad} --out {out}", "--dataset", [MISSING, FILE, EMPTY]),
     ("train offline --dataset {bad} --out {out}", "--dataset", [MISSING, FILE, EMPTY]),
     ("train offline --dataset {lake} --out {bad} --overwrite", "--out", [INPUT_OUT]),
