@@ -187,6 +187,7 @@ def test_pipeline_variables_in_a_circle_are_named_as_one(cli, tmp_path, variable
 
 
 def test_video_overwrite_leaves_only_this_evaluations_videos(cli, tmp_path):
+    pytest.importorskip("moviepy")  # the video extra; the minimum-versions venv goes without it
     folder = tmp_path / "videos"
     folder.mkdir()
     (folder / "episode-0007-seed-7.mp4").write_text("an earlier evaluation's")

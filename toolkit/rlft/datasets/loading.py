@@ -98,8 +98,11 @@ def download_error(exc: Exception, what: str, repo_id: str, endpoint: str) -> Ex
     status = getattr(response, "status_code", None) if isinstance(exc, HfHubHTTPError) else None
     if status is not None and status < 500:
         return InvalidInputError(f"cannot download {what} {repo_id!r} from the Hub: {exc}")
+    # requests' JSONDecodeError is an OSError too (older huggingface_hub parses replies with requests): a reply
+    # that is not JSON is the endpoint's fault, not the network's
+    not_json = isinstance(exc, ValueError)
     transport = isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "requests")
-    if transport and status is None:  # the connection dropped
+    if transport and status is None and not not_json:  # the connection dropped
         return OfflineError(f"the download of {what} {repo_id!r} from {redact_text(endpoint)} failed: "
                             f"{type(exc).__name__}: {str(exc)[:160]}", hint="check the network and try again")
     return RemoteError(f"the Hub at {redact_text(endpoint)} answered the download of {what} {repo_id!r} with "
