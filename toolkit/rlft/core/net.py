@@ -163,3 +163,19 @@ def within_deadline(fn, seconds: float):
     if not ok:
         raise value
     return value
+
+
+def remote_fault(exc: BaseException) -> tuple[str, int | None]:
+    """What a failed call to a Hub-like server was, the one classification every caller shares: ("status", code)
+    when the server answered with an HTTP error, ("reply", None) when it answered something the client could not
+    read (HTML, bad JSON, JSON without the fields it needs), ("transport", None) when the connection failed."""
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if isinstance(status, int):
+        return "status", status
+    # a reply that is not JSON raises ValueError; requests' JSONDecodeError (older huggingface_hub parses with
+    # requests) is an OSError too, yet it is the endpoint's fault, not the network's
+    if isinstance(exc, ValueError):
+        return "reply", None
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "requests", "urllib3"):
+        return "transport", None
+    return "reply", None

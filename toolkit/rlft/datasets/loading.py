@@ -22,6 +22,7 @@ from rlft.core.net import (
     hub_endpoint,
     hub_offline,
     hub_timeout,
+    remote_fault,
     within_deadline,
 )
 from rlft.core.reading import read_json_mapping
@@ -92,17 +93,10 @@ def hub_snapshot(repo_id: str, repo_type: str) -> str:
 def download_error(exc: Exception, what: str, repo_id: str, endpoint: str) -> Exception:
     """A failed Hub download as one line: the repository the user named is wrong (not found, gated, a 4xx: exit 2),
     or the endpoint failed or answered something that is not a Hub reply (a 5xx, HTML, bad JSON: exit 1)."""
-    from huggingface_hub.errors import HfHubHTTPError
-
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None) if isinstance(exc, HfHubHTTPError) else None
-    if status is not None and status < 500:
+    kind, status = remote_fault(exc)
+    if kind == "status" and status < 500:
         return InvalidInputError(f"cannot download {what} {repo_id!r} from the Hub: {exc}")
-    # requests' JSONDecodeError is an OSError too (older huggingface_hub parses replies with requests): a reply
-    # that is not JSON is the endpoint's fault, not the network's
-    not_json = isinstance(exc, ValueError)
-    transport = isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "requests")
-    if transport and status is None and not not_json:  # the connection dropped
+    if kind == "transport":  # the connection dropped
         return OfflineError(f"the download of {what} {repo_id!r} from {redact_text(endpoint)} failed: "
                             f"{type(exc).__name__}: {str(exc)[:160]}", hint="check the network and try again")
     return RemoteError(f"the Hub at {redact_text(endpoint)} answered the download of {what} {repo_id!r} with "

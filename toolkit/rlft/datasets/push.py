@@ -9,7 +9,15 @@ from rlft.codecs.base import CODEC_FILENAME
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
 from rlft.core.manifest import MANIFEST, folder_files, read_manifest
-from rlft.core.net import DeadlineError, check_reachable, host_port, hub_endpoint, hub_offline, within_deadline
+from rlft.core.net import (
+    DeadlineError,
+    check_reachable,
+    host_port,
+    hub_endpoint,
+    hub_offline,
+    remote_fault,
+    within_deadline,
+)
 from rlft.datasets.layout import CARD_FILENAME, DATA_DIR
 
 # Hidden files and folders at any depth stay local (temporary files, caches): fnmatch's "*" crosses "/",
@@ -174,19 +182,16 @@ STATUS_HINTS = {
 
 def hub_error(exc: Exception, repo_id: str) -> Exception:
     """One clear line for a failed push: the Hub's HTTP status and what it means, or the connection failure."""
-    from huggingface_hub.errors import HfHubHTTPError
-
-    if isinstance(exc, HfHubHTTPError) and exc.response is not None:
-        status = exc.response.status_code
+    if isinstance(exc, InvalidInputError):
+        return exc
+    kind, status = remote_fault(exc)
+    if kind == "status":
         hint = STATUS_HINTS.get(status, "the Hub failed: push again later" if status >= 500 else None)
         return RemoteError(f"the Hub at {hub_endpoint()} refused the push to {repo_id}: HTTP {status}",
                            hint=(hint or "") + ("; " if hint else "") + "the dataset folder is unchanged")
-    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "requests"):
+    if kind == "transport":
         return OfflineError(f"the push to {repo_id} at {hub_endpoint()} failed: {type(exc).__name__}: {exc}",
                             hint="check the network and push again; the dataset folder is unchanged")
-    if isinstance(exc, InvalidInputError):
-        return exc
-    # anything else came from an answer huggingface_hub could not read (not JSON, JSON without the fields it needs)
     return RemoteError(f"the Hub at {hub_endpoint()} answered the push to {repo_id} with something that is not a Hub "
                        f"reply ({type(exc).__name__}: {str(exc)[:160]})",
                        hint="is HF_ENDPOINT a Hugging Face Hub? the dataset folder is unchanged")

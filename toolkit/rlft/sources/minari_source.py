@@ -22,7 +22,15 @@ from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OfflineError, RemoteError, require
 from rlft.core.io import holds_content, refuse_arrival, refuse_foreign, temp_name
 from rlft.core.manifest import write_manifest
-from rlft.core.net import DeadlineError, check_reachable, host_port, hub_endpoint, hub_offline, within_deadline
+from rlft.core.net import (
+    DeadlineError,
+    check_reachable,
+    host_port,
+    hub_endpoint,
+    hub_offline,
+    remote_fault,
+    within_deadline,
+)
 from rlft.sources.minari_hdf5 import flat_hdf5_file, read_flat_hdf5
 from rlft.sources.reference_scores import check_reference_scores
 
@@ -273,10 +281,22 @@ def _download(dataset_id: str, seconds: float):
                            hint="a slow or stalled remote: try again, or raise --download-timeout") from exc
     except (InvalidInputError, OfflineError):
         raise
-    except Exception as exc:  # the network boundary: an answer that is not the remote's (HTML, bad JSON), a drop
-        raise RemoteError(f"the download of {dataset_id} failed: {type(exc).__name__}: {str(exc)[:160]}",
-                          hint="is the remote (HF_ENDPOINT) a Hugging Face Hub? check the network and try again"
-                          ) from exc
+    except Exception as exc:  # the network boundary: a refusal, an answer that is not the remote's, a drop
+        raise remote_download_error(exc, dataset_id) from exc
+
+
+def remote_download_error(exc: Exception, dataset_id: str) -> Exception:
+    """A failed Minari download as one line, classified as every Hub call is (:func:`rlft.core.net.remote_fault`):
+    the id is wrong (a 4xx: exit 2), the network dropped, or the remote failed or is no Hub (exit 1)."""
+    kind, status = remote_fault(exc)
+    what = f"{type(exc).__name__}: {str(exc)[:160]}"
+    if kind == "status" and status < 500:
+        return InvalidInputError(f"the remote refused the download of {dataset_id}: HTTP {status}",
+                                 hint="check the dataset id (`minari list remote` lists them), or your access to it")
+    if kind == "transport":
+        return OfflineError(f"the download of {dataset_id} failed: {what}", hint="check the network and try again")
+    return RemoteError(f"the download of {dataset_id} failed: " + (f"HTTP {status}" if status else what),
+                       hint="is the remote (HF_ENDPOINT) a Hugging Face Hub? try again later")
 
 
 def iterate_episodes(ds, source: str, episode_indices=None):
