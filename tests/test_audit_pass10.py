@@ -202,4 +202,5 @@ def test_a_pipe_where_a_file_is_read_is_named_as_one_not_as_missing(cli, tmp_pat
     os.mkfifo(fifo)
     one_line(cli("pipeline", "run", fifo, "--out", tmp_path / "out"), 2, "pipeline file", "is not a regular file")
     one_line(cli("eval", "--policy", "random", "--codec", fifo, "--episodes", "1"), 2, "is not a folder")
-    one_line(cli("pipeline", "run", tmp_path / "none.yaml", "--out", tmp_path / "out"), 2, "no pipeline file at")
+    one_line(cli("pipeline", "run", tmp_path / "none.yaml", "--out", tmp_path / "out"), 2, "pipeline file",
+             "none.yaml does not exist")

@@ -72,7 +72,7 @@ def test_a_folder_without_codec_opens_leniently_and_fails_on_its_codec(tmp_path)
     (tmp_path / "empty").mkdir()
     data = RlftDataset.open(tmp_path / "empty", require_codec=False)  # dataset_dir's rule (rlft eval, train bc)
     assert data.path == tmp_path / "empty" and data.info == {} and data.card_text is None
-    with pytest.raises(InvalidInputError, match="no codec file at .*rlft_codec.json"):
+    with pytest.raises(InvalidInputError, match="codec file .*rlft_codec.json does not exist"):
         _ = data.codec
     with pytest.raises(InvalidInputError, match="does not exist"):
         RlftDataset.open(tmp_path / "missing", require_codec=False)

@@ -20,21 +20,15 @@ def require_file(path: str | os.PathLike, what: str, hint: str | None = None) ->
     if path.is_file():
         return path
     if not path.exists():
-        raise InvalidInputError(f"no {what} at {path}", hint=hint)
-    kind = "a folder" if path.is_dir() else "not a regular file (a pipe or a device?)"
+        raise InvalidInputError(f"{what} {path} does not exist", hint=hint)
+    kind = "a folder, not a file" if path.is_dir() else "not a regular file (a pipe or a device?)"
     raise InvalidInputError(f"{what} {path} is {kind}", hint=hint)
 
 
 def read_text_file(path: str | os.PathLike, what: str = "file", limit: int = MAX_TEXT_FILE_BYTES) -> str:
-    """A UTF-8 text file's content; one clear error when it is missing, a folder, not a regular file (a FIFO or a
-    device would be read forever), larger than ``limit`` bytes, unreadable or binary."""
-    path = Path(path)
-    if not path.exists():
-        raise InvalidInputError(f"{what} {path} does not exist")
-    if path.is_dir():
-        raise InvalidInputError(f"{what} {path} is a folder, not a file")
-    if not path.is_file():
-        raise InvalidInputError(f"{what} {path} is not a regular file (a pipe or a device?)")
+    """A UTF-8 text file's content; one clear error when it is not a regular file (:func:`require_file`), larger
+    than ``limit`` bytes, unreadable or binary."""
+    path = require_file(path, what)
     try:
         with open(path, "rb") as handle:
             data = handle.read(limit + 1)
