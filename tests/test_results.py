@@ -358,3 +358,35 @@ def test_results_check_says_whether_a_new_seed_lands_in_the_committed_seeds_rang
     (tmp_path / "bad.json").write_text("[1]")
     bad = cli("results", "check", "toy", "--record", tmp_path / "bad.json", "--results-dir", results)
     assert bad.exit_code == 2 and "JSON object" in bad.output
+
+
+def test_results_check_names_a_new_seed_trained_on_another_build_of_the_data(cli, tmp_path):
+    """Seed 5 of halfcheetah-offline-replay missed because its clone built other data (an expert trained on another
+    CPU stops at another step): the check says so beside the verdict instead of leaving it to be found."""
+    import json
+
+    from rlft.results.record import write_seed_record
+
+    results = tmp_path / "results"
+
+    def seed_record(folder: Path, seed: int, success: float, episodes: int) -> Path:
+        work = tmp_path / f"work-{folder.name}-{seed}"
+        work.mkdir()
+        path = write_seed_record("toy", seed, {"llm": _report(work / "llm.json", "llm:x", "llm", success, 1.0, seed)},
+                                 {}, folder, "make experiment NAME=toy")
+        record = json.loads(path.read_text())
+        record["datasets"] = {"toy data": {"episodes": episodes, "steps": episodes * 10, "return_mean": 2220.79}}
+        path.write_text(json.dumps(record))
+        return path
+
+    for seed, success in enumerate([0.6, 0.7, 0.8]):
+        seed_record(results, seed, success, 130)
+    same = cli("results", "check", "toy", "--record", seed_record(tmp_path / "a", 9, 0.75, 130),
+               "--results-dir", results)
+    assert same.exit_code == 0 and "another build" not in same.output
+    other = cli("results", "check", "toy", "--record", seed_record(tmp_path / "b", 8, 0.75, 110),
+                "--results-dir", results)
+    text = " ".join(other.output.split())
+    assert other.exit_code == 0, other.output  # the verdict is the scores'; the build is said beside it
+    assert "seed 8 trained on another build of toy data (110 episodes, 1100 steps" in text
+    assert "the committed seeds': 130 episodes, 1300 steps" in text

@@ -114,9 +114,19 @@ def check(
         inside = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[row["inside"]]
         table.add_row(row["label"], format_value(row["value"], fmt), expected, inside)
     console.print(table)
+    for data in found["other_data"]:  # why a seed can miss with nothing wrong in the method
+        builds = "; ".join(_build_text(b) for b in data["committed"])
+        console.print(f"[yellow]seed {found['seed']} trained on another build of {data['dataset']}[/] "
+                      f"({_build_text(data['new'])}; the committed seeds': {builds}): the range is the committed "
+                      "build's, so a miss may be the data's, not the method's")
     if not found["reproduced"]:
         outside = [row["label"] for row in found["rows"] if row["inside"] is False]
         console.print(f"[red]seed {found['seed']} does not reproduce {name}[/]: "
                       + (f"outside the expected range: {', '.join(outside)}" if outside else "no policy to check"))
         raise typer.Exit(1)
     console.print(f"seed {found['seed']} reproduces {name}: every policy inside its expected range")
+
+
+def _build_text(build) -> str:
+    episodes, steps, return_mean = build
+    return f"{episodes} episodes, {steps} steps, return mean {return_mean}"

@@ -76,4 +76,23 @@ def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, A
                      "seeds": len([v for v in values if v is not None])})
     return {"name": name, "seed": record.get("seed"), "key": key, "format": fmt, "rows": rows,
             "committed_seeds": [r.get("seed") for r in committed],
+            "other_data": other_data(record, committed),
             "reproduced": all(row["inside"] is not False for row in rows) and any(row["inside"] for row in rows)}
+
+
+def data_build(record: dict) -> dict[str, tuple]:
+    """Each dataset a seed record trained on, as (episodes, steps, return mean to 0.01): two builds of one recipe
+    that differ here hold different data (an expert trained on another CPU stops at another step)."""
+    datasets = record.get("datasets") if isinstance(record.get("datasets"), dict) else {}
+    return {name: (d.get("episodes"), d.get("steps"), None if d.get("return_mean") is None
+                   else round(float(d["return_mean"]), 2))
+            for name, d in datasets.items() if isinstance(d, dict)}
+
+
+def other_data(record: dict, committed: list[dict]) -> list[dict[str, Any]]:
+    """The datasets on which the new seed differs from every committed seed: a miss there may be the data's, not
+    the method's (results then compare builds, not seeds)."""
+    new, seen = data_build(record), [data_build(r) for r in committed]
+    return [{"dataset": name, "new": build, "committed": sorted({s[name] for s in seen if name in s}, key=str)}
+            for name, build in new.items()
+            if any(name in s for s in seen) and all(s.get(name) != build for s in seen)]
