@@ -41,10 +41,14 @@ def test_the_logit_step_is_the_cross_entropy_step():
 
 
 def test_bad_advantage_settings_are_refused():
-    with pytest.raises(InvalidInputError, match="--advantage must be one of"):
-        check_advantage("best", 0.0, "actions")
-    with pytest.raises(InvalidInputError, match="--target-temperature"):
-        check_advantage("target", -1.0, "actions")
+    from rlft.train.grpo.config import GRPOStageConfig
+
+    with pytest.raises(InvalidInputError, match="--advantage must be one of group, target, got 'best'"):
+        GRPOStageConfig.of(advantage="best")  # declared choices, checked however the config is made
+    with pytest.raises(InvalidInputError, match="--target-temperature must be >= 0.0"):
+        GRPOStageConfig.of(advantage="target", target_temperature=-1.0)
+    with pytest.raises(InvalidInputError, match="--target-temperature must be a finite number"):
+        GRPOStageConfig.of(target_temperature=float("nan"))
     with pytest.raises(InvalidInputError, match="needs every valid answer in each group"):
         check_advantage("target", 0.0, "sampled")
     with pytest.raises(ValueError, match="do not make"):

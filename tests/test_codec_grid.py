@@ -56,7 +56,7 @@ def test_save_and_load(codec, tmp_path):
 def test_missing_codec_file_is_a_clear_error(tmp_path):
     from rlft.core.errors import InvalidInputError
 
-    with pytest.raises(InvalidInputError, match="no codec file"):
+    with pytest.raises(InvalidInputError, match="codec file .*rlft_codec.json does not exist"):
         load_codec(tmp_path)
 
 

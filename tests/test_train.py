@@ -142,7 +142,7 @@ def test_config_files_flat_and_pipeline_sections(tmp_path):
     pipeline.write_text("steps: [{command: train sft}]\n")
     with pytest.raises(InvalidInputError, match="no 'sft:' section"):
         read_yaml_config(pipeline, "sft")
-    with pytest.raises(InvalidInputError, match="no config file"):
+    with pytest.raises(InvalidInputError, match="config file .*missing.yaml does not exist"):
         read_yaml_config(tmp_path / "missing.yaml", "sft")
 
 

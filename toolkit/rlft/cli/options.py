@@ -87,6 +87,8 @@ def field_parameters(cls, skip: tuple[str, ...] = ()) -> list[inspect.Parameter]
             bounds["max"] = MAX_SEED
         if tp is float:
             bounds["callback"] = finite
+        if f.metadata.get("choices"):  # --help shows the values; check_bounds refuses others in rlft's words
+            bounds["metavar"] = "|".join(f.metadata["choices"])
         given = ... if f.metadata.get("required") else None  # required: click asks for it, in its own words
         if f.metadata.get("argument"):  # positional, as `rlft data export-q frozenlake`
             default = typer.Argument(given, help=help_text, metavar=f.name, **bounds)

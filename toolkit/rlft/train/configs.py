@@ -145,6 +145,9 @@ class StageConfig:
                           "--weight-decay 0.01, applied last)."},
     )
 
+    def __post_init__(self) -> None:
+        check_bounds(self)  # the declared choices and bounds, however the config was made
+
     def __getattr__(self, name: str) -> Any:
         # only reached when ``name`` is no field: a TRL setting is read where it is held, config.trl
         if name in type(self).trl_defaults:
@@ -263,14 +266,20 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
 
 
 def check_bounds(config) -> None:
-    """The fields' ``min``/``max`` bounds on the merged config: click checks the flags typed, this also covers
-    values from a ``--config`` YAML file."""
-    bounds = [(f.name, f.metadata.get("min"), f.metadata.get("max")) for f in dataclasses.fields(config)]
-    bounds += [(name, d.min, d.max) for name, d in _trl_defaults(type(config)).items()]
-    for name, low, high in bounds:
+    """The fields' ``min``/``max`` bounds and ``choices`` on the merged config: declared once, in the field's
+    metadata (or the stage's ``trl_defaults``); click checks the numbers typed, this covers every value, from a
+    ``--config`` YAML file too, and a config built in code (:class:`StageConfig` checks itself when made)."""
+    limits = [(f.name, f.metadata.get("min"), f.metadata.get("max"), f.metadata.get("choices", ()))
+              for f in dataclasses.fields(config)]
+    limits += [(name, d.min, d.max, d.choices) for name, d in _trl_defaults(type(config)).items()]
+    for name, low, high, choices in limits:
         value = getattr(config, name, None)
+        if choices and value is not None and value not in choices:
+            raise InvalidInputError(f"--{name.replace('_', '-')} must be one of {', '.join(choices)}, got {value!r}")
         if not isinstance(value, int | float) or isinstance(value, bool):
             continue
+        if (low is not None or high is not None) and not math.isfinite(value):
+            raise InvalidInputError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
         if (low is not None and value < low) or (high is not None and value > high):
             span = f">= {low}" if high is None else (f"<= {high}" if low is None else f"within [{low}, {high}]")
             raise InvalidInputError(f"--{name.replace('_', '-')} must be {span}, got {value}")

@@ -24,6 +24,7 @@ class TrlDefault:
     type: Any = None  # the option's type where the default is None (otherwise the default's own type)
     min: float | None = None
     max: float | None = None
+    choices: tuple[str, ...] = ()  # the values it may take (checked with the bounds, listed in --help)
     aliases: tuple[str, ...] = ()
     resolved: bool = False  # rlft turns the value into TRL's (None = auto, run-dependent) and passes it itself
 
@@ -38,6 +39,8 @@ class TrlDefault:
         :func:`rlft.cli.options.field_parameters`)."""
         metadata: dict[str, Any] = {"help": self.help, "aliases": list(self.aliases)}
         metadata.update({k: v for k, v in (("min", self.min), ("max", self.max)) if v is not None})
+        if self.choices:
+            metadata["choices"] = self.choices
         made = dataclasses.field(default=self.value, metadata=metadata)
         made.name, made.type = name, self.option_type
         return made

@@ -8,6 +8,15 @@ from typing import ClassVar
 from rlft.train.configs import StageConfig
 from rlft.train.trl_config import TrlDefault
 
+# The values of the choice settings (checked when a config is made: rlft.train.configs.check_bounds)
+ROLLOUTS = ("step", "episode")
+GROUPS = ("auto", "sampled", "actions")
+ADVANTAGES = ("group", "target")
+CREDITS = ("episode", "state", "action", "model", "answers")  # answers: rlft.train.grpo.episode_answers
+CREDIT_KEYS = ("observation", "local")
+SCALE_REWARDS = ("group", "batch", "none")
+VLLM_MODES = ("colocate", "server")
+
 
 @dataclass
 class GRPOStageConfig(StageConfig):
@@ -21,8 +30,8 @@ class GRPOStageConfig(StageConfig):
                                           "trained from scratch here; 1e-5 for pretrained ones).", type=float | None),
         "max_steps": TrlDefault(500, "Optimizer steps (-1: num_train_epochs passes over the prompts; one pass over a "
                                      "small dataset such as FrozenLake's 11 decision states is a handful of steps)."),
-        "num_generations": TrlDefault(4, "Completions sampled per prompt (>= 2)."),
-        "max_completion_length": TrlDefault(32, "Longest generated completion, in tokens."),
+        "num_generations": TrlDefault(4, "Completions sampled per prompt (>= 2).", min=2),
+        "max_completion_length": TrlDefault(32, "Longest generated completion, in tokens.", min=1),
         "temperature": TrlDefault(1.0, "Sampling temperature."),
         "top_p": TrlDefault(1.0, "Nucleus sampling.", min=0.0, max=1.0),
         "beta": TrlDefault(None, "KL coefficient against the reference (start) model (0: none; default: 0.05 for "
@@ -30,14 +39,14 @@ class GRPOStageConfig(StageConfig):
                            type=float | None, min=0.0),
         "epsilon": TrlDefault(0.2, "Clipping range of the policy ratio."),
         "num_iterations": TrlDefault(1, "Optimisation passes per generated batch."),
-        "scale_rewards": TrlDefault("group", "Advantage scaling: group, batch or none."),
+        "scale_rewards": TrlDefault("group", "Advantage scaling: group, batch or none.", choices=SCALE_REWARDS),
         "loss_type": TrlDefault("dapo", "grpo, dapo, dr_grpo, bnpo... (TRL loss types)."),
         # an episode's last answer need not end in EOS: rlft turns it off for episode rollouts
         "mask_truncated_completions": TrlDefault(False, "Exclude completions cut at max_completion_length from the "
                                                         "loss.", resolved=True),
         "log_completions": TrlDefault(False, "Print sampled completions at each log."),
         "use_vllm": TrlDefault(False, "Generate with vLLM (GPU; needs the vllm package)."),
-        "vllm_mode": TrlDefault("colocate", "vLLM mode: colocate or server."),
+        "vllm_mode": TrlDefault("colocate", "vLLM mode: colocate or server.", choices=VLLM_MODES),
         "vllm_gpu_memory_utilization": TrlDefault(0.3, "vLLM colocate GPU memory share."),
     }
 
@@ -52,23 +61,26 @@ class GRPOStageConfig(StageConfig):
         metadata={"help": "How a state's group of completions is made: sampled (num_generations samples), actions "
                           "(every valid answer of a small discrete action space equally often: all actions compared "
                           "at every step, no sampling noise; see rlft.train.grpo.sampling), auto (actions for step "
-                          "rollouts over discrete actions when num_generations is a multiple of their number)."},
+                          "rollouts over discrete actions when num_generations is a multiple of their number).",
+                  "choices": GROUPS},
     )
     advantage: str = field(
         default="group",
         metadata={"help": "With --group actions: group (TRL's: each answer's reward against the group's mean, over its "
                           "spread: every answer of every state pushed at a steady rate) or target (each answer's "
                           "probability moved toward the greedy policy of the group's rewards, ties shared: target(a) "
-                          "- pi(a), a step that is zero once a state is right; see rlft.train.grpo.action_targets)."},
+                          "- pi(a), a step that is zero once a state is right; see rlft.train.grpo.action_targets).",
+                  "choices": ADVANTAGES},
     )
     target_temperature: float = field(
         default=0.0, metadata={"help": "--advantage target: 0 is greedy (the best answers share the target); above 0, "
-                                       "a softmax of the group's standardized rewards at this temperature."},
+                                       "a softmax of the group's standardized rewards at this temperature.",
+                               "min": 0.0},
     )
     stall_steps: int = field(
         default=20,
         metadata={"help": "Warn, naming the fix, when this many steps in a row had no group with differing rewards "
-                          "(TRL's frac_reward_zero_std = 1: no learning signal at all); 0: never."},
+                          "(TRL's frac_reward_zero_std = 1: no learning signal at all); 0: never.", "min": 0},
     )
     q_bonus: float = field(default=0.1, metadata={"help": "q-advantage: bonus of an optimal action."})
     critic: str | None = field(default=None, metadata={"help": "critic reward: an rlft train offline RUN on this "
@@ -81,9 +93,11 @@ class GRPOStageConfig(StageConfig):
     rollout: str = field(
         default="step",
         metadata={"help": "step: one answer per recorded state, scored by the rewards; episode: whole episodes "
-                          "played in the environment, rewarded by their return (see rlft.train.grpo.episodes)."},
+                          "played in the environment, rewarded by their return (see rlft.train.grpo.episodes).",
+                  "choices": ROLLOUTS},
     )
-    max_turns: int = field(default=16, metadata={"help": "episode rollout: turns (actions) per episode at most."})
+    max_turns: int = field(default=16, metadata={"help": "episode rollout: turns (actions) per episode at most.",
+                                                 "min": 1})
     episode_starts: int = field(default=64, metadata={"help": "episode rollout: distinct reset seeds to train on."})
     credit: str = field(
         default="episode",
@@ -95,17 +109,18 @@ class GRPOStageConfig(StageConfig):
                           "(plus (Q(s, a) - V(s)) / spread, Q by value iteration on every transition played "
                           "so far: for observations that repeat exactly; see rlft.train.grpo.credit) or answers (the "
                           "episodes only gather experience for that model: each visited state is trained as one "
-                          "group of every valid answer, scored by its Q; see rlft.train.grpo.episode_answers)."},
+                          "group of every valid answer, scored by its Q; see rlft.train.grpo.episode_answers).",
+                  "choices": CREDITS},
     )
     credit_gamma: float = field(default=0.95, metadata={"help": "--credit state|action|model|answers: discount of the "
-                                                                 "return-to-go."})
+                                                                 "return-to-go.", "min": 0.0, "max": 1.0})
     step_weight: float = field(default=1.0, metadata={"help": "--credit state|action|model: weight of the step "
-                                                               "advantage."})
+                                                               "advantage.", "min": 0.0})
     episode_weight: float = field(default=1.0, metadata={"help": "--credit state|action|model: weight of the "
                                                                    "episode's own GRPO advantage (0: the step "
-                                                                   "credit alone)."})
+                                                                   "credit alone).", "min": 0.0})
     credit_window: int = field(default=1, metadata={"help": "--credit action: steps whose turns are pooled into "
-                                                             "the estimates (1: this step's only)."})
+                                                             "the estimates (1: this step's only).", "min": 1})
     allow_format_change: bool = field(default=False, metadata={
         "help": "episode rollout: play whole episodes as conversations even when --model was trained on one-step "
                 "prompts (refused by default: row 9b's SFT start fell from 24.7 to -1.3 when prompted so)."})
@@ -113,7 +128,8 @@ class GRPOStageConfig(StageConfig):
                                                                       "are: observation (the text, within its "
                                                                       "episode's task) or local (the codec's coarser "
                                                                       "key, pooled over tasks: FrozenLake's position "
-                                                                      "and 3x3 neighbourhood, for random maps)."})
+                                                                      "and 3x3 neighbourhood, for random maps).",
+                                                              "choices": CREDIT_KEYS})
     constrained: bool | None = field(
         default=None,
         metadata={"help": "Sample answers within the codec's grammar (default: on for episode rollouts and for "

@@ -43,31 +43,12 @@ Pure numpy over :class:`rlft.train.grpo.episodes.Episode` fields, so the arithme
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 
-from rlft.core.errors import InvalidInputError
-
-CREDITS = ("episode", "state", "action", "model", "answers")  # answers: rlft.train.grpo.episode_answers
 STD_EPS = 1e-6
-
-
-def check_credit(credit: str, gamma: float, weight: float, window: int = 1, episode_weight: float = 1.0) -> None:
-    """Refuse a credit setting that cannot work: an unknown kind, a discount outside [0, 1], a bad weight or
-    window."""
-    if credit not in CREDITS:
-        raise InvalidInputError(f"--credit must be one of {', '.join(CREDITS)}, got {credit!r}")
-    if not 0.0 <= gamma <= 1.0:
-        raise InvalidInputError(f"--credit-gamma must be within [0, 1], got {gamma}")
-    if not math.isfinite(weight) or weight < 0:
-        raise InvalidInputError(f"--step-weight must be a finite number >= 0, got {weight}")
-    if not math.isfinite(episode_weight) or episode_weight < 0:
-        raise InvalidInputError(f"--episode-weight must be a finite number >= 0, got {episode_weight}")
-    if window < 1:
-        raise InvalidInputError(f"--credit-window must be at least 1 (steps pooled), got {window}")
 
 
 def returns_to_go(rewards: Sequence[float], gamma: float) -> np.ndarray:

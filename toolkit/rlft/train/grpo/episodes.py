@@ -41,13 +41,8 @@ from rlft.core.errors import InvalidInputError
 from rlft.envs.frozenlake import is_frozenlake
 from rlft.policy.generation import generating
 from rlft.policy.policies import default_action
-from rlft.train.grpo.credit import ExperienceModel, check_credit
+from rlft.train.grpo.credit import ExperienceModel
 from rlft.train.grpo.sampling import GrammarSampler, chosen_tokens
-
-ROLLOUTS = ("step", "episode")
-
-
-CREDIT_KEYS = ("observation", "local")  # --credit-key: what the critic's states are
 
 
 @dataclass
@@ -114,16 +109,8 @@ class EpisodeRollout:
                  credit_gamma: float = 0.95, step_weight: float = 1.0, credit_window: int = 1,
                  episode_weight: float = 1.0, conversation: bool = True, credit_key: str = "observation"):
 
-        if max_turns < 1:
-            raise InvalidInputError(f"--max-turns must be at least 1, got {max_turns}")
-        check_credit(credit, credit_gamma, step_weight, credit_window, episode_weight)
         self.credit, self.credit_gamma, self.step_weight = credit, credit_gamma, step_weight
         self.episode_weight = episode_weight
-        if credit_key not in CREDIT_KEYS:
-            raise InvalidInputError(f"--credit-key must be one of {', '.join(CREDIT_KEYS)}, got {credit_key!r}")
-        if credit_key != "observation" and credit != "answers":
-            raise InvalidInputError(f"--credit-key {credit_key} needs --credit answers (the other credits read the "
-                                    "critic by observation)")
         self.credit_key = credit_key
         self.credit_pool: deque = deque(maxlen=credit_window)  # --credit action: the last steps' turns
         self.experience = ExperienceModel(credit_gamma)  # --credit model: every transition played so far
