@@ -1,14 +1,44 @@
 """How a setting is declared once: a dataclass field whose metadata the CLI reads (``rlft.cli.options`` turns each
-field into an option or argument). Used by every command's config class."""
+field into an option or argument) and :func:`check_declared` holds every value to (its ``choices``, ``min`` and
+``max``), however the config was made: flags, a YAML file or code. Used by every command's config class."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import field
 from typing import Any
 
+from rlft.core.errors import InvalidInputError
+
 
 def option(default: Any, help_text: str, **more: Any) -> Any:
-    """A field with a default, its ``help`` and any of ``min``, ``max``, ``aliases``, ``argument``, ``required``,
-    ``cli`` (False: not on the command line)."""
+    """A field with a default, its ``help`` and any of ``choices``, ``min``, ``max``, ``aliases``, ``argument``,
+    ``required``, ``cli`` (False: not on the command line)."""
     return field(default=default, metadata={"help": help_text, **more})
 
+
+def check_declared(config, extra: list[tuple[str, Any, Any, tuple]] | None = None) -> None:
+    """Refuse a value outside its field's declared ``choices`` or ``min``/``max`` (a bounded number must also be
+    finite); ``extra`` adds (name, min, max, choices) for settings that are not fields (TRL's, held elsewhere)."""
+    limits = [(f.name, f.metadata.get("min"), f.metadata.get("max"), tuple(f.metadata.get("choices", ())))
+              for f in dataclasses.fields(config)]
+    for name, low, high, choices in [*limits, *(extra or [])]:
+        value = getattr(config, name, None)
+        flag = "--" + name.replace("_", "-")
+        if choices and value is not None and value not in choices:
+            raise InvalidInputError(f"{flag} must be one of {', '.join(map(str, choices))}, got {value!r}")
+        if (low is None and high is None) or not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        if not math.isfinite(value):
+            raise InvalidInputError(f"{flag} must be a finite number, got {value}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            span = f">= {low}" if high is None else (f"<= {high}" if low is None else f"within [{low}, {high}]")
+            raise InvalidInputError(f"{flag} must be {span}, got {value}")
+
+
+class Declared:
+    """Mixin of a config dataclass that checks its declared choices and bounds when it is made."""
+
+    def __post_init__(self) -> None:
+        check_declared(self)

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import option
+from rlft.core.options import Declared, option
 
 WEIGHTINGS = ("soft", "best")
 
 
 
 @dataclass(kw_only=True)
-class ImproveConfig:
+class ImproveConfig(Declared):
     """Q-improved labels: each recorded action moved toward the best of its perturbations under the expert's k-step
     Q, played in the real environment (one step of policy improvement for an imitator to learn)."""
 
@@ -32,7 +32,8 @@ class ImproveConfig:
     candidates: int = option(8, "Candidates per row: the recorded action and perturbations.", min=2)
     noise: float = option(0.1, "Perturbation std, as a fraction of each dimension's half-range.")
     gamma: float = option(0.99, "Discount over the horizon.")
-    weighting: str = option("soft", "soft (candidates weighted by softmax of standardized Q) or best.")
+    weighting: str = option("soft", "soft (candidates weighted by softmax of standardized Q) or best.",
+                            choices=WEIGHTINGS)
     mirrored: bool = option(False, "Draw perturbations in opposite pairs (odd --candidates): the soft label moves only "
                                  "by what the values say.")
     step: float = option(1.0, "Move each label this many times the way from the recorded to the improved action "
@@ -43,11 +44,6 @@ class ImproveConfig:
     overwrite: bool = option(False, "Replace a non-empty --out (atomically).")
 
     def check(self) -> None:
-        if self.weighting not in WEIGHTINGS:
-            raise InvalidInputError(f"--weighting must be one of {', '.join(WEIGHTINGS)}, got {self.weighting!r}")
-        if self.rows < 1 or self.horizon < 1 or self.candidates < 2:
-            raise InvalidInputError(f"need rows >= 1, horizon >= 1 and candidates >= 2; got {self.rows}, "
-                                    f"{self.horizon}, {self.candidates}")
         if not (math.isfinite(self.noise) and self.noise > 0 and 0 < self.gamma <= 1):
             raise InvalidInputError(f"need noise > 0 and gamma in (0, 1]; got {self.noise}, {self.gamma}")
         if self.mirrored and self.candidates % 2 == 0:
@@ -55,5 +51,3 @@ class ImproveConfig:
                                     f"--candidates must be odd, got {self.candidates}", hint="e.g. --candidates 9")
         if not (math.isfinite(self.step) and self.step > 0):
             raise InvalidInputError(f"--step must be a positive number, got {self.step}")
-        if self.consistency_rows < 0:
-            raise InvalidInputError(f"--consistency-rows must be >= 0, got {self.consistency_rows}")

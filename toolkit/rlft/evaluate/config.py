@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import option
+from rlft.core.options import Declared, option
 
 POLICY_KINDS = ("llm", "random", "constant", "expert", "bc", "q-greedy", "online", "offline")
 BACKENDS = ("transformers", "openai")
@@ -14,7 +14,7 @@ BACKENDS = ("transformers", "openai")
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(Declared):
     """Everything ``rlft eval`` takes: its options are generated from these fields (rlft.cli.options)."""
 
     policy: str = field(metadata={"help": "llm:MODEL (model folder, RUN folder or Hub id), random, constant[:VALUE], "
@@ -29,7 +29,7 @@ class EvalConfig:
                                    "also the Q-values for q-greedy and agreement, and the few-shot examples.")
     allow_codec_mismatch: bool = option(False, "Evaluate a RUN with a --codec for another environment, codec kind or "
                                              "spaces than its own.")
-    backend: str = option("transformers", "transformers or openai.")
+    backend: str = option("transformers", "transformers or openai.", choices=BACKENDS)
     device: str = option("auto", "transformers: where the model runs: auto (cuda when torch sees a GPU, else cpu), "
                                "cpu, cuda or cuda:N.")
     api_url: str | None = option(None, "openai: server URL, e.g. http://127.0.0.1:8000/v1.")
@@ -42,7 +42,7 @@ class EvalConfig:
                                              "(default: 0 / the first action).")
     target_return: float | None = option(None, "Return-to-go at the start (codecs conditioned on it) (default: the "
                                              "dataset's best episode return).")
-    n_examples: int = option(0, "Few-shot (observation, expert action) pairs from the --codec dataset.")
+    n_examples: int = option(0, "Few-shot (observation, expert action) pairs from the --codec dataset.", min=0)
     bin_decoding: str = option("auto", "binned codecs: read each action dimension's distribution over its bins: mean "
                                      "(its expectation), local-mean (the expectation near the most likely bin), "
                                      "trimmed-mean (the expectation over bins of >= 1% probability), argmax, off "

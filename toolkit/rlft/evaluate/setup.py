@@ -14,7 +14,7 @@ from rlft.datasets.dataset import RlftDataset
 from rlft.datasets.frozenlake_q.table import QTable
 from rlft.envs.registry import check_env_id, ensure_registered
 from rlft.envs.vector_envs import check_spaces
-from rlft.evaluate.config import BACKENDS, EvalConfig, parse_policy_spec
+from rlft.evaluate.config import EvalConfig, parse_policy_spec
 from rlft.models.offline import OFFLINE_POLICY
 from rlft.models.run import load_policy_model, read_run_info
 from rlft.policy.backbone import load_online
@@ -104,14 +104,9 @@ def build_setup(config: EvalConfig) -> Setup:
 
 
 def _check_options(config: EvalConfig, kind: str) -> None:
-    """Refuse an unknown --backend, --backend openai or --target-return for a non-LLM policy and a negative
-    --n-examples."""
-    if config.backend not in BACKENDS:
-        raise InvalidInputError(f"--backend must be one of {', '.join(BACKENDS)}, got {config.backend!r}")
+    """Refuse --backend openai or --target-return for a non-LLM policy."""
     if config.backend == "openai" and kind != "llm":
         raise InvalidInputError("--backend openai is for llm policies")
-    if config.n_examples < 0:
-        raise InvalidInputError("--n-examples must be >= 0")
     if config.target_return is not None and kind != "llm":
         raise InvalidInputError(f"--target-return conditions an LLM whose codec writes the return-to-go; a {kind} "
                                 "policy does not read it", hint="leave --target-return out")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.options import check_declared
 from rlft.core.reading import read_yaml_mapping, require_file
 from rlft.core.seeding import MAX_SEED
 from rlft.train.config_values import coerce
@@ -266,23 +267,10 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
 
 
 def check_bounds(config) -> None:
-    """The fields' ``min``/``max`` bounds and ``choices`` on the merged config: declared once, in the field's
-    metadata (or the stage's ``trl_defaults``); click checks the numbers typed, this covers every value, from a
+    """The declared ``choices`` and ``min``/``max`` of the config's fields and of its stage's TRL settings
+    (:func:`rlft.core.options.check_declared`): click checks the numbers typed, this covers every value, from a
     ``--config`` YAML file too, and a config built in code (:class:`StageConfig` checks itself when made)."""
-    limits = [(f.name, f.metadata.get("min"), f.metadata.get("max"), f.metadata.get("choices", ()))
-              for f in dataclasses.fields(config)]
-    limits += [(name, d.min, d.max, d.choices) for name, d in _trl_defaults(type(config)).items()]
-    for name, low, high, choices in limits:
-        value = getattr(config, name, None)
-        if choices and value is not None and value not in choices:
-            raise InvalidInputError(f"--{name.replace('_', '-')} must be one of {', '.join(choices)}, got {value!r}")
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            continue
-        if (low is not None or high is not None) and not math.isfinite(value):
-            raise InvalidInputError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
-        if (low is not None and value < low) or (high is not None and value > high):
-            span = f">= {low}" if high is None else (f"<= {high}" if low is None else f"within [{low}, {high}]")
-            raise InvalidInputError(f"--{name.replace('_', '-')} must be {span}, got {value}")
+    check_declared(config, [(name, d.min, d.max, d.choices) for name, d in _trl_defaults(type(config)).items()])
 
 
 def _route_trl_flags(trl_flags: dict[str, Any], names: list[str], cli_values: dict[str, Any],

@@ -38,14 +38,12 @@ from rlft.policy.backbone import (
 )
 from rlft.sources.experts import EVAL_SEED_OFFSET, check_sb3_trackers, evaluate, quiet_logger
 from rlft.sources.hyperparams import load_hyperparams
-from rlft.train.online_config import ONLINE_ALGOS, OnlineConfig
+from rlft.train.online_config import OnlineConfig
 
 
 def check_config(config: OnlineConfig) -> None:
     """Refuse bad settings before any model is built or anything is written."""
 
-    if config.algo not in ONLINE_ALGOS:
-        raise InvalidInputError(f"--algo must be one of {', '.join(ONLINE_ALGOS)}, got {config.algo!r}")
     check_sb3_trackers(config.report_to)
     check_env_id(config.env)
     if config.backbone_mode not in BACKBONE_MODES:

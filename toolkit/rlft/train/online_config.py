@@ -5,16 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlft.core.options import Declared
+
 ONLINE_ALGOS = ("ppo", "trpo")
 
 
 @dataclass
-class OnlineConfig:
+class OnlineConfig(Declared):
     """Stable-Baselines3 PPO / sb3-contrib TRPO with an LLM backbone (or the plain MLP, identical otherwise)."""
 
     env: str = field(metadata={"help": "Gymnasium env id, e.g. CartPole-v1 or HalfCheetah-v5."})
     out: Path = field(metadata={"help": "RUN folder to write."})
-    algo: str = field(default="ppo", metadata={"help": "ppo or trpo."})
+    algo: str = field(default="ppo", metadata={"help": "ppo or trpo.", "choices": ONLINE_ALGOS})
     backbone: str = field(default="mlp", metadata={"help": "A model folder (rlft model init / fetch) or mlp."})
     backbone_mode: str = field(default="full", metadata={"help": "frozen, lora or full (trainable transformer)."})
     backbone_lr_scale: float | None = field(default=None, metadata={
