@@ -50,7 +50,7 @@ def test_bad_advantage_settings_are_refused():
     with pytest.raises(InvalidInputError, match="--target-temperature must be a finite number"):
         GRPOStageConfig.of(target_temperature=float("nan"))
     with pytest.raises(InvalidInputError, match="needs every valid answer in each group"):
-        check_advantage("target", 0.0, "sampled")
+        check_advantage("target", "sampled")
     with pytest.raises(ValueError, match="do not make"):
         target_advantages(np.zeros(6), np.full((1, 4), 0.25), num_generations=6)
 

@@ -34,7 +34,7 @@ from rlft.policy.action_scores import action_distribution
 TIE_TOLERANCE = 1e-6  # rewards this close (relative to the group's spread, at least absolute) are tied
 
 
-def check_advantage(advantage: str, temperature: float, group: str, processes: int = 1) -> None:
+def check_advantage(advantage: str, group: str, processes: int = 1) -> None:
     """Refuse an advantage setting that does not go with the group or the processes (the value alone is checked
     by its declared choices)."""
     if advantage == "target" and group != "actions":

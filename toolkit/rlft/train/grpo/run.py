@@ -71,7 +71,7 @@ def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str
     group = resolve_group(config, inputs.codec, episodic)
     warn_unrepeated_states(config, inputs.codec)
     # accelerate launch sets WORLD_SIZE for every process it starts
-    check_advantage(config.advantage, config.target_temperature, group, int(os.environ.get("WORLD_SIZE", "1")))
+    check_advantage(config.advantage, group, int(os.environ.get("WORLD_SIZE", "1")))
     warn_forced_kl(config, group)
     check_inputs = inputs  # the criterion checks decisions on the dataset's rows
     variant = grpo_variant(config, inputs, episodic, constrained, group)
