@@ -10,6 +10,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import socket  # noqa: E402
 import tempfile  # noqa: E402
 
 # `datasets` reads its cache location once, at import: point it at a fresh folder before anything imports it.
@@ -18,6 +19,35 @@ import tempfile  # noqa: E402
 os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="rlft-test-hf-datasets-")
 
 import pytest  # noqa: E402
+
+_LOCAL_HOSTS = {"localhost", "0.0.0.0", "::1", "::", ""}
+_resolve = socket.getaddrinfo
+_OFFLINE_LOOKUPS: list[tuple[str, str]] = []  # (test, host): printed at the end of the run
+
+
+@pytest.fixture(autouse=True)
+def _offline_network(request, monkeypatch):
+    """Tests run offline: a name that is not this machine's fails to resolve at once, as it does on a machine with no
+    DNS. Where DNS answers slowly instead (a CI runner), every stray lookup would wait out its timeout; the lookups
+    are listed at the end of the run so a test that reaches for the network is seen. `network` tests are exempt."""
+    if request.node.get_closest_marker("network"):
+        return
+
+    def offline_getaddrinfo(host, *args, **kwargs):
+        name = host.decode() if isinstance(host, bytes) else str(host) if host is not None else ""
+        if name in _LOCAL_HOSTS or name.startswith("127."):
+            return _resolve(host, *args, **kwargs)
+        _OFFLINE_LOOKUPS.append((request.node.nodeid, name))
+        raise socket.gaierror(socket.EAI_NONAME, f"tests run offline: {name} is not resolved")
+
+    monkeypatch.setattr(socket, "getaddrinfo", offline_getaddrinfo)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _OFFLINE_LOOKUPS:
+        terminalreporter.section("network lookups refused (tests run offline)")
+        for test, host in sorted(set(_OFFLINE_LOOKUPS)):
+            terminalreporter.write_line(f"{test}: {host}")
 
 
 @pytest.fixture(autouse=True)
