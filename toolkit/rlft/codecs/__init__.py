@@ -1,30 +1,22 @@
-"""Reversible text codecs. ``load_codec(DATASET_DIR)`` returns the codec a dataset was written with."""
+"""Reversible text codecs. ``load_codec(DATASET_DIR)`` returns the codec a dataset was written with.
 
-from rlft.codecs.base import CODEC_FILENAME, ActionParseError, Codec, codec_from_dict, load_codec
-from rlft.codecs.binned import BinnedCodec
-from rlft.codecs.discretized import DiscretizedCodec
-from rlft.codecs.factory import NUMERIC_FORMATS, make_codec
-from rlft.codecs.grid import FrozenLakeGridCodec
-from rlft.codecs.numeric import NumericCodec
-from rlft.codecs.numeric_prompt import numeric_template
-from rlft.codecs.raw import RawCodec
-from rlft.codecs.template import PromptTemplate
-from rlft.codecs.tokenized import TokenizedCodec
+The names below load on first use (PEP 562), so a light module (a command's config) can import the codecs' setting
+values from :mod:`rlft.codecs.choices` without loading numpy and pyarrow."""
 
-__all__ = [
-    "CODEC_FILENAME",
-    "NUMERIC_FORMATS",
-    "ActionParseError",
-    "BinnedCodec",
-    "Codec",
-    "DiscretizedCodec",
-    "FrozenLakeGridCodec",
-    "NumericCodec",
-    "PromptTemplate",
-    "RawCodec",
-    "TokenizedCodec",
-    "codec_from_dict",
-    "load_codec",
-    "make_codec",
-    "numeric_template",
-]
+from importlib import import_module
+
+_HOMES = {
+    "CODEC_FILENAME": "base", "ActionParseError": "base", "Codec": "base", "codec_from_dict": "base",
+    "load_codec": "base", "BinnedCodec": "binned", "DiscretizedCodec": "discretized", "NUMERIC_FORMATS": "factory",
+    "make_codec": "factory", "FrozenLakeGridCodec": "grid", "NumericCodec": "numeric",
+    "numeric_template": "numeric_prompt", "RawCodec": "raw", "PromptTemplate": "template",
+    "TokenizedCodec": "tokenized",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'rlft.codecs' has no attribute {name!r}")
+    return getattr(import_module(f"rlft.codecs.{_HOMES[name]}"), name)

@@ -36,6 +36,17 @@ class ActionParseError(RlftError, ValueError):
         self.text = text
 
 
+CODEC_MODULES = ("raw", "discretized", "tokenized", "binned", "grid")  # each registers its kinds when imported
+
+
+def _register_kinds() -> None:
+    """Import every codec module (``rlft.codecs`` loads them lazily), so a saved codec of any kind can be read."""
+    from importlib import import_module
+
+    for module in CODEC_MODULES:
+        import_module(f"rlft.codecs.{module}")
+
+
 def register_codec(cls: type[Codec]) -> type[Codec]:
     """Class decorator: make a codec kind loadable by :func:`codec_from_dict`."""
     _REGISTRY[cls.kind] = cls
@@ -226,6 +237,7 @@ def codec_from_dict(data: dict[str, Any], source: str = "the codec") -> Codec:
         raise InvalidInputError(f"{source} has codec schema version {version!r}; this rlft reads version "
                                 f"{CODEC_SCHEMA_VERSION}", hint="use the rlft version that wrote it, or re-create it")
     kind = data.get("kind")
+    _register_kinds()
     if kind not in _REGISTRY:
         raise InvalidInputError(f"{source}: unknown codec kind {kind!r}", hint=f"known kinds: {sorted(_REGISTRY)}")
     try:

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from rlft.codecs.base import ActionParseError, register_codec
-from rlft.codecs.discretized import EDGE_SOURCES, DiscretizedCodec, fit_edges
+from rlft.codecs.choices import EDGE_SOURCES
+from rlft.codecs.discretized import DiscretizedCodec, fit_edges
 from rlft.codecs.numeric import check_bin_count, check_index, parse_floats, parse_ints, require_rows
 from rlft.core.errors import InvalidInputError
 

@@ -11,10 +11,9 @@ from typing import Any
 import numpy as np
 
 from rlft.codecs.base import register_codec
+from rlft.codecs.choices import EDGE_SOURCES
 from rlft.codecs.numeric import NumericCodec, check_bin_count, check_index, parse_ints, require_rows
 from rlft.core.errors import InvalidInputError
-
-EDGE_SOURCES = ("data", "bounds")
 
 
 def _uniform(space: dict[str, Any], edges_from: str) -> np.ndarray:

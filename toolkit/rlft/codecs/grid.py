@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlft.codecs.base import ActionParseError, Codec, register_codec
+from rlft.codecs.choices import WORDINGS
 from rlft.codecs.template import PromptTemplate
 from rlft.envs.frozenlake import ACTION_NAMES, ENV_ID, RANDOM_LAKE_ID, LakeMap, decode_lake, render_grid
 
@@ -37,7 +38,6 @@ FROZENLAKE_POSITION_SYSTEM = (
     "FrozenLake map, row 0 at the top:\n{map}\nS start, F ice, H hole, G goal; the ice is {slip}. "
     "Answer <answer>LEFT</answer>, DOWN, RIGHT or UP."
 )
-WORDINGS = ("gemma", "compact", "position")
 RANDOM_MAPS_NEED_GRID = ("random maps need the grid in every prompt (the map changes each episode): use the compact "
                          "or gemma wording, not position")
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlft.codecs.choices import PROMPT_STYLES
 from rlft.codecs.numeric import space_dims
-from rlft.codecs.template import PROMPT_STYLES, PromptTemplate
+from rlft.codecs.template import PromptTemplate
 from rlft.core.errors import InvalidInputError
 from rlft.envs.spaces import describe_space
 

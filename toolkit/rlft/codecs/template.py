@@ -6,9 +6,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from rlft.codecs.choices import PROMPT_STYLES
 from rlft.core.textfmt import format_fixed
-
-PROMPT_STYLES = ("plain", "chat")
 
 
 def format_number(value: float, precision: int) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlft.codecs.choices import EDGE_SOURCES, FORMATS, PROMPT_STYLES
 from rlft.core.options import option
 
 
@@ -18,12 +19,14 @@ class SerializeConfig:
                                   "argument": True, "required": True})
     out: Path = field(metadata={"help": "Dataset folder to write (Hub layout).", "required": True})
     format: str = option("raw", "raw | discretized | tokenized | binned (one token per value: quantile bins of both "
-                              "spaces, decoded to their data means; made for continuous control).")
+                              "spaces, decoded to their data means; made for continuous control).", choices=FORMATS)
     precision: int = option(3, "raw: decimals per value.")
     bins: int = option(32, "discretized, binned: bins per dimension.")
-    edges_from: str = option("data", "discretized, binned: bin edges from 'data' quantiles or space 'bounds'.")
+    edges_from: str = option("data", "discretized, binned: bin edges from 'data' quantiles or space 'bounds'.",
+                             choices=EDGE_SOURCES)
     tokens: int = option(1000, "tokenized: integer tokens per value (0..N-1).")
-    prompt_style: str = option("plain", "plain (<observation> tags) or chat (system + user messages).")
+    prompt_style: str = option("plain", "plain (<observation> tags) or chat (system + user messages).",
+                               choices=PROMPT_STYLES)
     history: int = option(0, "Previous (observation, action) pairs in each prompt.")
     turns: int = option(0, "K > 1: each prompt is the episode so far as a conversation of its last K turns "
                          "(observation, recorded answer), the format episodic GRPO (train grpo --rollout episode "

@@ -7,22 +7,21 @@ from pathlib import Path
 
 import numpy as np
 
-from rlft.codecs.discretized import EDGE_SOURCES
 from rlft.codecs.numeric import SEPARATORS
 from rlft.codecs.numeric_prompt import PROFILES
-from rlft.codecs.template import PROMPT_STYLES
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
+from rlft.core.options import check_declared
 from rlft.datasets.card import read_extra_markdown
 from rlft.datasets.serialize_config import SerializeConfig
 from rlft.sources.minari_source import datasets_root
 
-FORMATS = ("raw", "discretized", "tokenized", "binned")
 MAX_HISTORY = 1000  # previous steps in one prompt
 
 
 def validate_config(config: SerializeConfig) -> None:
     """Every option is checked before the source is read."""
+    check_declared(config)  # the declared choices and bounds, however the config was made
     _check_prompt_options(config)
     _check_codec_options(config)
     if config.max_episodes is not None and config.max_episodes < 1:
@@ -45,10 +44,6 @@ def serialize_inputs(config: SerializeConfig) -> list[tuple[str, str | Path | No
 
 def _check_prompt_options(config: SerializeConfig) -> None:
     """Format, prompt style, splits and history."""
-    if config.format not in FORMATS:
-        raise InvalidInputError(f"--format must be one of {FORMATS}, got {config.format!r}")
-    if config.prompt_style not in PROMPT_STYLES:
-        raise InvalidInputError(f"--prompt-style must be one of {PROMPT_STYLES}, got {config.prompt_style!r}")
     fractions = np.asarray(config.splits, dtype=float)
     if len(fractions) != 3 or np.any(fractions < 0) or not np.isclose(fractions.sum(), 1.0) or fractions[0] <= 0:
         raise InvalidInputError(
@@ -73,8 +68,6 @@ def _check_codec_options(config: SerializeConfig) -> None:
         raise InvalidInputError(f"--bins must be at least 2, got {config.bins}")
     if config.tokens < 2:
         raise InvalidInputError(f"--tokens must be at least 2, got {config.tokens}")
-    if config.edges_from not in EDGE_SOURCES:
-        raise InvalidInputError(f"--edges-from must be one of {', '.join(EDGE_SOURCES)}, got {config.edges_from!r}")
     if config.separator not in SEPARATORS:
         raise InvalidInputError(f"--separator must be ' ' or ',', got {config.separator!r}")
     if config.profile is not None and config.profile not in PROFILES:

@@ -38,11 +38,6 @@ from rlft.sources.rollouts import (
 
 # --- Recording into Minari -------------------------------------------------------------------------------
 
-DATA_FORMATS = ("hdf5", "arrow")
-# What a noisy collection records as the action: the one the env was stepped with, or the policy's own (DART).
-ACTION_LABELS = ("executed", "clean")
-
-
 @dataclass
 class CollectResult:
     """The written dataset's id and folder, per-episode stats and throughput."""
@@ -75,8 +70,6 @@ def _check(config: CollectConfig) -> None:
         raise InvalidInputError(f"--max-episode-steps must be at least 1, got {config.max_episode_steps}",
                                 hint="leave it out for the env's own time limit")
     _check_policy_options(config)
-    if config.data_format not in DATA_FORMATS:
-        raise InvalidInputError(f"--data-format must be one of {', '.join(DATA_FORMATS)}, got {config.data_format!r}")
     if config.noise > 1 and not _is_box(config.env_id):
         raise InvalidInputError(f"--noise for a discrete action space is a probability in [0, 1], got {config.noise}")
     if config.policy != "random" and not Path(config.policy).is_file():
@@ -90,9 +83,6 @@ def _check(config: CollectConfig) -> None:
 
 def _check_policy_options(config: CollectConfig) -> None:
     """How the policy's actions are recorded: --label-actions and --stochastic."""
-    if config.label_actions not in ACTION_LABELS:
-        raise InvalidInputError(f"--label-actions must be one of {', '.join(ACTION_LABELS)}, "
-                                f"got {config.label_actions!r}")
     if config.label_actions == "clean" and (config.noise <= 0 or config.policy == "random"):
         raise InvalidInputError("--label-actions clean records a policy's own action while the env is stepped with "
                                 "noise: it needs --policy FILE.zip and --noise > 0")

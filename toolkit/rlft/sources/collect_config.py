@@ -7,11 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import option
+from rlft.core.options import Declared, option
+
+DATA_FORMATS = ("hdf5", "arrow")
+# What a noisy collection records as the action: the one the env was stepped with, or the policy's own (DART).
+ACTION_LABELS = ("executed", "clean")
 
 
 @dataclass(kw_only=True)
-class CollectConfig:
+class CollectConfig(Declared):
     """Record policy rollouts as a Minari dataset (DataCollector), with seeds and reference scores."""
 
     env_id: str = field(metadata={"help": "Gymnasium env id, e.g. CartPole-v1, HalfCheetah-v5.",
@@ -28,8 +32,8 @@ class CollectConfig:
                                    "instead of its mean action.")
     label_actions: str = option("executed", "With --noise: record the action the env was stepped with (executed), or "
                                           "the policy's own action before the noise (clean: DART-style data, "
-                                          "off-path states with expert labels).")
-    data_format: str = option("hdf5", "Minari storage: hdf5 (default) or arrow.")
+                                          "off-path states with expert labels).", choices=ACTION_LABELS)
+    data_format: str = option("hdf5", "Minari storage: hdf5 (default) or arrow.", choices=DATA_FORMATS)
     max_episode_steps: int | None = option(None, "Override the env's limit.")
     author: str = option("rlft", "Author recorded in the dataset metadata.")
     description: str | None = option(None, "Description recorded in the dataset metadata.", cli=False)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from rlft.core.errors import InvalidInputError, require
 from rlft.envs.registry import action_space
+from rlft.sources.expert_config import ALGOS
 from rlft.sources.hyperparams import tuned_algos
-
-ALGOS = ("ppo", "sac", "tqc", "dqn")
 
 
 def algo_class(algo: str):
@@ -23,9 +22,6 @@ def algo_class(algo: str):
 
 CONTINUOUS_ONLY = ("sac", "tqc")  # SB3 asserts a Box action space
 DISCRETE_ONLY = ("dqn",)
-
-
-AUTO_ALGO = "auto"
 
 
 def _acts_in(algo: str, space) -> bool:

@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import option
+from rlft.core.options import check_declared, option
+
+ALGOS = ("ppo", "sac", "tqc", "dqn")
+AUTO_ALGO = "auto"
 
 
 @dataclass(kw_only=True)
@@ -18,7 +21,7 @@ class ExpertConfig:
                                   "aliases": ["--env"], "required": True})
     out: Path = field(metadata={"help": "Checkpoint FILE.zip; metadata goes to FILE.json.", "required": True})
     algo: str = option("ppo", "ppo, sac, tqc (sb3-contrib), dqn, or auto: ppo (discrete actions) or sac (Box), else "
-                            "the algorithm with tuned settings for the env.")
+                            "the algorithm with tuned settings for the env.", choices=(*ALGOS, AUTO_ALGO))
     timesteps: int | None = option(None, "Env steps (default: n_timesteps of the file).")
     seed: int = option(0, "Seed of training envs, networks and evaluation.", min=0)
     num_envs: int | None = option(None, "Vectorised training envs (default: file).")
@@ -34,3 +37,7 @@ class ExpertConfig:
     data_path: Path | None = option(None, "Minari datasets folder --record-replay writes into (default: "
                                         "$MINARI_DATASETS_PATH, else ~/.minari/datasets).")
     report_to: str = option("none", "none or tensorboard (FILE_tb/ beside the checkpoint: SB3's training curves).")
+
+    def __post_init__(self) -> None:
+        self.algo = str(self.algo).lower()  # PPO and ppo name one algorithm
+        check_declared(self)

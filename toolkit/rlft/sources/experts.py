@@ -24,8 +24,8 @@ from rlft.core.seeding import limit_threads, seed_everything
 from rlft.envs.registry import check_env_id, make_env, normalized_score, reference_scores
 from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import check_spaces
-from rlft.sources.expert_algos import ALGOS, AUTO_ALGO, algo_class, auto_algo, check_algo_space
-from rlft.sources.expert_config import ExpertConfig
+from rlft.sources.expert_algos import algo_class, auto_algo, check_algo_space
+from rlft.sources.expert_config import ALGOS, AUTO_ALGO, ExpertConfig
 from rlft.sources.hyperparams import load_hyperparams, tuned_algos
 from rlft.sources.replay import check_replay_request, write_replay
 from rlft.sources.rollouts import policy_act, run_episodes

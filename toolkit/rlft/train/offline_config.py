@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.options import check_declared
 
 OFFLINE_ALGOS = ("td3bc", "iql")
 
@@ -20,7 +21,7 @@ class OfflineConfig:
                                            "next_observation, terminated columns)."})
     out: Path = field(metadata={"help": "RUN folder to write: policy.pt (play it with rlft eval --policy "
                                         "offline:RUN), critic.pt, rlft_offline.json."})
-    algo: str = field(default="iql", metadata={"help": "td3bc or iql."})
+    algo: str = field(default="iql", metadata={"help": "td3bc or iql.", "choices": OFFLINE_ALGOS})
     steps: int = field(default=200_000, metadata={"help": "Gradient steps (the papers: 1,000,000).", "min": 1})
     batch_size: int = field(default=256, metadata={"help": "Transitions per gradient step.", "min": 1})
     learning_rate: float = field(default=3e-4, metadata={"help": "Adam's learning rate (actor, critics, value)."})
@@ -29,14 +30,14 @@ class OfflineConfig:
     discount: float = field(default=0.99, metadata={"help": "Discount of the critic's targets."})
     tau: float = field(default=0.005, metadata={"help": "Polyak rate of the target networks."})
     alpha: float = field(default=2.5, metadata={"help": "td3bc: weight of Q against the BC term (lambda = alpha / "
-                                                        "mean |Q|)."})
-    policy_noise: float = field(default=0.2, metadata={"help": "td3bc: target policy smoothing noise."})
-    noise_clip: float = field(default=0.5, metadata={"help": "td3bc: clip of that noise."})
+                                                        "mean |Q|).", "min": 0})
+    policy_noise: float = field(default=0.2, metadata={"help": "td3bc: target policy smoothing noise.", "min": 0})
+    noise_clip: float = field(default=0.5, metadata={"help": "td3bc: clip of that noise.", "min": 0})
     policy_freq: int = field(default=2, metadata={"help": "td3bc: one actor update per N critic updates.",
                                                   "min": 1})
     expectile: float = field(default=0.7, metadata={"help": "iql: expectile of V's regression on Q."})
     temperature: float = field(default=3.0, metadata={"help": "iql: inverse temperature of advantage-weighted "
-                                                              "regression (beta)."})
+                                                              "regression (beta).", "min": 0})
     normalize_rewards: bool = field(default=True, metadata={"help": "iql: scale rewards by 1000 / (max - min "
                                                                     "episode return), as IQL does on locomotion."})
     split: str = field(default="train", metadata={"help": "Dataset split to train on."})
@@ -54,13 +55,10 @@ class OfflineConfig:
 
     def __post_init__(self) -> None:
         self.algo = str(self.algo).lower().replace("+", "").replace("-", "").replace("_", "")
-        if self.algo not in OFFLINE_ALGOS:
-            raise InvalidInputError(f"--algo must be one of {', '.join(OFFLINE_ALGOS)}, got {self.algo!r}")
+        check_declared(self)  # after the spelling is normalized (TD3+BC -> td3bc)
         if not 0 < self.discount <= 1 or not 0 < self.tau <= 1:
             raise InvalidInputError(f"--discount and --tau must be in (0, 1], got {self.discount}, {self.tau}")
         if not 0 < self.expectile < 1:
             raise InvalidInputError(f"--expectile must be in (0, 1), got {self.expectile}")
-        if self.learning_rate <= 0 or self.temperature < 0 or self.alpha < 0:
-            raise InvalidInputError("--learning-rate must be positive; --temperature and --alpha not negative")
-        if self.policy_noise < 0 or self.noise_clip < 0:
-            raise InvalidInputError("--policy-noise and --noise-clip must not be negative")
+        if self.learning_rate <= 0:
+            raise InvalidInputError(f"--learning-rate must be positive, got {self.learning_rate}")

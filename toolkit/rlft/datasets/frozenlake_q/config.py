@@ -7,14 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import option
+from rlft.codecs.choices import PROMPT_STYLES, WORDINGS
+from rlft.core.options import Declared, option
 
 EXPORT_Q_ENVS = ("frozenlake",)
-
+COMPLETIONS = ("optimal", "all")
 
 
 @dataclass(kw_only=True)
-class ExportQConfig:
+class ExportQConfig(Declared):
     """Exact Q*(s,a) of FrozenLake by value iteration, as a Hub-layout dataset with prompts and a card."""
 
     env: str = option("frozenlake", "Environment: frozenlake.", argument=True, required=True)
@@ -30,12 +31,13 @@ class ExportQConfig:
     csv: Path | None = option(None, "Also write the Gemma-experiment CSV here.")
     episodes: int = option(1000, "Episodes of the greedy policy run to measure its success rate.", min=1)
     seed: int = option(0, "Seed of the first measured episode (episode i uses seed + i).", min=0)
-    prompt_style: str = option("chat", "chat (system + user messages) or plain (one string).")
+    prompt_style: str = option("chat", "chat (system + user messages) or plain (one string).",
+                               choices=PROMPT_STYLES)
     wording: str = option("gemma", "gemma (the Gemma GRPO experiment's prompt), compact (about half the tokens: "
                                  "legend in one system line, the grid alone) or position (the map in the system "
-                                 "line, the position alone: for episodes).")
+                                 "line, the position alone: for episodes).", choices=WORDINGS)
     completions: str = option("optimal", "optimal (one row per state) or all (one row per state and action: "
-                                       "format-only SFT, a task-naive start for GRPO).")
+                                       "format-only SFT, a task-naive start for GRPO).", choices=COMPLETIONS)
     think: bool = option(False, "Completions <think>REASON</think><answer>A</answer>, the reason read from the "
                               "state's Q-values.")
     card_extra: Path | None = option(None, "Markdown file of dataset-specific prose for the card.")

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlft.codecs.grid import WORDINGS, FrozenLakeGridCodec
-from rlft.codecs.template import PROMPT_STYLES
+from rlft.codecs.grid import FrozenLakeGridCodec
 from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir, staged_text
@@ -18,7 +17,6 @@ from rlft.datasets.card import CardSpec, message_text, read_extra_markdown
 from rlft.datasets.folder import write_dataset_folder
 from rlft.datasets.frozenlake_q.config import EXPORT_Q_ENVS, ExportQConfig
 from rlft.datasets.frozenlake_q.records import (
-    COMPLETIONS,
     GEMMA_CSV_COLUMNS,
     GLOSSARY,
     build_q_records,
@@ -80,12 +78,6 @@ def _validate(config: ExportQConfig) -> LakeMap:
         _validate_random(config)
     lake = load_map(config.map) if size is None else LakeMap(config.map, random_rows(size, config.p, 0))
     check_gamma(config.gamma)
-    if config.prompt_style not in PROMPT_STYLES:
-        raise InvalidInputError(f"--prompt-style must be one of {PROMPT_STYLES}, got {config.prompt_style!r}")
-    if config.wording not in WORDINGS:
-        raise InvalidInputError(f"--wording must be one of {', '.join(WORDINGS)}, got {config.wording!r}")
-    if config.completions not in COMPLETIONS:
-        raise InvalidInputError(f"--completions must be one of {', '.join(COMPLETIONS)}, got {config.completions!r}")
     inputs = [("--card-extra", config.card_extra), ("--map", config.map)]  # a named map (4x4) is no path: skipped
     check_output_dir(config.out, config.overwrite, inputs=inputs)
     if config.csv is not None:

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from rlft.codecs.grid import FrozenLakeGridCodec
+from rlft.datasets.frozenlake_q.config import COMPLETIONS
 from rlft.datasets.frozenlake_q.solve import QSolution
 from rlft.envs.frozenlake import ACTION_NAMES, LakeMap, encode_lake, render_grid
 
@@ -31,7 +32,6 @@ GLOSSARY = {
 }
 
 
-COMPLETIONS = ("optimal", "all")
 
 
 def think_text(row: int, col: int, q: np.ndarray, action: int) -> str:

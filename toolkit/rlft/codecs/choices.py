@@ -1,0 +1,7 @@
+"""The values a codec setting takes, in a module that imports nothing: a command's config (a light module the CLI
+imports to build its options) declares its choices from these, and the codecs check against the same tuples."""
+
+FORMATS = ("raw", "discretized", "tokenized", "binned")  # the numeric codecs (rlft data serialize --format)
+EDGE_SOURCES = ("data", "bounds")  # discretized, binned: bin edges from the data's quantiles or the space's bounds
+WORDINGS = ("gemma", "compact", "position")  # the FrozenLake grid codec's prompts (rlft data export-q --wording)
+PROMPT_STYLES = ("plain", "chat")  # one string with tags, or system + user messages
