@@ -109,3 +109,32 @@ def test_rlft_eval_declares_exactly_its_config_fields():
 
     params = {p.name for p in typer.main.get_command(app).params} - {"install_completion", "show_completion"}
     assert params == {f.name for f in dataclasses.fields(EvalConfig)}  # (those two: Typer's, as a sub-app alone)
+
+
+@pytest.mark.parametrize("path,config", [
+    ("data export-q", "rlft.datasets.frozenlake_q.config:ExportQConfig"),
+    ("data import", "rlft.datasets.import_config:ImportConfig"),
+    ("data improve", "rlft.datasets.improve_config:ImproveConfig"),
+    ("data collect", "rlft.sources.collect_config:CollectConfig"),
+    ("data serialize", "rlft.datasets.serialize_config:SerializeConfig"),
+    ("expert train", "rlft.sources.expert_config:ExpertConfig"),
+    ("model init", "rlft.models.tiny_config:ModelInitConfig"),
+    ("model fetch", "rlft.models.fetch_config:FetchConfig"),
+    ("model add-bins", "rlft.models.fetch_config:AddBinsConfig"),
+    ("train offline", "rlft.train.offline_config:OfflineConfig"),
+])
+def test_every_config_command_declares_exactly_its_config_fields(path, config):
+    """The other commands built from a config: one option per field the CLI shows, none declared beside them."""
+    import importlib
+
+    import typer.main
+
+    from rlft.cli.main import app
+
+    module, name = config.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    command = typer.main.get_command(app)
+    for word in path.split():
+        command = command.commands[word]
+    params = {p.name for p in command.params}
+    assert params == {f.name for f in dataclasses.fields(cls) if f.metadata.get("cli", True)}

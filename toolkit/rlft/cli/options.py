@@ -64,6 +64,12 @@ def _default_missing(f: dataclasses.Field) -> bool:
     return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
 
 
+def _shown(choice: Any) -> str:
+    """A choice as --help lists it: quoted where it is blank or has blanks around it (--separator ' ')."""
+    text = str(choice)
+    return text if text and text.strip() == text else repr(text)
+
+
 def field_parameters(cls, skip: tuple[str, ...] = ()) -> list[inspect.Parameter]:
     """One keyword parameter per field of ``cls`` (a Typer option defaulting to "not given"), in field order."""
     settings = trl_fields(cls)  # the TRL settings the stage names: options too, their values held in config.trl
@@ -88,7 +94,7 @@ def field_parameters(cls, skip: tuple[str, ...] = ()) -> list[inspect.Parameter]
         if tp is float:
             bounds["callback"] = finite
         if f.metadata.get("choices"):  # --help shows the values; check_bounds refuses others in rlft's words
-            bounds["metavar"] = "|".join(f.metadata["choices"])
+            bounds["metavar"] = "|".join(_shown(c) for c in f.metadata["choices"])
         given = ... if f.metadata.get("required") else None  # required: click asks for it, in its own words
         if f.metadata.get("argument"):  # positional, as `rlft data export-q frozenlake`
             default = typer.Argument(given, help=help_text, metavar=f.name, **bounds)

@@ -4,4 +4,5 @@ imports to build its options) declares its choices from these, and the codecs ch
 FORMATS = ("raw", "discretized", "tokenized", "binned")  # the numeric codecs (rlft data serialize --format)
 EDGE_SOURCES = ("data", "bounds")  # discretized, binned: bin edges from the data's quantiles or the space's bounds
 WORDINGS = ("gemma", "compact", "position")  # the FrozenLake grid codec's prompts (rlft data export-q --wording)
+SEPARATORS = (" ", ",")  # between the values of an observation or action
 PROMPT_STYLES = ("plain", "chat")  # one string with tags, or system + user messages

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlft.codecs.base import ActionParseError, Codec
+from rlft.codecs.choices import SEPARATORS
 from rlft.codecs.structured import (
     check_integer_leaves,
     flat_box,
@@ -31,7 +32,6 @@ from rlft.core.textfmt import format_scaled as format_rows  # noqa: F401  (re-ex
 from rlft.envs.spaces import describe_space
 
 ROLES = ("observation", "action")
-SEPARATORS = (" ", ",")
 _INT_RE = re.compile(r"[+-]?\d+")
 _FLOAT_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _NONFINITE = {"nan", "inf", "infinity"}

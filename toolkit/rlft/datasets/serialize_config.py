@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.codecs.choices import EDGE_SOURCES, FORMATS, PROMPT_STYLES
+from rlft.codecs.choices import EDGE_SOURCES, FORMATS, PROMPT_STYLES, SEPARATORS
 from rlft.core.options import option
 
 
@@ -49,8 +49,9 @@ class SerializeConfig:
                                                  "text anyway.")
     overwrite: bool = option(False, "Replace a non-empty --out (atomically).")
     system: str | None = option(None, "System text of the prompt (chat style and the rlft4rl profile).")
-    separator: str = option(" ", "Between the values of an observation or action: ' ' or ','.")
+    separator: str = option(" ", "Between the values of an observation or action: ' ' or ','.", choices=SEPARATORS)
     prefill: bool = option(False, "End plain prompts with the answer's opening tag (completions: v1 v2</action>).")
     profile: str | None = option(None, "rlft4rl: RLFT4RL's format (',' between values, 5 decimals, its prompt layout "
                                      "with <action> prefilled, int() tokens).")
-    extra_info: dict = field(default_factory=dict)
+    extra_info: dict = field(default_factory=dict, metadata={"help": "More keys for the summary (code only).",
+                                                             "cli": False})

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 
-from rlft.codecs.numeric import SEPARATORS
 from rlft.codecs.numeric_prompt import PROFILES
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
@@ -68,8 +67,6 @@ def _check_codec_options(config: SerializeConfig) -> None:
         raise InvalidInputError(f"--bins must be at least 2, got {config.bins}")
     if config.tokens < 2:
         raise InvalidInputError(f"--tokens must be at least 2, got {config.tokens}")
-    if config.separator not in SEPARATORS:
-        raise InvalidInputError(f"--separator must be ' ' or ',', got {config.separator!r}")
     if config.profile is not None and config.profile not in PROFILES:
         raise InvalidInputError(f"unknown --profile {config.profile!r}", hint=f"known: {', '.join(PROFILES)}")
     if config.prefill and config.prompt_style != "plain" and config.profile is None:
