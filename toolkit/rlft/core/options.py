@@ -21,10 +21,16 @@ def option(default: Any, help_text: str, **more: Any) -> Any:
 def check_declared(config, extra: list[tuple[str, Any, Any, tuple]] | None = None) -> None:
     """Refuse a value outside its field's declared ``choices`` or ``min``/``max`` (a bounded number must also be
     finite); ``extra`` adds (name, min, max, choices) for settings that are not fields (TRL's, held elsewhere)."""
+    names = [f.name for f in dataclasses.fields(config)] + [name for name, *_ in extra or []]
+    check_values(type(config), {name: getattr(config, name, None) for name in names}, extra)
+
+
+def check_values(cls, values: dict[str, Any], extra: list[tuple[str, Any, Any, tuple]] | None = None) -> None:
+    """:func:`check_declared` on the values alone, for a caller that hands down values, not its config."""
     limits = [(f.name, f.metadata.get("min"), f.metadata.get("max"), tuple(f.metadata.get("choices", ())))
-              for f in dataclasses.fields(config)]
+              for f in dataclasses.fields(cls)]
     for name, low, high, choices in [*limits, *(extra or [])]:
-        value = getattr(config, name, None)
+        value = values.get(name)
         flag = "--" + name.replace("_", "-")
         if choices and value is not None and value not in choices:
             raise InvalidInputError(f"{flag} must be one of {', '.join(map(str, choices))}, got {value!r}")

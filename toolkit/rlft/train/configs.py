@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import check_declared
+from rlft.core.options import check_values
 from rlft.core.reading import read_yaml_mapping, require_file
 from rlft.core.seeding import MAX_SEED
 from rlft.train.config_values import coerce
@@ -268,9 +268,12 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
 
 def check_bounds(config) -> None:
     """The declared ``choices`` and ``min``/``max`` of the config's fields and of its stage's TRL settings
-    (:func:`rlft.core.options.check_declared`): click checks the numbers typed, this covers every value, from a
+    (:func:`rlft.core.options.check_values`): click checks the numbers typed, this covers every value, from a
     ``--config`` YAML file too, and a config built in code (:class:`StageConfig` checks itself when made)."""
-    check_declared(config, [(name, d.min, d.max, d.choices) for name, d in _trl_defaults(type(config)).items()])
+    trl = [(name, d.min, d.max, d.choices) for name, d in _trl_defaults(type(config)).items()]
+    names = [f.name for f in dataclasses.fields(config)] + [name for name, *_ in trl]
+    # the values go down to the check, not the config (a stage's config stays in the training layer)
+    check_values(type(config), {name: getattr(config, name, None) for name in names}, trl)
 
 
 def _route_trl_flags(trl_flags: dict[str, Any], names: list[str], cli_values: dict[str, Any],
