@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
+from importlib import import_module
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,8 +42,6 @@ CODEC_MODULES = ("raw", "discretized", "tokenized", "binned", "grid")  # each re
 
 def _register_kinds() -> None:
     """Import every codec module (``rlft.codecs`` loads them lazily), so a saved codec of any kind can be read."""
-    from importlib import import_module
-
     for module in CODEC_MODULES:
         import_module(f"rlft.codecs.{module}")
 

@@ -61,11 +61,8 @@ class CollectResult:
 def _check(config: CollectConfig) -> None:
     check_env_id(config.env_id)
     check_dataset_id(config.dataset_id)
-    if config.episodes < 1 or config.num_envs < 1:
-        raise InvalidInputError("--episodes and --num-envs must be at least 1")
-    if config.seed < 0 or not math.isfinite(config.noise) or config.noise < 0:
-        raise InvalidInputError(f"--seed and --noise must be finite and not negative, got {config.seed}, "
-                                f"{config.noise}")
+    if not math.isfinite(config.noise) or config.noise < 0:
+        raise InvalidInputError(f"--noise must be finite and not negative, got {config.noise}")
     if config.max_episode_steps is not None and config.max_episode_steps < 1:
         raise InvalidInputError(f"--max-episode-steps must be at least 1, got {config.max_episode_steps}",
                                 hint="leave it out for the env's own time limit")

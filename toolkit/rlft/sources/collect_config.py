@@ -24,7 +24,7 @@ class CollectConfig(Declared):
                                       "required": True})
     episodes: int = field(metadata={"help": "Episodes to record.", "required": True, "min": 1})
     policy: str = option("random", "An SB3 checkpoint FILE.zip, or 'random'.")
-    num_envs: int = option(1, "Envs stepped together with batched policy inference.")
+    num_envs: int = option(1, "Envs stepped together with batched policy inference.", min=1)
     seed: int = option(0, "Episode i is reset with seed + i (stored in the dataset).", min=0)
     noise: float = option(0.0, "Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random.")
     stochastic: bool = option(False, "Record the policy's own sampled actions (SB3 predict with deterministic=False: "

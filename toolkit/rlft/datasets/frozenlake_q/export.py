@@ -71,8 +71,6 @@ def _validate(config: ExportQConfig) -> LakeMap:
     """Every check runs before anything is computed or written."""
     if config.env.lower() not in EXPORT_Q_ENVS:
         raise InvalidInputError(f"export-q supports {', '.join(EXPORT_Q_ENVS)}, not {config.env!r}")
-    if config.episodes < 1:
-        raise InvalidInputError(f"--episodes must be at least 1, got {config.episodes}")
     size = random_map_size(config.map)
     if size is not None:
         _validate_random(config)

@@ -32,8 +32,6 @@ GLOSSARY = {
 }
 
 
-
-
 def think_text(row: int, col: int, q: np.ndarray, action: int) -> str:
     """A short, true reason for ``action`` at (row, col), drawn from the state's exact Q-values."""
     values = ", ".join(f"{name} {v:.3f}" for name, v in zip(ACTION_NAMES, q, strict=True))
