@@ -98,3 +98,14 @@ def test_a_pipeline_banner_masks_both_option_forms(cli, tmp_path, monkeypatch):
         result = cli("pipeline", "run", pipeline, "--out", tmp_path / "out")
         assert result.exit_code != 0
         assert TOKEN not in result.output and "data push --token" in result.output and MASK in result.output
+
+
+@pytest.mark.parametrize("step", ["data push fl --repo-id {undefined} --token {token}",
+                                  "data push fl --repo-id me/x --api-key={token}\n    bogus: 1"])
+def test_a_pipeline_step_refused_before_it_runs_names_it_with_its_token_masked(cli, tmp_path, step):
+    """A step with an undefined variable or an unknown key is named in the error line, its secrets masked as the
+    banner masks them (hostile pass 11 found the raw command there)."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("name: p\nsteps:\n  - command: " + step.format(undefined="{nope}", token=TOKEN) + "\n")
+    result = cli("pipeline", "run", pipeline, "--out", tmp_path / "out")
+    assert result.exit_code == 2 and TOKEN not in result.output and MASK in result.output

@@ -10,6 +10,7 @@ from typing import Any
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.reading import read_yaml_mapping, require_file, yaml_value
+from rlft.core.secrets import redact_command
 from rlft.core.seeding import MAX_SEED
 
 
@@ -122,11 +123,11 @@ def _step_argvs(steps: list, variables: dict[str, Any], path: Path, section: str
             raise InvalidInputError(f"{section} {i} of {path} has no 'command'")
         unknown = sorted(set(step) - set(STEP_KEYS))
         if unknown:
-            raise InvalidInputError(f"{section} {i} of {path} ({step['command']}): unknown key "
+            raise InvalidInputError(f"{section} {i} of {path} ({redact_command(step['command'])}): unknown key "
                                     f"{', '.join(map(repr, unknown))}", hint=f"a step has {', '.join(STEP_KEYS)}")
         missing = sorted(set(_undefined(_substitute({k: step.get(k) for k in STEP_KEYS}, variables))))
         if missing:
-            raise InvalidInputError(f"{section} {i} of {path} ({step['command']}): undefined variable "
+            raise InvalidInputError(f"{section} {i} of {path} ({redact_command(step['command'])}): undefined variable "
                                     f"{', '.join('{' + m + '}' for m in missing)}",
                                     hint=f"define it under vars: (defined: {', '.join(sorted(variables))})")
         if not _flag_value(_substitute(step.get("enabled", True), variables)):
