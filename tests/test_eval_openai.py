@@ -220,3 +220,11 @@ def test_constrained_through_a_server_sends_the_codecs_grammar_as_a_regex(tmp_pa
     for text in ("<answer>DOWN</answer>", "<answer>LEFT</answer>", "<answer>JUMP</answer>", "DOWN",
                  "<answer></answer>"):
         assert bool(re.fullmatch(regex, text)) == grammar.matches(text), text
+
+
+def test_an_api_timeout_past_a_day_is_refused_before_any_work(cli, tmp_path):
+    """--api-timeout 1e300 overflowed the clock in a traceback (hostile pass 11, B2); 1e9 waited on a drip server
+    for ever (B3). Bounded as data push's --timeout is."""
+    result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--backend", "openai", "--api-timeout", "1e300",
+                 "--episodes", "1", "--out", tmp_path / "r.json")
+    assert result.exit_code == 2 and "--api-timeout" in result.output and not (tmp_path / "r.json").exists()

@@ -11,6 +11,9 @@ from typing import Any
 
 from rlft.core.errors import InvalidInputError
 
+# the longest a network wait may be set to (a day): a larger one is a typo, and 1e300 overflows the clock
+MAX_WAIT_SECONDS = 86_400.0
+
 
 def option(default: Any, help_text: str, **more: Any) -> Any:
     """A field with a default, its ``help`` and any of ``choices``, ``min``, ``max``, ``aliases``, ``argument``,

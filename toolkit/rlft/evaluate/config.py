@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import Declared, option
+from rlft.core.options import MAX_WAIT_SECONDS, Declared, option
 
 POLICY_KINDS = ("llm", "random", "constant", "expert", "bc", "q-greedy", "online", "offline")
 BACKENDS = ("transformers", "openai")
@@ -36,7 +36,8 @@ class EvalConfig(Declared):
     api_model: str | None = option(None, "openai: model name on the server.")
     api_key: str | None = option(None, "openai: API key (default: OPENAI_API_KEY).")
     concurrency: int = option(8, "openai: requests in flight at once.")
-    api_timeout: float = option(60.0, "openai: seconds a server may take to answer a request (3 tries).", min=0.001)
+    api_timeout: float = option(60.0, "openai: seconds a server may take to answer a request (3 tries).", min=0.001,
+                                max=MAX_WAIT_SECONDS)
     constrained: bool = option(False, "Only allow tokens that keep a valid answer (transformers).")
     fallback_action: str | None = option(None, "Action taken when the output does not parse (counted as invalid) "
                                              "(default: 0 / the first action).")
