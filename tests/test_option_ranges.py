@@ -17,6 +17,11 @@ import pytest
       "--max-episode-steps", "-1"], "--max-episode-steps must be at least 1"),
     (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
       "--noise", "nan"], "must be a finite number"),
+    # hostile pass 11 (B4, B5): a trillion episodes ran until killed; bounded as rlft eval's are
+    (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes",
+      "1000000000000"], "Invalid value for '--episodes'"),
+    (["data", "export-q", "frozenlake", "--out", "never-written", "--episodes", "1000000000000"],
+     "Invalid value for '--episodes'"),
 ])
 def test_bad_values_are_refused_before_any_work(cli, tmp_path, args, message):
     out = ["--out", str(tmp_path / "expert.zip")] if args[0] == "expert" else []

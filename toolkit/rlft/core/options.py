@@ -13,6 +13,7 @@ from rlft.core.errors import InvalidInputError
 
 # the longest a network wait may be set to (a day): a larger one is a typo, and 1e300 overflows the clock
 MAX_WAIT_SECONDS = 86_400.0
+MAX_EPISODES = 1_000_000  # episodes one command may play or record: more is a typo that would run for days
 
 
 def option(default: Any, help_text: str, **more: Any) -> Any:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import MAX_WAIT_SECONDS, Declared, option
+from rlft.core.options import MAX_EPISODES, MAX_WAIT_SECONDS, Declared, option
 
 POLICY_KINDS = ("llm", "random", "constant", "expert", "bc", "q-greedy", "online", "offline")
 BACKENDS = ("transformers", "openai")
@@ -21,7 +21,7 @@ class EvalConfig(Declared):
                                           "expert:FILE.zip, bc:FILE, q-greedy, online:RUN, offline:RUN."})
     env_id: str | None = option(None, "Gymnasium env id (default: the codec's env).", aliases=["--env"])
     # each episode's return, length and seed are kept for the report: 10**13 grew until memory ran out
-    episodes: int = option(10, "Episodes N; episode i is seeded SEED + i.", max=1_000_000)
+    episodes: int = option(10, "Episodes N; episode i is seeded SEED + i.", max=MAX_EPISODES)
     num_envs: int = option(1, "Vector environments K stepped together (capped to N).")
     seed: int = option(0, "Seed of episode 0.", min=0)
     out: Path | None = option(None, "REPORT.json (REPORT.png and REPORT_tb/ beside it).")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import Declared, option
+from rlft.core.options import MAX_EPISODES, Declared, option
 
 DATA_FORMATS = ("hdf5", "arrow")
 # What a noisy collection records as the action: the one the env was stepped with, or the policy's own (DART).
@@ -22,7 +22,8 @@ class CollectConfig(Declared):
                                   "aliases": ["--env"], "required": True})
     dataset_id: str = field(metadata={"help": "Minari id NAMESPACE/NAME-vK (the version is required).",
                                       "required": True})
-    episodes: int = field(metadata={"help": "Episodes to record.", "required": True, "min": 1})
+    episodes: int = field(metadata={"help": "Episodes to record.", "required": True, "min": 1,
+                                     "max": MAX_EPISODES})
     policy: str = option("random", "An SB3 checkpoint FILE.zip, or 'random'.")
     num_envs: int = option(1, "Envs stepped together with batched policy inference.", min=1)
     seed: int = option(0, "Episode i is reset with seed + i (stored in the dataset).", min=0)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.codecs.choices import PROMPT_STYLES, WORDINGS
-from rlft.core.options import Declared, option
+from rlft.core.options import MAX_EPISODES, Declared, option
 
 EXPORT_Q_ENVS = ("frozenlake",)
 COMPLETIONS = ("optimal", "all")
@@ -29,7 +29,8 @@ class ExportQConfig(Declared):
     slippery: bool = option(True, "Slippery ice (gymnasium default).")
     gamma: float = option(0.99, "Discount factor in (0, 1].")
     csv: Path | None = option(None, "Also write the Gemma-experiment CSV here.")
-    episodes: int = option(1000, "Episodes of the greedy policy run to measure its success rate.", min=1)
+    episodes: int = option(1000, "Episodes of the greedy policy run to measure its success rate.", min=1,
+                          max=MAX_EPISODES)
     seed: int = option(0, "Seed of the first measured episode (episode i uses seed + i).", min=0)
     prompt_style: str = option("chat", "chat (system + user messages) or plain (one string).",
                                choices=PROMPT_STYLES)
