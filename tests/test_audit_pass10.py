@@ -75,6 +75,11 @@ def test_offline_rl_and_bc_refuse_nonfinite_rows_and_actions_outside_the_space(c
     if column != "next_observation":  # behaviour cloning reads no next observation
         one_line(cli("train", "bc", "--dataset", data, "--epochs", "1", "--out", tmp_path / "bc.pt"), 2, words)
         assert not (tmp_path / "bc.pt").exists()
+    if "non-finite" in words and column != "next_observation":  # the LLM stages read the same rows (pass 11, U2)
+        for stage in ("sft", "grpo"):
+            one_line(cli("train", stage, "--dataset", data, "--model", data, "--out", tmp_path / stage), 2, words,
+                     "row")
+            assert not (tmp_path / stage).exists()
 
 
 def test_a_policy_that_plays_nan_is_named_instead_of_the_env():

@@ -158,6 +158,9 @@ def test_a_binary_map_and_a_missing_card_extra(cli, tmp_path):
      "codec schema version 99"),
     (lambda d: d.write_text(json.dumps({**json.loads(d.read_text()), "params": {"map_rows": 3}})),
      "malformed frozenlake-grid codec"),
+    (lambda d: d.write_text(json.dumps({**(c := json.loads(d.read_text())),
+                                        "params": {**c["params"], "map_rows": ["SF", "FHFH"]}})),
+     "map map_rows has ragged rows"),  # hostile pass 11, U3: played on before
 ])
 def test_a_damaged_codec_file(cli, tmp_path, lake, damage, message):
     folder = tmp_path / "lake"

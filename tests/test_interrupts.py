@@ -217,3 +217,19 @@ def test_a_killed_training_overwrite_gives_the_old_run_back_on_the_next_run(tmp_
     # the killed run, named (under a loaded CPU the kill can land before it wrote its first file: kept all the same)
     assert len(kept) == 1 and (kept[0] / "content").is_dir()
     assert not any(work.glob(".run.old-*"))
+
+
+def test_a_run_whose_overwrite_was_killed_is_named_by_its_readers(cli, tmp_path):
+    """What a reader of the half-written --out says (hostile pass 11, U1): not only "holds no model", but where the
+    whole previous run waits and what puts it back. Reading changes nothing."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)  # the new run, killed before its model was written
+    old = tmp_path / ".run.old-k1ll3d00" / "content"  # the old run, set aside by a process that is gone
+    old.mkdir(parents=True)
+    (old / "config.json").write_text("{}")
+    result = cli("eval", "--policy", f"llm:{run}", "--env", "FrozenLake-v1", "--episodes", "1",
+                 "--out", str(tmp_path / "r.json"))
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert f"kept whole at {old}" in text and f"--out {run}) puts it back" in text, result.output
+    assert (old / "config.json").is_file() and not (run / "config.json").exists()

@@ -22,6 +22,9 @@ import pytest
       "1000000000000"], "Invalid value for '--episodes'"),
     (["data", "export-q", "frozenlake", "--out", "never-written", "--episodes", "1000000000000"],
      "Invalid value for '--episodes'"),
+    # hostile pass 11 (U4): --history was capped, --turns, which puts as many steps in each prompt, was not
+    (["data", "serialize", "cp/none-v0", "--out", "never-written", "--turns", "1000000000"],
+     "--turns must be from 0 to 1000, got 1000000000"),
 ])
 def test_bad_values_are_refused_before_any_work(cli, tmp_path, args, message):
     out = ["--out", str(tmp_path / "expert.zip")] if args[0] == "expert" else []

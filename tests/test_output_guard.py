@@ -368,3 +368,24 @@ def test_a_refused_command_leaves_no_folders_behind(cli, tmp_path):
     assert result.exit_code == 2 and not (tmp_path / "nd").exists()
     assert cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", tmp_path / "nd" / "a" / "b").exit_code == 0
     assert (tmp_path / "nd" / "a" / "b" / "rlft_codec.json").is_file()
+
+
+def test_an_out_name_that_is_not_utf8_is_one_line_and_writes_nothing(cli, tmp_path, tmp_path_factory):
+    """bash passes such a name through as bytes; Arrow, safetensors and the JSON writers cannot name the file and
+    failed half-way (eval left its plot behind). Hostile pass 11, B6."""
+    from eval_factories import frozenlake_dataset
+    from factories import make_minari_dataset, one_line
+
+    lake = frozenlake_dataset(tmp_path_factory)
+    make_minari_dataset("cartpole/utf-v0", env_id="CartPole-v1", episodes=2)
+    folder = tmp_path / "ok"
+    folder.mkdir()
+    bad = str(folder) + "/o\udcfe"  # the byte 0xfe, as Python names what it cannot decode
+    for args in (["data", "export-q", "frozenlake", "--episodes", "2", "--out", bad],
+                 ["model", "init", "--dataset", str(lake), "--out", bad],
+                 ["data", "serialize", "cartpole/utf-v0", "--out", bad],
+                 ["eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--out", bad + ".json"],
+                 ["train", "sft", "--dataset", str(lake), "--model", str(lake), "--out", bad]):
+        result = cli(*args)
+        one_line(result, 2, "is not valid UTF-8", "o\\xfe", max_lines=3)
+        assert list(folder.iterdir()) == [], (args, list(folder.iterdir()))

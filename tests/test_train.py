@@ -144,6 +144,10 @@ def test_config_files_flat_and_pipeline_sections(tmp_path):
         read_yaml_config(pipeline, "sft")
     with pytest.raises(InvalidInputError, match="config file .*missing.yaml does not exist"):
         read_yaml_config(tmp_path / "missing.yaml", "sft")
+    listed = tmp_path / "listed.yaml"  # the section, written as a list (hostile pass 11, U5): not "unknown key sft"
+    listed.write_text("sft: [1, 2]\n")
+    with pytest.raises(InvalidInputError, match="'sft:' must hold a mapping of config fields, not list"):
+        read_yaml_config(listed, "sft")
 
 
 def test_cli_flags_override_the_config_file(cli, tmp_path, monkeypatch):

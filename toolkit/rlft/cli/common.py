@@ -49,6 +49,20 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+def finite_within(low: float | None, high: float | None):
+    """The option callback of a float option declared with bounds: :func:`finite`, then ``low <= value <= high``."""
+
+    def check(value: float | None) -> float | None:
+        value = finite(value)
+        if value is not None and ((low is not None and value < low) or (high is not None and value > high)):
+            span = (f"from {low:g} to {high:g}" if low is not None and high is not None
+                    else f"at least {low:g}" if low is not None else f"at most {high:g}")
+            raise typer.BadParameter(f"must be {span}, got {value:g}")
+        return value
+
+    return check
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so every ``finally`` and temporary-folder cleanup runs as on
     Ctrl-C (the default SIGTERM action kills the process and leaves temporary folders behind)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from rlft.cli.common import command, finite
+from rlft.cli.common import command, finite_within
 from rlft.cli.options import config_command
 from rlft.core.console import console, kv_table, progress
 from rlft.envs.registry import reference_scores
@@ -77,7 +77,7 @@ def info(
     dataset: str = typer.Argument(..., help="A local Minari id (namespace/name-vN) or a dataset folder."),
     download: bool = typer.Option(False, "--download", help="Fetch a missing id from the Minari remote."),
     download_timeout: float = typer.Option(
-        3600.0, "--download-timeout", min=1.0, max=7 * 24 * 3600.0, callback=finite,
+        3600.0, "--download-timeout", callback=finite_within(1.0, 7 * 24 * 3600.0),
         help="--download: seconds the download may take in all (a stalled or dripping server is given up)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:

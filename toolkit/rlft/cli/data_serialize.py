@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rlft.cli.common import command, finite
+from rlft.cli.common import command, finite_within
 from rlft.cli.options import config_command
 from rlft.core.console import console
 from rlft.core.options import MAX_WAIT_SECONDS
@@ -32,7 +32,7 @@ def push(
     private: bool = typer.Option(False, help="Create the repo as private."),
     revision: str | None = typer.Option(None, help="Branch to push to (created if missing)."),
     token: str | None = typer.Option(None, help="Hub token (default: HF_TOKEN or the saved login)."),
-    timeout: float = typer.Option(900.0, "--timeout", callback=finite, min=0.001, max=MAX_WAIT_SECONDS,
+    timeout: float = typer.Option(900.0, "--timeout", callback=finite_within(0.001, MAX_WAIT_SECONDS),
                                   help="Seconds the whole push may take (each request waits at most 60 s)."),
 ) -> None:
     """Upload a dataset folder (Parquet, card, codec, plots) to the Hugging Face Hub."""

@@ -22,7 +22,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from rlft.cli.common import command, finite
+from rlft.cli.common import command, finite_within
 from rlft.core.errors import InvalidInputError
 from rlft.core.seeding import MAX_SEED
 from rlft.train.config_values import _strip_optional
@@ -91,8 +91,8 @@ def field_parameters(cls, skip: tuple[str, ...] = ()) -> list[inspect.Parameter]
         bounds = {k: f.metadata[k] for k in ("min", "max") if k in f.metadata}  # click checks them when parsing
         if f.name == "seed" and "max" not in bounds:
             bounds["max"] = MAX_SEED
-        if tp is float:
-            bounds["callback"] = finite
+        if tp is float:  # finite first, then the bounds: click's range would give NaN the bound's reason
+            bounds = {"callback": finite_within(bounds.get("min"), bounds.get("max"))}
         if f.metadata.get("choices"):  # --help shows the values; check_bounds refuses others in rlft's words
             bounds["metavar"] = "|".join(_shown(c) for c in f.metadata["choices"])
         given = ... if f.metadata.get("required") else None  # required: click asks for it, in its own words

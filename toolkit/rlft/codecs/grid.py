@@ -11,7 +11,15 @@ from typing import Any
 from rlft.codecs.base import ActionParseError, Codec, register_codec
 from rlft.codecs.choices import WORDINGS
 from rlft.codecs.template import PromptTemplate
-from rlft.envs.frozenlake import ACTION_NAMES, ENV_ID, RANDOM_LAKE_ID, LakeMap, decode_lake, render_grid
+from rlft.envs.frozenlake import (
+    ACTION_NAMES,
+    ENV_ID,
+    RANDOM_LAKE_ID,
+    LakeMap,
+    decode_lake,
+    render_grid,
+    validate_rows,
+)
 
 FROZENLAKE_SYSTEM = (
     "You are an expert at solving the Frozen Lake environment. Analyze the state and provide your reasoning "
@@ -95,7 +103,8 @@ class FrozenLakeGridCodec(Codec):
         super().__init__(*args, **kwargs)
         if map_rows and not all(isinstance(row, str) for row in map_rows):
             raise ValueError(f"map_rows must be rows of S/F/H/G text, got {map_rows!r:.80}")
-        self.lake = LakeMap("codec", tuple(map_rows)) if map_rows else None  # None: the map is in each observation
+        # the map the prompts and the Q-table are drawn from passes a --map file's checks (a ragged one played on)
+        self.lake = LakeMap("codec", validate_rows(map_rows, "map_rows")) if map_rows else None  # None: per episode
         self.action_names = [a.upper() for a in action_names]
         if len(set(self.action_names)) != len(self.action_names) or not all(a.strip() for a in self.action_names):
             # an answer must name one action: repeated names made every answer invalid at evaluation

@@ -76,6 +76,18 @@ def recover_set_aside(out: str | os.PathLike) -> Path | None:
     return None
 
 
+def kept_aside(out: str | os.PathLike) -> Path | None:
+    """The previous content of ``out`` that a killed ``--overwrite`` left set aside (what :func:`recover_set_aside`
+    puts back when rlft next writes ``out``), for a reader of ``out`` to name; None when there is none."""
+    out = Path(out).absolute()
+    if not out.parent.is_dir():
+        return None
+    for aside in sorted(out.parent.glob(f".{out.name}.old-*")):
+        if (aside / "content").is_dir() and not _owner_alive(aside) and aside not in _ASIDE.values():
+            return aside / "content"
+    return None
+
+
 def release_aside(out: str | os.PathLike) -> None:
     """The new ``out`` is complete: delete the old content set aside for it."""
     aside = _ASIDE.pop(Path(out).absolute(), None)

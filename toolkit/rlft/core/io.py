@@ -33,10 +33,22 @@ from rlft.core.manifest import (
 SIBLING_ROOM = 24
 
 
+def check_output_name(path: str | os.PathLike, option: str = "--out") -> None:
+    """A name that is not UTF-8 (bytes the shell passed through as they were) is refused before any work: Arrow,
+    safetensors and the JSON and TensorBoard writers cannot name such a file, and failed half-way through."""
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise OutputError(f"cannot write {option} {shown}: the name is not valid UTF-8, and the files rlft writes "
+                          "(Parquet, safetensors, JSON) cannot be given it", hint="choose a name in UTF-8") from None
+
+
 def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
     """The nearest existing ancestor of ``path`` must be a folder we may write into, and every name still to be made
     short enough for the file system (the last one with room for rlft's siblings): said before any work is done,
     not when the finished output is moved into place."""
+    check_output_name(path, option)
     path = Path(path)
     for parent in path.absolute().parents:
         if parent.exists():
@@ -185,6 +197,7 @@ def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--o
     """Refuse an ``out`` that is, contains or lies inside an input (:func:`refuse_overlap`), that exists and is not an
     empty folder (unless ``overwrite``, and then only a folder rlft wrote: :func:`refuse_foreign`), or that cannot be
     made. A replacement of ``out`` killed before it completed is undone first (:func:`recover_set_aside`)."""
+    check_output_name(out, option)
     refuse_overlap(out, inputs, option)
     claim_output(out, option)
     recover_set_aside(out)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rlft.core.claims import claim_output
 from rlft.core.errors import OutputExistsError
-from rlft.core.io import Inputs, check_output_parent, refuse_overlap
+from rlft.core.io import Inputs, check_output_name, check_output_parent, refuse_overlap
 from rlft.core.manifest import read_manifest
 
 
@@ -19,6 +19,7 @@ def check_output_file(path: str | os.PathLike, overwrite: bool, option: str = "-
     made. With ``overwrite``, an existing file is replaced only when it may be rlft's: not a file of another rlft
     output folder (its manifest lists it), and, given ``ours``, one that looks like what this option writes (a
     CSV's header, a PNG's signature...): a user's file passed by mistake stays."""
+    check_output_name(path, option)
     refuse_overlap(path, inputs, option)
     claim_output(path, option)
     path = Path(path)

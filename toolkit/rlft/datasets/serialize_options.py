@@ -15,7 +15,7 @@ from rlft.datasets.card import read_extra_markdown
 from rlft.datasets.serialize_config import SerializeConfig
 from rlft.sources.minari_source import datasets_root
 
-MAX_HISTORY = 1000  # previous steps in one prompt
+MAX_HISTORY = 1000  # previous steps (--history) or turns (--turns) in one prompt
 
 
 def validate_config(config: SerializeConfig) -> None:
@@ -51,8 +51,8 @@ def _check_prompt_options(config: SerializeConfig) -> None:
         )
     if not 0 <= config.history <= MAX_HISTORY:  # each prompt holds them all: a billion hung the serializer
         raise InvalidInputError(f"--history must be from 0 to {MAX_HISTORY}, got {config.history}")
-    if config.turns < 0:
-        raise InvalidInputError(f"--turns must be >= 0, got {config.turns}")
+    if not 0 <= config.turns <= MAX_HISTORY:  # as many turns as steps of history: each prompt holds them all
+        raise InvalidInputError(f"--turns must be from 0 to {MAX_HISTORY}, got {config.turns}")
     if config.turns > 1 and (config.prefill or config.profile is not None):
         raise InvalidInputError("--turns writes conversations; a prefilled answer tag (--prefill, --profile) needs "
                                 "single-turn prompts", hint="drop one of them")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rlft.core.claims import kept_aside
 from rlft.core.errors import InvalidInputError
 from rlft.datasets.loading import hub_snapshot, looks_like_hub_id
 
@@ -17,6 +18,13 @@ MODEL_INFO_FILENAME = "rlft_model.json"  # what rlft model init / fetch write ab
 def resolve_model(name: str | os.PathLike) -> str:
     """A local folder holding a model (config.json) or a LoRA adapter for ``name`` (local path or Hub id)."""
     path = Path(name).expanduser()
+    kept = kept_aside(path) if not (path / "config.json").is_file() else None
+    if kept is not None:  # a killed --overwrite: the run the user had is whole, beside it; say where
+        raise InvalidInputError(
+            f"{path} holds no model: an --overwrite of it was killed before the new run was complete, and the "
+            f"previous one is kept whole at {kept}",
+            hint=f"the next rlft command that writes {path} (train ... --out {path}) puts it back; or use that folder",
+        )
     if path.is_dir():
         if not ((path / "config.json").is_file() or (path / "adapter_config.json").is_file()):
             raise InvalidInputError(

@@ -183,7 +183,12 @@ def read_yaml_config(path: Path, section: str) -> dict[str, Any]:
     path = Path(path)
     require_file(path, "config file", hint="see pipelines/sft.yaml and pipelines/grpo.yaml")
     data = read_yaml_mapping(path, "a mapping of config fields")
-    if section in data and isinstance(data[section], dict):
+    if section in data:
+        if not isinstance(data[section], dict):  # the section meant, written wrong: not an "unknown key"
+            raise InvalidInputError(f"config file {path}: '{section}:' must hold a mapping of config fields, not "
+                                    f"{type(data[section]).__name__} {str(data[section])[:40]}",
+                                    hint=f"write it as {section}: {{learning_rate: 1.0e-4, ...}}, or the fields "
+                                         "at the top level")
         return dict(data[section])
     if "steps" in data:
         raise InvalidInputError(f"pipeline file {path} has no '{section}:' section of config fields")

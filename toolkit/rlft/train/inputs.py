@@ -11,6 +11,8 @@ from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError, OutputExistsError
 from rlft.core.io import check_output_parent, refuse_overlap
 from rlft.datasets.dataset import RlftDataset, recorded_name
+from rlft.datasets.loading import column_array
+from rlft.datasets.row_checks import check_finite_rows
 from rlft.models.resolve import resolve_model
 from rlft.models.run import load_policy_model, model_lineage
 from rlft.train.configs import StageConfig
@@ -102,6 +104,11 @@ def _train_split(config: StageConfig, data, stage: str, needed_columns: tuple[st
         if config.max_train_samples < 1:
             raise InvalidInputError("--max-train-samples must be at least 1")
         train = train.select(range(min(config.max_train_samples, len(train))))
+    # the numbers behind the text: a non-finite one means the rows were not written by rlft's serializer (which
+    # refuses them) and the text no longer says what the env saw; refused as train bc refuses them
+    table = data[config.train_split].data.table
+    check_finite_rows(config.dataset, config.train_split,
+                      [(c, column_array(table, c)) for c in ("observation", "action") if c in table.column_names])
     return train
 
 
