@@ -360,3 +360,18 @@ def test_overwrite_keeps_a_minari_folder_holding_a_users_file(cli, tmp_path):
     assert result.exit_code == 2 and "notes.txt" in result.output
     assert (folder / "notes.txt").read_text() == "mine"
     assert minari.load_dataset("cartpole/notes-v0").total_episodes == 3
+
+
+def test_a_refused_collect_is_its_error_line_first(cli, tmp_path):
+    """The bar is opened after the checks: a refusal printed a blank line before its error (hostile pass 11)."""
+    result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "1", "--dataset-id", "a/b-v0",
+                 "--data-path", tmp_path)
+    assert result.exit_code == 2 and result.output.startswith("Error: dataset id 'a/b-v0'"), repr(result.output)
+
+
+def test_a_dataset_link_that_loops_is_named_as_such(cli, tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    result = cli("train", "sft", "--dataset", tmp_path / "a", "--model", "m", "--out", tmp_path / "run")
+    assert result.exit_code == 2 and "symbolic link that leads nowhere" in " ".join(result.output.split())
+    assert not (tmp_path / "run").exists()

@@ -19,14 +19,16 @@ app = typer.Typer()
 
 def _run_collect(config, ctx) -> None:
     from rlft.core.seeding import limit_threads
-    from rlft.sources.collect import collect_to_minari
+    from rlft.sources.collect import check_collect, collect_to_minari
     from rlft.sources.minari_source import minari_root
 
     limit_threads()
     config.label_actions, config.data_format = config.label_actions.lower(), config.data_format.lower()
-    with progress() as bar, minari_root(config.data_path):
-        task = bar.add_task(f"collect {config.dataset_id}", total=config.episodes)
-        result = collect_to_minari(config, on_episode=lambda _: bar.advance(task))
+    with minari_root(config.data_path):
+        check_collect(config)  # before the bar: a refusal is its one line, not a bar's blank line and then it
+        with progress() as bar:
+            task = bar.add_task(f"collect {config.dataset_id}", total=config.episodes)
+            result = collect_to_minari(config, on_episode=lambda _: bar.advance(task))
     _print_collected(config, result)
 
 

@@ -53,6 +53,9 @@ def resolve_dataset(name: str | os.PathLike) -> Path:
     text = str(name)
     if path.exists():  # a file, a pipe: a dataset is a folder
         raise InvalidInputError(f"dataset {text!r} is not a folder", hint="pass an rlft dataset folder or a Hub id")
+    if path.is_symlink():  # a link to nothing, or to itself through others
+        raise InvalidInputError(f"dataset {text!r} is a symbolic link that leads nowhere (its target is missing, "
+                                "or the links loop)", hint="point it at an rlft dataset folder")
     if not looks_like_hub_id(text):
         raise InvalidInputError(f"dataset {text!r} does not exist", hint="pass an rlft dataset folder or a Hub id")
     return Path(hub_snapshot(text, "dataset"))

@@ -58,7 +58,8 @@ class CollectResult:
         return self.steps / self.seconds if self.seconds > 0 else float("nan")
 
 
-def _check(config: CollectConfig) -> None:
+def check_collect(config: CollectConfig) -> None:
+    """Everything about ``config`` that can be refused before an env is made (the CLI asks before its bar)."""
     check_env_id(config.env_id)
     check_dataset_id(config.dataset_id)
     if not math.isfinite(config.noise) or config.noise < 0:
@@ -103,7 +104,7 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
     Collection happens under a hidden temporary Minari root inside the real one (Minari skips hidden
     folders), and the finished dataset folder is moved into place with renames.
     """
-    _check(config)
+    check_collect(config)
 
     require("minari", package='"minari[create,hdf5]"')
     require("jax", extra="collect")  # Minari's DataCollector needs it; a one-line hint beats its ImportError
