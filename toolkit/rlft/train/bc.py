@@ -20,11 +20,11 @@ import numpy as np
 from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.output_file import check_output_file, is_zip
-from rlft.core.seeding import limit_threads, seed_everything
 from rlft.core.trackers import Trackers, check_log_folder, parse_report_to
 from rlft.datasets.row_checks import check_box_actions, check_finite_rows
 from rlft.models.bc import BC_FORMAT, MAX_HIDDEN, BCActions, BCFeatures, build_mlp, save_mlp_policy
 from rlft.train.bc_config import BCConfig
+from rlft.train.lifecycle import Stage
 from rlft.train.stage import check_finite_weights
 
 __all__ = ["BCConfig", "train_bc"]  # BCConfig lives in bc_config (the CLI is generated from it)
@@ -45,52 +45,68 @@ def _check(config: BCConfig) -> None:
         raise InvalidInputError("--learning-rate must be positive")
 
 
+class BCStage(Stage):
+    """``rlft train bc``: the lifecycle of :mod:`rlft.train.lifecycle` with an MLP fitted by minibatch descent."""
+
+    name = "bc"
+
+    def check(self) -> None:
+        _check(self.config)
+
+    def load_data(self) -> None:
+        self.codec, obs, actions = _load_rows(self.config)
+        self.features, self.targets, self.x, self.y = _encode_rows(self.config, self.codec, obs, actions)
+
+    def build_model(self) -> None:
+        import torch
+
+        config, targets = self.config, self.targets
+        self.val_idx, self.train_idx = _split_rows(self.rng, len(self.x), config.val_fraction)
+        # built after seeding (and in this order), so the initial weights and batch order follow the seed
+        self.model = build_mlp(self.features.n, list(config.hidden), targets.n, not targets.discrete)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=config.learning_rate,
+                                     weight_decay=config.weight_decay)
+        self.loss_fn = torch.nn.CrossEntropyLoss() if targets.discrete else torch.nn.MSELoss()
+        self.gen = torch.Generator().manual_seed(config.seed)
+
+    def learn(self) -> dict[str, Any]:
+        import torch
+
+        config, model, codec = self.config, self.model, self.codec
+        xt, yt = torch.from_numpy(self.x), torch.from_numpy(self.y)
+        out = Path(config.out)
+        tracking = Trackers(parse_report_to(config.report_to), out.with_name(out.stem + "_tb"), out.stem,
+                            {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()})
+        start = time.perf_counter()
+        try:
+            for entry in _train_epochs(config, model, self.opt, self.loss_fn, xt, yt, self.train_idx, self.gen):
+                tracking.log({"train/loss": entry["train_loss"]}, entry["epoch"])
+        finally:
+            tracking.close()
+        train_s = time.perf_counter() - start
+        check_finite_weights(model, "behaviour cloning")
+        metrics = _metrics(model, xt, yt, self.train_idx, self.val_idx, self.targets, self.loss_fn)
+        info = {
+            "format": BC_FORMAT,
+            "dataset": str(config.dataset),
+            "env_id": codec.env_id,
+            "env_kwargs": codec.env_kwargs,
+            "rows": int(len(self.x)),
+            "train_rows": int(len(self.train_idx)),
+            "val_rows": int(len(self.val_idx)),
+            "train_seconds": round(train_s, 3),
+            "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
+            **metrics,
+        }
+        out = save_mlp_policy(config.out, model, config.hidden, codec, self.features, self.targets, info)
+        console.print(kv_table(f"behaviour cloning -> {out}",
+                               {k: v for k, v in info.items() if k not in ("config", "env_kwargs")}))
+        return info
+
+
 def train_bc(config: BCConfig) -> dict[str, Any]:
     """Fit the MLP, save it to ``config.out`` (atomically) and return the training summary."""
-    _check(config)
-    import torch
-
-    limit_threads()
-    codec, obs, actions = _load_rows(config)
-    features, targets, x, y = _encode_rows(config, codec, obs, actions)
-
-    rng = seed_everything(config.seed)
-    val_idx, train_idx = _split_rows(rng, len(x), config.val_fraction)
-    # built after seeding (and in this order), so the initial weights and batch order follow the seed
-    model = build_mlp(features.n, list(config.hidden), targets.n, not targets.discrete)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    loss_fn = torch.nn.CrossEntropyLoss() if targets.discrete else torch.nn.MSELoss()
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    gen = torch.Generator().manual_seed(config.seed)
-    names = parse_report_to(config.report_to)
-    out = Path(config.out)
-    tracking = Trackers(names, out.with_name(out.stem + "_tb"), out.stem,
-                        {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()})
-    start = time.perf_counter()
-    try:
-        for entry in _train_epochs(config, model, opt, loss_fn, xt, yt, train_idx, gen):
-            tracking.log({"train/loss": entry["train_loss"]}, entry["epoch"])
-    finally:
-        tracking.close()
-    train_s = time.perf_counter() - start
-    check_finite_weights(model, "behaviour cloning")
-    metrics = _metrics(model, xt, yt, train_idx, val_idx, targets, loss_fn)
-    info = {
-        "format": BC_FORMAT,
-        "dataset": str(config.dataset),
-        "env_id": codec.env_id,
-        "env_kwargs": codec.env_kwargs,
-        "rows": int(len(x)),
-        "train_rows": int(len(train_idx)),
-        "val_rows": int(len(val_idx)),
-        "train_seconds": round(train_s, 3),
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
-        **metrics,
-    }
-    out = save_mlp_policy(config.out, model, config.hidden, codec, features, targets, info)
-    console.print(kv_table(f"behaviour cloning -> {out}",
-                           {k: v for k, v in info.items() if k not in ("config", "env_kwargs")}))
-    return info
+    return BCStage(config).run()
 
 
 def _load_rows(config: BCConfig):

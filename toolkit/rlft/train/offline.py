@@ -22,7 +22,6 @@ from rlft.codecs.base import CODEC_FILENAME
 from rlft.core.console import console, err_console, kv_table, progress
 from rlft.core.errors import InvalidInputError, require
 from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
-from rlft.core.seeding import limit_threads, seed_everything
 from rlft.core.trackers import Trackers, move_logs, parse_report_to, scratch_logdir
 from rlft.datasets.dataset import RlftDataset
 from rlft.datasets.row_checks import check_box_actions, check_finite_rows
@@ -39,6 +38,7 @@ from rlft.models.offline import (
 )
 from rlft.sources.experts import EVAL_SEED_OFFSET
 from rlft.sources.rollouts import run_episodes
+from rlft.train.lifecycle import Stage
 from rlft.train.offline_config import OfflineConfig
 
 LOG_EVERY = 1000  # steps between curve points (mean losses over the window)
@@ -59,65 +59,88 @@ def warn_relabelled_actions(dataset: RlftDataset) -> None:
                           highlight=False, soft_wrap=True)
 
 
+class OfflineStage(Stage):
+    """``rlft train offline``: the lifecycle of :mod:`rlft.train.lifecycle` with TorchRL's TD3+BC or IQL losses."""
+
+    name = "offline"
+
+    def check(self) -> None:
+        require("torchrl", package="torchrl")
+        self.trackers = parse_report_to(self.config.report_to)
+        check_output_dir(self.config.out, self.config.overwrite, inputs=[("--dataset", self.config.dataset)])
+
+    def load_data(self) -> None:
+        config = self.config
+        dataset = RlftDataset.open(config.dataset, require_codec=False)
+        self.root, codec = dataset.path, dataset.codec
+        if codec.action_space.get("type") != "box":
+            raise InvalidInputError(f"rlft train offline learns continuous (Box) actions; {config.dataset}'s are "
+                                    f"{codec.action_space.get('type')}", hint="for discrete actions use rlft train "
+                                    "bc or rlft train grpo")
+        warn_relabelled_actions(dataset)
+        data = dataset.transitions(config.split, config.max_train_samples)
+        if len(data) == 0:
+            raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
+        check_finite_rows(config.dataset, config.split, [("observation", data.observations),
+                                                         ("action", data.actions),
+                                                         ("next_observation", data.next_observations)])
+        check_box_actions(config.dataset, config.split, data.actions, codec.action_space)
+        self.features, self.targets = BCFeatures(codec.observation_space), BCActions(codec.action_space)
+        self.features.fit(data.observations)
+        self.targets.fit(data.actions)
+        self.codec, self.data = codec, data
+        self.reward_scale = _reward_scale(config, data)
+
+    def build_model(self) -> None:
+        """The batch of every transition; the networks are built by the algorithm's loop, seeded already."""
+        self.batch = _tensordict(self.features, self.targets, self.data, self.reward_scale)
+        self.train_loop = {"td3bc": _train_td3bc, "iql": _train_iql}[self.config.algo]
+
+    def learn(self) -> dict[str, Any]:
+        config, codec, data, reward_scale = self.config, self.codec, self.data, self.reward_scale
+        logdir = scratch_logdir("offline")
+        tracking = Trackers(self.trackers, logdir, Path(config.out).name, asdict(config))
+        try:
+            start = time.perf_counter()
+            actor, q_nets, v_net, curve, checks = self.train_loop(config, self.batch, self.features, self.targets,
+                                                                  codec, tracking)
+            train_s = time.perf_counter() - start
+        finally:
+            tracking.close()
+        info = {
+            "format": BC_FORMAT, "stage": "offline", "algo": config.algo, "dataset": str(config.dataset),
+            "env_id": codec.env_id, "env_kwargs": codec.env_kwargs, "rows": len(data),
+            "episodes": int(len(np.unique(data.episode_id))), "reward_scale": reward_scale,
+            "train_seconds": round(train_s, 2), "steps_per_second": round(config.steps / train_s, 1),
+            "curve": curve, "checks": checks, "versions": _versions(),
+            "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
+        }
+        with atomic_output_dir(config.out, config.overwrite) as tmp:
+            save_mlp_policy(tmp / OFFLINE_POLICY, actor, config.hidden, codec, self.features, self.targets, info)
+            import torch
+
+            torch.save(critic_payload(q_nets, v_net, config.hidden, self.features, self.targets, reward_scale,
+                                      config.discount, codec, info), tmp / OFFLINE_CRITIC)
+            (tmp / CODEC_FILENAME).write_bytes((self.root / CODEC_FILENAME).read_bytes())
+            atomic_write_text(tmp / OFFLINE_INFO, json.dumps(info, indent=2, default=str) + "\n")
+            move_logs(logdir, tmp / "logs")
+        _print_summary(config, info, len(data), curve, checks)
+        return info
+
+
 def train_offline(config: OfflineConfig) -> dict[str, Any]:
     """Train ``config.algo`` on the dataset's transitions; write the RUN folder; return its summary."""
-    require("torchrl", package="torchrl")
-    trackers = parse_report_to(config.report_to)
-    check_output_dir(config.out, config.overwrite, inputs=[("--dataset", config.dataset)])
-    limit_threads()
-    dataset = RlftDataset.open(config.dataset, require_codec=False)
-    root, codec = dataset.path, dataset.codec
-    if codec.action_space.get("type") != "box":
-        raise InvalidInputError(f"rlft train offline learns continuous (Box) actions; {config.dataset}'s are "
-                                f"{codec.action_space.get('type')}", hint="for discrete actions use rlft train bc "
-                                "or rlft train grpo")
-    warn_relabelled_actions(dataset)
-    data = dataset.transitions(config.split, config.max_train_samples)
-    if len(data) == 0:
-        raise InvalidInputError(f"{config.dataset}: the {config.split} split is empty")
-    check_finite_rows(config.dataset, config.split, [("observation", data.observations), ("action", data.actions),
-                                                     ("next_observation", data.next_observations)])
-    check_box_actions(config.dataset, config.split, data.actions, codec.action_space)
-    features, targets = BCFeatures(codec.observation_space), BCActions(codec.action_space)
-    features.fit(data.observations)
-    targets.fit(data.actions)
-    reward_scale = _reward_scale(config, data)
-    seed_everything(config.seed)
-    batch = _tensordict(features, targets, data, reward_scale)
-    train = {"td3bc": _train_td3bc, "iql": _train_iql}[config.algo]
-    logdir = scratch_logdir("offline")
-    tracking = Trackers(trackers, logdir, Path(config.out).name, asdict(config))
-    try:
-        start = time.perf_counter()
-        actor, q_nets, v_net, curve, checks = train(config, batch, features, targets, codec, tracking)
-        train_s = time.perf_counter() - start
-    finally:
-        tracking.close()
-    info = {
-        "format": BC_FORMAT, "stage": "offline", "algo": config.algo, "dataset": str(config.dataset),
-        "env_id": codec.env_id, "env_kwargs": codec.env_kwargs, "rows": len(data),
-        "episodes": int(len(np.unique(data.episode_id))), "reward_scale": reward_scale,
-        "train_seconds": round(train_s, 2), "steps_per_second": round(config.steps / train_s, 1),
-        "curve": curve, "checks": checks, "versions": _versions(),
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
-    }
-    with atomic_output_dir(config.out, config.overwrite) as tmp:
-        save_mlp_policy(tmp / OFFLINE_POLICY, actor, config.hidden, codec, features, targets, info)
-        import torch
+    return OfflineStage(config).run()
 
-        torch.save(critic_payload(q_nets, v_net, config.hidden, features, targets, reward_scale, config.discount,
-                                  codec, info), tmp / OFFLINE_CRITIC)
-        (tmp / CODEC_FILENAME).write_bytes((root / CODEC_FILENAME).read_bytes())
-        atomic_write_text(tmp / OFFLINE_INFO, json.dumps(info, indent=2, default=str) + "\n")
-        move_logs(logdir, tmp / "logs")
+
+def _print_summary(config: OfflineConfig, info: dict, rows: int, curve: list, checks: list) -> None:
     last = curve[-1] if curve else {}
-    rows = {"algo": config.algo, "dataset": str(config.dataset), "rows": len(data), "steps": config.steps,
-            "train seconds": info["train_seconds"], "steps/s": info["steps_per_second"],
-            **{k: v for k, v in last.items() if k != "step"}, "run": str(config.out)}
+    table = {"algo": config.algo, "dataset": str(config.dataset), "rows": rows, "steps": config.steps,
+             "train seconds": info["train_seconds"], "steps/s": info["steps_per_second"],
+             **{k: v for k, v in last.items() if k != "step"}, "run": str(config.out)}
     if checks:
-        rows["last check (normalized)"] = checks[-1].get("normalized_score", checks[-1]["mean_return"])
-    console.print(kv_table(f"offline {config.algo} -> {config.out}", rows))
-    return info
+        table["last check (normalized)"] = checks[-1].get("normalized_score", checks[-1]["mean_return"])
+    console.print(kv_table(f"offline {config.algo} -> {config.out}", table))
 
 
 def _reward_scale(config: OfflineConfig, data) -> float:

@@ -21,7 +21,6 @@ from rlft.core.console import console, progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
 from rlft.core.plotting import figure, save_figure
-from rlft.core.seeding import limit_threads, seed_everything
 from rlft.core.trackers import move_logs, scratch_logdir
 from rlft.envs.registry import check_env_id, make_env, normalized_score
 from rlft.envs.spaces import space_to_dict
@@ -38,6 +37,7 @@ from rlft.policy.backbone import (
 )
 from rlft.sources.experts import EVAL_SEED_OFFSET, check_sb3_trackers, evaluate, quiet_logger
 from rlft.sources.hyperparams import load_hyperparams
+from rlft.train.lifecycle import Stage
 from rlft.train.online_config import OnlineConfig
 
 
@@ -230,59 +230,90 @@ def learn(model, config: OnlineConfig, timesteps: int, checks: PolicyChecks | No
     return curve, signals, time.perf_counter() - start
 
 
+class OnlineStage(Stage):
+    """``rlft train online``: the lifecycle of :mod:`rlft.train.lifecycle` with SB3's PPO/TRPO/... learning from the
+    env (its data), the LLM backbone or an MLP as the policy network."""
+
+    name = "online"
+
+    def check(self) -> None:
+        check_config(self.config)
+
+    def load_data(self) -> None:
+        """No rows: the env is the data. Its hyperparameters (a file read, no generator drawn) are read here."""
+        config = self.config
+        self.hp = load_hyperparams(config.algo, config.env, config.hyperparams)
+        self.timesteps = config.timesteps or self.hp.n_timesteps
+        if not self.timesteps:
+            raise InvalidInputError("--timesteps is required (the hyperparameter file gives no n_timesteps)")
+
+    def build_model(self) -> None:
+        from stable_baselines3.common.env_util import make_vec_env
+
+        config, hp = self.config, self.hp
+        probe = make_env(config.env)
+        self.codec = build_codec(config, probe) if config.backbone != "mlp" else None
+        probe.close()
+        self.n_envs = config.num_envs or hp.n_envs
+        algo_kwargs = hp.algo_kwargs(online_algo_class(config.algo))
+        kwargs = policy_kwargs(config, self.codec, algo_kwargs.pop("policy_kwargs", None))
+        # checked before training: metadata that cannot be saved must not cost a run
+        self.info_kwargs = policy_kwargs_for_info(kwargs) if config.backbone != "mlp" else {}
+        self.venv = make_vec_env(config.env, n_envs=self.n_envs, seed=config.seed)
+        self.model = online_algo_class(config.algo)(hp.policy, self.venv, seed=config.seed, verbose=0, device="cpu",
+                                                    policy_kwargs=kwargs or None, **algo_kwargs)
+
+    def learn(self) -> dict[str, Any]:
+        config, model, codec, hp = self.config, self.model, self.codec, self.hp
+        logdir = scratch_logdir("online")
+        quiet_logger(model, config.report_to, logdir)  # no empty SB3-<date> folder left in the temporary directory
+        trainable = sum(p.numel() for p in model.policy.parameters() if p.requires_grad)
+        checks = PolicyChecks(config) if config.check_freq else None
+        curve, signals, train_s = learn(model, config, self.timesteps, checks)
+        self.venv.close()
+        if checks is not None:
+            checks.restore(model)  # the run keeps the best checked policy, not the last one
+        ev = evaluate(model, config.env, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
+        info = {
+            "env_id": config.env,
+            "algo": config.algo,
+            "backbone": config.backbone if config.backbone == "mlp" else str(Path(config.backbone).resolve()),
+            "backbone_mode": config.backbone_mode if config.backbone != "mlp" else None,
+            "backbone_lr_scale": backbone_lr_scale(config) if config.backbone != "mlp" else None,
+            "codec": codec.describe() if codec is not None else None,
+            "timesteps": int(model.num_timesteps),
+            "num_envs": self.n_envs,
+            "seed": config.seed,
+            "hyperparams": hp.raw,
+            "hyperparams_source": hp.source,
+            "policy_kwargs": self.info_kwargs,
+            "trainable_parameters": int(trainable),
+            "train_seconds": round(train_s, 3),
+            "steps_per_second": model.num_timesteps / train_s if train_s else None,
+            "eval": {"mean": ev.mean, "std": ev.std, "episodes": ev.episodes, "seed": ev.seed,
+                     "returns": ev.returns},
+            "normalized_score": normalized_score(config.env, ev.mean),
+            "curve": [[s, r] for s, r in curve],
+            "update_signals": signals,
+            "checks": checks.summary() if checks is not None else None,
+        }
+        save_online_run(config, model, codec, curve, info, logdir)
+        kept = (f"; kept the policy of step {checks.best_step} (check return {checks.best_return:.1f})"
+                if checks is not None else "")
+        console.print(f"{config.algo} {config.env} ({Path(config.backbone).name}): {model.num_timesteps} steps in "
+                      f"{train_s:.1f} s ({info['steps_per_second']:.0f} steps/s){kept}; eval return {ev.mean:.1f} "
+                      f"+- {ev.std:.1f} -> {config.out}")
+        return info
+
+
 def train_online(config: OnlineConfig) -> dict[str, Any]:
     """Train, evaluate and save one online run; returns its metadata (``rlft_online.json``)."""
-    from stable_baselines3.common.env_util import make_vec_env
+    return OnlineStage(config).run()
 
-    check_config(config)
-    limit_threads()
-    seed_everything(config.seed)
-    probe = make_env(config.env)
-    codec = build_codec(config, probe) if config.backbone != "mlp" else None
-    probe.close()
-    hp = load_hyperparams(config.algo, config.env, config.hyperparams)
-    timesteps = config.timesteps or hp.n_timesteps
-    if not timesteps:
-        raise InvalidInputError("--timesteps is required (the hyperparameter file gives no n_timesteps)")
-    n_envs = config.num_envs or hp.n_envs
-    algo_kwargs = hp.algo_kwargs(online_algo_class(config.algo))
-    kwargs = policy_kwargs(config, codec, algo_kwargs.pop("policy_kwargs", None))
-    # checked before training: metadata that cannot be saved must not cost a run
-    info_kwargs = policy_kwargs_for_info(kwargs) if config.backbone != "mlp" else {}
-    venv = make_vec_env(config.env, n_envs=n_envs, seed=config.seed)
-    model = online_algo_class(config.algo)(hp.policy, venv, seed=config.seed, verbose=0, device="cpu",
-                                    policy_kwargs=kwargs or None, **algo_kwargs)
-    logdir = scratch_logdir("online")
-    quiet_logger(model, config.report_to, logdir)  # no empty SB3-<date> folder left in the temporary directory
-    trainable = sum(p.numel() for p in model.policy.parameters() if p.requires_grad)
-    checks = PolicyChecks(config) if config.check_freq else None
-    curve, signals, train_s = learn(model, config, timesteps, checks)
-    venv.close()
-    if checks is not None:
-        checks.restore(model)  # the run keeps the best checked policy, not the last one
-    ev = evaluate(model, config.env, config.eval_episodes, config.seed + EVAL_SEED_OFFSET)
-    info = {
-        "env_id": config.env,
-        "algo": config.algo,
-        "backbone": config.backbone if config.backbone == "mlp" else str(Path(config.backbone).resolve()),
-        "backbone_mode": config.backbone_mode if config.backbone != "mlp" else None,
-        "backbone_lr_scale": backbone_lr_scale(config) if config.backbone != "mlp" else None,
-        "codec": codec.describe() if codec is not None else None,
-        "timesteps": int(model.num_timesteps),
-        "num_envs": n_envs,
-        "seed": config.seed,
-        "hyperparams": hp.raw,
-        "hyperparams_source": hp.source,
-        "policy_kwargs": info_kwargs,
-        "trainable_parameters": int(trainable),
-        "train_seconds": round(train_s, 3),
-        "steps_per_second": model.num_timesteps / train_s if train_s else None,
-        "eval": {"mean": ev.mean, "std": ev.std, "episodes": ev.episodes, "seed": ev.seed, "returns": ev.returns},
-        "normalized_score": normalized_score(config.env, ev.mean),
-        "curve": [[s, r] for s, r in curve],
-        "update_signals": signals,
-        "checks": checks.summary() if checks is not None else None,
-    }
+
+def save_online_run(config: OnlineConfig, model, codec, curve: list, info: dict, logdir: Path) -> None:
+    """The RUN folder, written whole or not at all: the SB3 checkpoint, the backbone's config (and weights when
+    frozen) and tokenizer, the curve's plot, the metadata and the logs."""
     import json
 
     with atomic_output_dir(config.out, config.overwrite) as tmp:
@@ -299,9 +330,3 @@ def train_online(config: OnlineConfig) -> dict[str, Any]:
                    f"{config.algo.upper()} {config.env}, backbone {Path(config.backbone).name}")
         atomic_write_text(tmp / ONLINE_INFO, json.dumps(info, indent=1) + "\n")
         move_logs(logdir, tmp / "logs")
-    kept = (f"; kept the policy of step {checks.best_step} (check return {checks.best_return:.1f})"
-            if checks is not None else "")
-    console.print(f"{config.algo} {config.env} ({Path(config.backbone).name}): {model.num_timesteps} steps in "
-                  f"{train_s:.1f} s ({info['steps_per_second']:.0f} steps/s){kept}; eval return {ev.mean:.1f} +- "
-                  f"{ev.std:.1f} -> {config.out}")
-    return info

@@ -13,28 +13,69 @@ from typing import Any
 
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
-from rlft.core.seeding import limit_threads, seed_everything
 from rlft.models.offline import load_checked_critic
 from rlft.train.awr import WEIGHT_COLUMN, advantage_weights, weighted_sampling_trainer
 from rlft.train.bin_targets import BinTargets, bin_smoothing_trainer
 from rlft.train.configs import trl_overrides
-from rlft.train.inputs import StageInputs, load_inputs, load_model_for_training, pick_eval_split, prompt_token_metrics
+from rlft.train.inputs import StageInputs, load_inputs, pick_eval_split, prompt_token_metrics
+from rlft.train.lifecycle import TRLStage
 from rlft.train.run_summary import first_logged, last_logged, parameter_metrics
 from rlft.train.sft_config import SFTStageConfig
-from rlft.train.stage import (
-    checkpointing_field,
-    criterion_callback,
-    criterion_first,
-    finish_run,
-    lora_config,
-    model_defaults,
-    run_outcome,
-    stage_callbacks,
-    start_run,
-    training_args,
-)
+from rlft.train.stage import criterion_callback, stage_callbacks, training_args
 
 SFT_COLUMNS = ("prompt", "completion")
+
+
+class SFTStage(TRLStage):
+    """``rlft train sft``: the lifecycle of :mod:`rlft.train.lifecycle` with TRL's ``SFTTrainer``; with
+    ``--critic``, each row weighted by its advantage (AWR)."""
+
+    name, title = "sft", "SFT"
+
+    def check(self) -> None:
+        self.inputs = load_inputs(self.config, "sft", SFT_COLUMNS)
+        check_sft_settings(self.config)
+
+    def load_data(self) -> None:
+        config = self.config
+        critic = load_checked_critic(config.critic, self.inputs.codec) if config.critic else None
+        self.train_rows, self.evaluation, self.eval_name = sft_splits(config, self.inputs)
+        self.awr = _weigh_rows(config, critic, self.train_rows) if critic is not None else {}
+        if critic is not None:
+            weights = self.awr.pop("weights").tolist()
+            self.train_rows = self.train_rows.add_column(WEIGHT_COLUMN, weights).select_columns(
+                [*SFT_COLUMNS, WEIGHT_COLUMN])
+        self.criterion = criterion_callback(config, self.inputs)
+
+    def training_args(self, run_dir: Path):
+        return sft_training_args(self.config, run_dir, self.model, self.evaluation is not None)
+
+    def trainer_class(self):
+        return sft_trainer_class(self.config, self.inputs, self.tokenizer)
+
+    def trainer_inputs(self) -> dict[str, Any]:
+        return {"train_dataset": self.train_rows, "eval_dataset": self.evaluation}
+
+    def callbacks_for(self, run_dir: Path) -> list:
+        return sft_callbacks(self.config, self.criterion, run_dir, self.extra_callbacks)
+
+    def record(self) -> dict[str, Any]:
+        return {"eval_split": self.eval_name}
+
+    def train(self, trainer, run_dir: Path, checkpoint) -> dict[str, Any]:
+        config, inputs, evaluation = self.config, self.inputs, self.evaluation
+        metrics: dict[str, Any] = {**self.awr, "train_rows": len(self.train_rows), "eval_split": self.eval_name,
+                                   "eval_rows": len(evaluation) if evaluation is not None else 0,
+                                   "train_rows_dropped": dropped_rows(len(self.train_rows), trainer, config)}
+        if evaluation is not None and config.eval_at_start and checkpoint is None:
+            metrics["eval_loss_start"] = trainer.evaluate()["eval_loss"]
+        console.print(f"[bold]SFT[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}"
+                      f" ({'LoRA r=' + str(config.lora_r) if config.lora else 'full fine-tuning'})")
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+        metrics.update(train_metrics(trainer, result, inputs, self.tokenizer))
+        if evaluation is not None:
+            metrics.update(final_eval_metrics(trainer, config))
+        return metrics
 
 
 def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, Any]:
@@ -42,49 +83,7 @@ def run_sft(config: SFTStageConfig, callbacks: list | None = None) -> dict[str, 
 
     ``callbacks`` are extra ``transformers.TrainerCallback`` objects (e.g. to inspect weights during training).
     """
-    limit_threads()
-    inputs = load_inputs(config, "sft", SFT_COLUMNS)
-    check_sft_settings(config)
-    critic = load_checked_critic(config.critic, inputs.codec) if config.critic else None
-    train, evaluation, eval_name = sft_splits(config, inputs)
-    awr = _weigh_rows(config, critic, train) if critic is not None else {}
-    if critic is not None:
-        train = train.add_column(WEIGHT_COLUMN, awr.pop("weights").tolist()).select_columns(
-            [*SFT_COLUMNS, WEIGHT_COLUMN])
-
-    criterion = criterion_callback(config, inputs)
-    seed_everything(config.seed)
-    model, tokenizer = load_model_for_training(inputs, config.allow_tokenizer_mismatch)
-    config = model_defaults(config, model)
-    # built before start_run (the run folder is --out): TRL refuses bad settings before anything is written
-    args, sft_args = sft_training_args(config, Path(config.out), model, evaluation is not None)
-    run_dir, checkpoint, info = start_run(config, "sft", inputs, {"eval_split": eval_name})
-
-    with run_outcome(run_dir, info):
-        if args[checkpointing_field()] and config.lora:
-            model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
-        trainer = sft_trainer_class(config, inputs, tokenizer)(
-            model=model,
-            args=sft_args,
-            train_dataset=train,
-            eval_dataset=evaluation,
-            processing_class=tokenizer,
-            peft_config=lora_config(config) if config.lora else None,
-            callbacks=sft_callbacks(config, criterion, run_dir, callbacks),
-        )
-        criterion_first(trainer, criterion)
-        metrics: dict[str, Any] = {**awr, "train_rows": len(train), "eval_split": eval_name,
-                                   "eval_rows": len(evaluation) if evaluation is not None else 0,
-                                   "train_rows_dropped": dropped_rows(len(train), trainer, config)}
-        if evaluation is not None and config.eval_at_start and checkpoint is None:
-            metrics["eval_loss_start"] = trainer.evaluate()["eval_loss"]
-        console.print(f"[bold]SFT[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}"
-                      f" ({'LoRA r=' + str(config.lora_r) if config.lora else 'full fine-tuning'})")
-        result = trainer.train(resume_from_checkpoint=checkpoint)
-        metrics.update(train_metrics(trainer, result, inputs, tokenizer))
-        if evaluation is not None:
-            metrics.update(final_eval_metrics(trainer, config))
-        return finish_run(trainer, run_dir, info, metrics, f"SFT run -> {run_dir}", criterion)
+    return SFTStage(config, callbacks).run()
 
 
 def sft_trainer_class(config: SFTStageConfig, inputs: StageInputs, tokenizer):

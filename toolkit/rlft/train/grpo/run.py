@@ -13,7 +13,6 @@ from typing import Any
 
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
-from rlft.core.seeding import limit_threads, seed_everything
 from rlft.train.configs import trl_overrides
 from rlft.train.grpo.action_targets import check_advantage
 from rlft.train.grpo.answers import EveryAnswerGRPO
@@ -33,20 +32,10 @@ from rlft.train.grpo.settings import (
 from rlft.train.grpo.signals import stall_watch
 from rlft.train.grpo.step import StepGRPO
 from rlft.train.grpo.variant import GRPOVariant
-from rlft.train.inputs import StageInputs, load_inputs, load_model_for_training, prompt_token_metrics
+from rlft.train.inputs import StageInputs, load_inputs, prompt_token_metrics
+from rlft.train.lifecycle import TRLStage
 from rlft.train.run_summary import first_logged, last_logged, parameter_metrics
-from rlft.train.stage import (
-    checkpointing_field,
-    criterion_callback,
-    criterion_first,
-    finish_run,
-    lora_config,
-    model_defaults,
-    run_outcome,
-    stage_callbacks,
-    start_run,
-    training_args,
-)
+from rlft.train.stage import criterion_callback, stage_callbacks, training_args
 
 GRPO_COLUMNS = ("prompt",)
 EPISODE_METRICS = ("episode/return", "episode/success_rate", "episode/invalid_rate", "episode/turns",
@@ -56,61 +45,73 @@ EPISODE_METRICS = ("episode/return", "episode/success_rate", "episode/invalid_ra
 GRPO_LEARNING_RATES = (3e-4, 1e-5)  # default peak rate: (from-scratch models under 20M parameters, pretrained)
 
 
+class GRPOStage(TRLStage):
+    """``rlft train grpo``: the lifecycle of :mod:`rlft.train.lifecycle` with TRL's ``GRPOTrainer``; the kind of
+    run the settings ask for (:func:`grpo_variant`) brings its rewards, rollout and trainer class."""
+
+    name, title = "grpo", "GRPO"
+    learning_rates = GRPO_LEARNING_RATES
+
+    def check(self) -> None:
+        config = self.config
+        self.episodic, constrained = check_grpo_settings(config)
+        self.inputs = inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
+        self.config, self.constrained = action_space_defaults(config, inputs.codec, self.episodic, constrained)
+        config = self.config
+        self.names = reward_names(config, self.episodic, inputs.train.column_names)
+        if "q-advantage" in self.names and "q_values" in inputs.train.column_names:  # a missing one is named later
+            check_finite_q_values(inputs.train, inputs.dataset)
+        self.group = resolve_group(config, inputs.codec, self.episodic)
+        warn_unrepeated_states(config, inputs.codec)
+        # accelerate launch sets WORLD_SIZE for every process it starts
+        check_advantage(config.advantage, self.group, int(os.environ.get("WORLD_SIZE", "1")))
+        warn_forced_kl(config, self.group)
+
+    def load_data(self) -> None:
+        check_inputs = self.inputs  # the criterion checks decisions on the dataset's rows
+        self.variant = grpo_variant(self.config, self.inputs, self.episodic, self.constrained, self.group)
+        self.rewards, self.inputs = self.variant.rewards(self.names)
+        check_generation_batch(self.config)
+        self.criterion = criterion_callback(self.config, check_inputs)
+
+    def prepare(self) -> None:
+        self.rollout = self.variant.rollout(self.inputs, self.model, self.tokenizer)
+
+    def training_args(self, run_dir: Path):
+        return grpo_training_args(self.config, run_dir, self.model, self.episodic)
+
+    def record(self) -> dict[str, Any]:
+        return run_record(self.config, self.rewards, self.variant, self.constrained, self.group)
+
+    def trainer_class(self):
+        return self.variant.trainer_class(self.rollout)
+
+    def trainer_inputs(self) -> dict[str, Any]:
+        return {"reward_funcs": self.rewards, "train_dataset": self.inputs.train,
+                **({"rollout_func": self.rollout} if self.rollout is not None else {})}
+
+    def callbacks_for(self, run_dir: Path) -> list:
+        self.watch = stall_watch(self.config.stall_steps, self.names, self.group, self.constrained)
+        return stage_callbacks(self.criterion, run_dir, [*self.watch, *(self.extra_callbacks or [])])
+
+    def train(self, trainer, run_dir: Path, checkpoint) -> dict[str, Any]:
+        rewards = self.rewards
+        console.print(f"[bold]GRPO[/] {self.inputs.base_model} on {self.inputs.dataset} -> {run_dir}; rewards "
+                      + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
+        result = train_then_close(trainer, checkpoint, rewards, self.rollout)
+        metrics = grpo_metrics(trainer, result, self.inputs, self.tokenizer, self.rollout, self.variant)
+        metrics.update(logged_first_last(trainer.state.log_history, logged_keys(rewards)))
+        for callback in self.watch:
+            metrics.update(callback.summary())
+        return metrics
+
+
 def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str, Any]:
     """Train and save one GRPO run; returns the run info (``rlft_run.json``).
 
     ``callbacks`` are extra ``transformers.TrainerCallback`` objects (e.g. to inspect weights during training).
     """
-    limit_threads()
-    episodic, constrained = check_grpo_settings(config)
-    inputs = load_inputs(config, "grpo", GRPO_COLUMNS)
-    config, constrained = action_space_defaults(config, inputs.codec, episodic, constrained)
-    names = reward_names(config, episodic, inputs.train.column_names)
-    if "q-advantage" in names and "q_values" in inputs.train.column_names:  # a missing column is named later
-        check_finite_q_values(inputs.train, inputs.dataset)
-    group = resolve_group(config, inputs.codec, episodic)
-    warn_unrepeated_states(config, inputs.codec)
-    # accelerate launch sets WORLD_SIZE for every process it starts
-    check_advantage(config.advantage, group, int(os.environ.get("WORLD_SIZE", "1")))
-    warn_forced_kl(config, group)
-    check_inputs = inputs  # the criterion checks decisions on the dataset's rows
-    variant = grpo_variant(config, inputs, episodic, constrained, group)
-    rewards, inputs = variant.rewards(names)
-    check_generation_batch(config)
-
-    criterion = criterion_callback(config, check_inputs)
-    seed_everything(config.seed)
-    model, tokenizer = load_model_for_training(inputs, config.allow_tokenizer_mismatch)
-    config = model_defaults(config, model, GRPO_LEARNING_RATES)
-    rollout = variant.rollout(inputs, model, tokenizer)
-    # built before start_run (the run folder is --out): TRL refuses bad settings before anything is written
-    args, grpo_args = grpo_training_args(config, Path(config.out), model, episodic)
-    run_dir, checkpoint, info = start_run(config, "grpo", inputs,
-                                          run_record(config, rewards, variant, constrained, group))
-
-    with run_outcome(run_dir, info):
-        watch = stall_watch(config.stall_steps, names, group, constrained)
-        if args[checkpointing_field()] and config.lora:
-            model.enable_input_require_grads()  # LoRA + checkpointing: inputs must carry grad or adapters never learn
-        trainer = variant.trainer_class(rollout)(
-            model=model,
-            reward_funcs=rewards,
-            args=grpo_args,
-            train_dataset=inputs.train,
-            processing_class=tokenizer,
-            peft_config=lora_config(config) if config.lora else None,
-            callbacks=stage_callbacks(criterion, run_dir, [*watch, *(callbacks or [])]),
-            **({"rollout_func": rollout} if rollout is not None else {}),
-        )
-        criterion_first(trainer, criterion)
-        console.print(f"[bold]GRPO[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}; rewards "
-                      + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
-        result = train_then_close(trainer, checkpoint, rewards, rollout)
-        metrics = grpo_metrics(trainer, result, inputs, tokenizer, rollout, variant)
-        metrics.update(logged_first_last(trainer.state.log_history, logged_keys(rewards)))
-        for callback in watch:
-            metrics.update(callback.summary())
-        return finish_run(trainer, run_dir, info, metrics, f"GRPO run -> {run_dir}", criterion)
+    return GRPOStage(config, callbacks).run()
 
 
 def grpo_variant(config: GRPOStageConfig, inputs: StageInputs, episodic: bool, constrained: bool,

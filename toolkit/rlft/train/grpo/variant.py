@@ -1,7 +1,8 @@
 """What one kind of GRPO run owns, as a class: how a state's group of answers is made (its rollout), what scores
 the answers (its rewards), which trainer optimises them, and what the run records and measures of it.
-:func:`rlft.train.grpo.run.run_grpo` does the rest the same way for every kind: settings, model, TRL's config, the
-RUN folder. The kinds: :class:`~rlft.train.grpo.step.StepGRPO` (one sampled answer per recorded state),
+:class:`rlft.train.grpo.run.GRPOStage` (the training lifecycle of :mod:`rlft.train.lifecycle`) does the rest the
+same way for every kind: settings, model, TRL's config, the RUN folder. The kinds:
+:class:`~rlft.train.grpo.step.StepGRPO` (one sampled answer per recorded state),
 :class:`~rlft.train.grpo.answers.EveryAnswerGRPO` (every valid answer of a state in its group),
 :class:`~rlft.train.grpo.episodic.EpisodicGRPO` (whole episodes in the env) and
 :class:`~rlft.train.grpo.episode_answers.EpisodeAnswersGRPO` (every answer of each visited state, scored by a
