@@ -209,3 +209,15 @@ def test_a_pipe_where_a_file_is_read_is_named_as_one_not_as_missing(cli, tmp_pat
     one_line(cli("eval", "--policy", "random", "--codec", fifo, "--episodes", "1"), 2, "is not a folder")
     one_line(cli("pipeline", "run", tmp_path / "none.yaml", "--out", tmp_path / "out"), 2, "pipeline file",
              "none.yaml does not exist")
+
+
+def test_observations_that_are_not_fixed_width_numbers_are_not_read_as_numbers():
+    """The LLM stages' finite-row check reads only fixed-width number columns: maps of several sizes (random lakes)
+    or structured observations are text to the LLM and cannot be non-finite; refusing them would stop good runs."""
+    import pyarrow as pa
+
+    from rlft.train.inputs import _numbers
+
+    table = pa.table({"observation": [[1.0, 2.0], [1.0, 2.0, 3.0]], "action": [[0.5], [float("inf")]]})
+    assert _numbers(table, "observation") is None and _numbers(table, "state") is None
+    assert not np.isfinite(_numbers(table, "action")).all()

@@ -108,8 +108,19 @@ def _train_split(config: StageConfig, data, stage: str, needed_columns: tuple[st
     # refuses them) and the text no longer says what the env saw; refused as train bc refuses them
     table = data[config.train_split].data.table
     check_finite_rows(config.dataset, config.train_split,
-                      [(c, column_array(table, c)) for c in ("observation", "action") if c in table.column_names])
+                      [(c, values) for c in ("observation", "action") if (values := _numbers(table, c)) is not None])
     return train
+
+
+def _numbers(table, name: str):
+    """The column as numbers, or None when it is absent or not a fixed-width number column (text, a structured
+    observation, maps of several sizes): nothing there can be non-finite."""
+    if name not in table.column_names:
+        return None
+    try:
+        return column_array(table, name)
+    except (TypeError, ValueError):
+        return None
 
 
 
