@@ -390,3 +390,11 @@ def test_results_check_names_a_new_seed_trained_on_another_build_of_the_data(cli
     assert other.exit_code == 0, other.output  # the verdict is the scores'; the build is said beside it
     assert "seed 8 trained on another build of toy data (110 episodes, 1100 steps" in text
     assert "the committed seeds': 130 episodes, 1300 steps" in text
+
+
+@pytest.mark.parametrize("words", [["summarize", "x"], ["record", "x", "--seed", "0"]])
+def test_a_reproduce_command_with_a_recipes_variable_left_in_is_refused(cli, tmp_path, words):
+    """A committed summary read `make experiment NAME={experiment}`: not a command a reader can run."""
+    result = cli("results", *words, "--reproduce", "make experiment NAME={experiment}", "--results-dir", tmp_path)
+    assert result.exit_code == 2 and "holds the unfilled variable {experiment}" in result.output, result.output
+    assert not any(tmp_path.iterdir())

@@ -18,6 +18,19 @@ app = typer.Typer(no_args_is_help=True)
 _RESULTS_DIR = typer.Option(Path("results"), "--results-dir", help="Folder of committed results.")
 
 
+def _check_reproduce(command: str | None) -> None:
+    """A committed command must be one a reader can run: a recipe's {variable} left in it is a mistake (one such
+    summary read `NAME={experiment}`)."""
+    import re
+
+    from rlft.core.errors import InvalidInputError
+
+    left = re.findall(r"\{[A-Za-z_][A-Za-z0-9_]*\}", command or "")
+    if left:
+        raise InvalidInputError(f"--reproduce {command!r} holds the unfilled variable {left[0]}",
+                                hint="give the command as a reader would type it")
+
+
 @command(app, "record")
 def record(
     name: str = typer.Argument(..., help="Experiment name: results go to RESULTS_DIR/NAME/."),
@@ -35,6 +48,7 @@ def record(
     from rlft.core.errors import InvalidInputError
     from rlft.results.record import parse_labelled, write_seed_record
 
+    _check_reproduce(reproduce)
     pairs = [tuple(p.split(",")) for p in paired]
     if any(len(p) != 2 or not all(p) for p in pairs):
         raise InvalidInputError(f"--paired takes A,B (two report labels), got {paired}")
@@ -54,6 +68,7 @@ def summarize(
     """Aggregate every recorded seed into RESULTS_DIR/NAME/summary.json and summary.png."""
     from rlft.results.summary import summarize as run_summary
 
+    _check_reproduce(reproduce)
     summary = run_summary(name, results_dir, title, description, reproduce)
     console.print(f"[bold]{summary['title']}[/]: {len(summary['seeds'])} seeds {summary['seeds']}")
     for table in summary["tables"]:
