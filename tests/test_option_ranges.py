@@ -25,6 +25,13 @@ import pytest
     # hostile pass 11 (U4): --history was capped, --turns, which puts as many steps in each prompt, was not
     (["data", "serialize", "cp/none-v0", "--out", "never-written", "--turns", "1000000000"],
      "--turns must be from 0 to 1000, got 1000000000"),
+    # hostile pass 12 (B3, B4): a trillion tokens filled the memory at model init; a billion maps ran until killed
+    (["data", "serialize", "cp/none-v0", "--out", "never-written", "--format", "tokenized", "--tokens",
+      "1000000000000"], "--tokens must be from 2 to 100,000"),
+    (["data", "serialize", "cp/none-v0", "--out", "never-written", "--format", "binned", "--bins", "1000000"],
+     "--bins must be from 2 to 100,000"),
+    (["data", "export-q", "frozenlake", "--map", "random4x4", "--maps", "1000000000", "--out", "never-written"],
+     "Invalid value for '--maps'"),
 ])
 def test_bad_values_are_refused_before_any_work(cli, tmp_path, args, message):
     out = ["--out", str(tmp_path / "expert.zip")] if args[0] == "expert" else []

@@ -389,3 +389,21 @@ def test_an_out_name_that_is_not_utf8_is_one_line_and_writes_nothing(cli, tmp_pa
         result = cli(*args)
         one_line(result, 2, "is not valid UTF-8", "o\\xfe", max_lines=3)
         assert list(folder.iterdir()) == [], (args, list(folder.iterdir()))
+
+
+def test_an_out_that_is_a_link_to_nothing_is_one_line_for_every_kind_of_output(cli, tmp_path, tmp_path_factory):
+    """Training wrote through it and failed in a traceback; model init and bc gave a false reason (hostile pass
+    12, B6 and U5). The link stays as it was."""
+    from eval_factories import frozenlake_dataset
+    from factories import one_line
+
+    lake = frozenlake_dataset(tmp_path_factory)
+    link = tmp_path / "lk"
+    link.symlink_to(tmp_path / "nothere")
+    for args in (["train", "sft", "--dataset", lake, "--model", lake, "--out", link],
+                 ["train", "grpo", "--dataset", lake, "--model", lake, "--out", link],
+                 ["model", "init", "--dataset", lake, "--out", link, "--overwrite"],
+                 ["train", "bc", "--dataset", lake, "--out", link, "--overwrite"],
+                 ["data", "export-q", "frozenlake", "--episodes", "2", "--out", link, "--overwrite"]):
+        one_line(cli(*args), 2, f"--out {link} is a symbolic link to {tmp_path / 'nothere'}, which does not exist")
+        assert link.is_symlink() and not (tmp_path / "nothere").exists()

@@ -101,7 +101,10 @@ def test_a_pipeline_banner_masks_both_option_forms(cli, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("step", ["data push fl --repo-id {undefined} --token {token}",
-                                  "data push fl --repo-id me/x --api-key={token}\n    bogus: 1"])
+                                  "data push fl --repo-id me/x --api-key={token}\n    bogus: 1",
+                                  # refused by the preflight (hostile pass 12, B1): a bad flag, a missing input
+                                  "eval --api-key={token} --bogus-flag",
+                                  "eval --api-key {token} --policy llm:nonexist --episodes 1"])
 def test_a_pipeline_step_refused_before_it_runs_names_it_with_its_token_masked(cli, tmp_path, step):
     """A step with an undefined variable or an unknown key is named in the error line, its secrets masked as the
     banner masks them (hostile pass 11 found the raw command there)."""

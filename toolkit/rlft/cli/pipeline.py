@@ -111,7 +111,8 @@ def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | No
     produced = produced if produced is not None else []
     sources = sources if sources is not None else []
     for i, (label, argv) in enumerate(runs, 1):
-        where = f"step {i}{' (' + label + ')' if label else ''}, rlft {' '.join(argv[:3])}"
+        # masked as the banner masks it: an error must not print the token a step passes (hostile pass 12, B1)
+        where = f"step {i}{' (' + label + ')' if label else ''}, rlft {' '.join(redact_argv(argv)[:3])}"
         try:
             parse_step(argv, root)
         except _usage_error() as exc:

@@ -35,13 +35,17 @@ SIBLING_ROOM = 24
 
 def check_output_name(path: str | os.PathLike, option: str = "--out") -> None:
     """A name that is not UTF-8 (bytes the shell passed through as they were) is refused before any work: Arrow,
-    safetensors and the JSON and TensorBoard writers cannot name such a file, and failed half-way through."""
+    safetensors and the JSON and TensorBoard writers cannot name such a file, and failed half-way through. So is a
+    link that leads nowhere (training failed on it in a traceback; other commands gave a false reason)."""
     try:
         os.fspath(path).encode("utf-8")
     except UnicodeEncodeError:
         shown = os.fsencode(path).decode("utf-8", "backslashreplace")
         raise OutputError(f"cannot write {option} {shown}: the name is not valid UTF-8, and the files rlft writes "
                           "(Parquet, safetensors, JSON) cannot be given it", hint="choose a name in UTF-8") from None
+    if os.path.islink(path) and not os.path.exists(path):  # rlft never writes through a link, nor replaces one
+        raise OutputExistsError(f"{option} {path} is a symbolic link to {os.readlink(path)}, which does not exist",
+                                hint="remove the link, or choose another path")
 
 
 def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:

@@ -15,6 +15,9 @@ from rlft.datasets.card import read_extra_markdown
 from rlft.datasets.serialize_config import SerializeConfig
 from rlft.sources.minari_source import datasets_root
 
+# tokens (bins) per value: each can be a token of the model's vocabulary; a trillion was accepted and model init
+# then filled the memory (hostile pass 12, B3)
+MAX_CODEC_TOKENS = 100_000
 MAX_HISTORY = 1000  # previous steps (--history) or turns (--turns) in one prompt
 
 
@@ -63,10 +66,10 @@ def _check_codec_options(config: SerializeConfig) -> None:
 
     if not 0 <= config.precision <= 6:
         raise InvalidInputError("--precision must be in 0..6")
-    if config.bins < 2:
-        raise InvalidInputError(f"--bins must be at least 2, got {config.bins}")
-    if config.tokens < 2:
-        raise InvalidInputError(f"--tokens must be at least 2, got {config.tokens}")
+    if not 2 <= config.bins <= MAX_CODEC_TOKENS:
+        raise InvalidInputError(f"--bins must be from 2 to {MAX_CODEC_TOKENS:,}, got {config.bins}")
+    if not 2 <= config.tokens <= MAX_CODEC_TOKENS:
+        raise InvalidInputError(f"--tokens must be from 2 to {MAX_CODEC_TOKENS:,}, got {config.tokens}")
     if config.profile is not None and config.profile not in PROFILES:
         raise InvalidInputError(f"unknown --profile {config.profile!r}", hint=f"known: {', '.join(PROFILES)}")
     if config.prefill and config.prompt_style != "plain" and config.profile is None:

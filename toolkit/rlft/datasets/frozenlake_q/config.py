@@ -10,6 +10,8 @@ from pathlib import Path
 from rlft.codecs.choices import PROMPT_STYLES, WORDINGS
 from rlft.core.options import MAX_EPISODES, Declared, option
 
+MAX_MAPS = 100_000  # each is solved and written out: a billion ran until killed (hostile pass 12, B4)
+
 EXPORT_Q_ENVS = ("frozenlake",)
 COMPLETIONS = ("optimal", "all")
 
@@ -22,7 +24,7 @@ class ExportQConfig(Declared):
     out: Path = field(metadata={"help": "Dataset folder to write (Hub layout).", "required": True})
     map: str = option("4x4", "4x4, 8x8, a text file with one row of S/F/H/G per line, or randomNxN (a new map every "
                            "episode, drawn into each prompt).")
-    maps: int = option(100, "--map randomNxN: rows from the maps of seeds 0..N-1.")
+    maps: int = option(100, "--map randomNxN: rows from the maps of seeds 0..N-1.", min=1, max=MAX_MAPS)
     p: float = option(0.8, "--map randomNxN: probability that a cell is ice.")
     pool: bool = option(False, "--map randomNxN: the dataset's episodes (training, evaluation with its codec) meet "
                              "only its --maps maps (seed s: map s mod N).")

@@ -56,8 +56,6 @@ def random_map_size(spec: str) -> int | None:
 
 
 def _validate_random(config: ExportQConfig) -> None:
-    if config.maps < 1:
-        raise InvalidInputError(f"--maps must be at least 1, got {config.maps}")
     if not 0.0 < config.p <= 1.0:
         raise InvalidInputError(f"--p must be in (0, 1], got {config.p}")
     if config.wording == "position":
