@@ -161,6 +161,9 @@ def test_a_binary_map_and_a_missing_card_extra(cli, tmp_path):
     (lambda d: d.write_text(json.dumps({**(c := json.loads(d.read_text())),
                                         "params": {**c["params"], "map_rows": ["SF", "FHFH"]}})),
      "map map_rows has ragged rows"),  # hostile pass 11, U3: played on before
+    (lambda d: d.write_text(json.dumps({**(c := json.loads(d.read_text())),
+                                        "env_kwargs": {**c["env_kwargs"], "is_slippery": "false"}})),
+     "env_kwargs.is_slippery must be true or false"),  # hostile pass 12, B10: a slippery lake, silently
 ])
 def test_a_damaged_codec_file(cli, tmp_path, lake, damage, message):
     folder = tmp_path / "lake"

@@ -62,3 +62,21 @@ def test_a_refusal_in_the_checks_reads_and_writes_nothing(monkeypatch, tmp_path,
                          hidden=[0])).run()
     release_outputs()  # the claim on --out (a lock beside it), as the command's exit releases it
     assert calls == ["check"] and seeds == [] and not any(tmp_path.iterdir())
+
+
+def test_an_out_spelled_through_itself_is_replaced_like_any_other(cli, tmp_path, monkeypatch):
+    """``run/../run --overwrite`` set the old run aside, then could not write through the missing ``run``: the
+    command failed and the run was gone from --out (hostile pass 12, B5)."""
+    from factories import make_lake_q_model
+
+    (tmp_path / "inputs").mkdir()
+    data, model = make_lake_q_model(tmp_path / "inputs")
+    monkeypatch.chdir(tmp_path)
+    base = ["train", "sft", "--dataset", data, "--model", model, "--no-lora", "--eval-split", "none",
+            "--max-steps", "1"]
+    assert cli(*base, "--out", "run").exit_code == 0
+    first = (tmp_path / "run" / "rlft_run.json").read_text()
+    result = cli(*base, "--out", "run/../run", "--overwrite", "--seed", "1")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "run" / "rlft_run.json").read_text() != first and (tmp_path / "run" / "config.json").is_file()
+    assert not list(tmp_path.glob(".run.*"))  # nothing left aside

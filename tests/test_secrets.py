@@ -112,3 +112,19 @@ def test_a_pipeline_step_refused_before_it_runs_names_it_with_its_token_masked(c
     pipeline.write_text("name: p\nsteps:\n  - command: " + step.format(undefined="{nope}", token=TOKEN) + "\n")
     result = cli("pipeline", "run", pipeline, "--out", tmp_path / "out")
     assert result.exit_code == 2 and TOKEN not in result.output and MASK in result.output
+
+
+def test_card_extra_notes_are_masked_in_the_card_and_kernel_files_are_refused(cli, tmp_path):
+    """The card is published by data push: a password in a URL, a token assignment or a token-shaped word in the
+    notes is masked there; /proc/self/environ (a "regular" file) would have put the environment in it (hostile
+    pass 12, B9)."""
+    notes = tmp_path / "notes.md"
+    shaped = "hf_" + "Q" * 34  # a bare word is masked by its shape (a real token's): a short one cannot be told
+    notes.write_text(f"Access via https://user:{TOKEN}@hub.example.org/x\nexport HF_TOKEN={TOKEN}\nkey {shaped}\n")
+    result = cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", tmp_path / "ce", "--card-extra", notes)
+    assert result.exit_code == 0, result.output
+    card = (tmp_path / "ce" / "README.md").read_text()
+    assert TOKEN not in card and shaped not in card and card.count(MASK) >= 3 and "hub.example.org" in card
+    result = cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", tmp_path / "ce2", "--card-extra",
+                 "/proc/self/environ")
+    assert result.exit_code == 2 and "a file of the kernel's" in result.output and not (tmp_path / "ce2").exists()

@@ -255,6 +255,9 @@ def codec_from_dict(data: dict[str, Any], source: str = "the codec") -> Codec:
 def _check_env_kwargs(env_kwargs: dict[str, Any]) -> None:
     """A map the codec hands the environment (FrozenLake's ``desc``) passes the checks a --map file passes: a codec
     edited to a 3000x3000 grid took 5 GB before the first step."""
+    slippery = env_kwargs.get("is_slippery")
+    if slippery is not None and not isinstance(slippery, bool):  # "false", a string, made a slippery lake
+        raise InvalidInputError(f"env_kwargs.is_slippery must be true or false (JSON booleans), got {slippery!r}")
     desc = env_kwargs.get("desc")
     if desc is not None:
         if not isinstance(desc, list) or not all(isinstance(row, str) for row in desc):

@@ -29,6 +29,10 @@ def read_text_file(path: str | os.PathLike, what: str = "file", limit: int = MAX
     """A UTF-8 text file's content; one clear error when it is not a regular file (:func:`require_file`), larger
     than ``limit`` bytes, unreadable or binary."""
     path = require_file(path, what)
+    if Path(path).resolve().parts[1:2] in (("proc",), ("sys",)):  # "regular" files the kernel makes up as read:
+        # /proc/self/environ would put the environment, tokens included, into a dataset card
+        raise InvalidInputError(f"{what} {path} is a file of the kernel's (/proc, /sys), not a text file of yours",
+                                hint="give a text file")
     try:
         with open(path, "rb") as handle:
             data = handle.read(limit + 1)

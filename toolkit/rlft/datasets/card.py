@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.reading import read_text_file
+from rlft.core.secrets import redact_text
 from rlft.datasets.layout import data_files_config
 
 TEMPLATES = resources.files("rlft.datasets") / "templates"
@@ -86,7 +87,8 @@ def read_extra_markdown(path: str | Path | None) -> str:
     if not path:
         return ""
 
-    return read_text_file(path, "--card-extra file")
+    # the card is published (data push): a password in a URL or a token typed in the notes is masked there
+    return redact_text(read_text_file(path, "--card-extra file"))
 
 
 def message_text(value) -> str:

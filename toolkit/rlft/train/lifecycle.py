@@ -15,6 +15,7 @@ TRL's arguments built before the run folder is written, the run marked failed or
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,7 +38,7 @@ class Stage:
     name: ClassVar[str] = ""
 
     def __init__(self, config) -> None:
-        self.config = config
+        self.config = _settled_out(config)
         self.rng = None
 
     def run(self) -> dict[str, Any]:
@@ -62,6 +63,16 @@ class Stage:
 
     def learn(self) -> dict[str, Any]:
         raise NotImplementedError
+
+
+def _settled_out(config):
+    """``--out`` with a ``..`` in it named by its real parent: ``run/../run`` reached the old run through the run
+    itself, so once the old run was set aside the new one could not be written, and the old one waited aside
+    (hostile pass 12). Other paths are kept as given (they are recorded as given)."""
+    out = getattr(config, "out", None)
+    if out is None or ".." not in Path(out).parts or not Path(out).parent.is_dir():
+        return config
+    return dataclasses.replace(config, out=Path(out).parent.resolve() / Path(out).name)
 
 
 class TRLStage(Stage):
