@@ -398,3 +398,29 @@ def test_a_reproduce_command_with_a_recipes_variable_left_in_is_refused(cli, tmp
     result = cli("results", *words, "--reproduce", "make experiment NAME={experiment}", "--results-dir", tmp_path)
     assert result.exit_code == 2 and "holds the unfilled variable {experiment}" in result.output, result.output
     assert not any(tmp_path.iterdir())
+
+
+def test_record_and_summarize_never_replace_a_users_file_of_their_names(tmp_path):
+    """A user's seed-0.json, summary.json or summary.png in the results folder was silently replaced (hostile pass
+    12, B8): refused, the file kept; rlft's own files are replaced as before."""
+    from rlft.core.errors import OutputExistsError
+    from rlft.results.record import write_seed_record
+    from rlft.results.summary import summarize
+
+    results, work = tmp_path / "results", tmp_path / "work"
+    work.mkdir()
+    reports = {"llm": _report(work / "llm.json", "llm:x", "llm", 0.6, 1.0, 0)}
+    write_seed_record("toy", 0, reports, {}, results, "make x")
+    write_seed_record("toy", 0, reports, {}, results, "make x")  # its own record: replaced
+    summarize("toy", results)
+    summarize("toy", results)
+    for name, text in (("seed-1.json", '{"my": "notes"}'), ("summary.json", "[1, 2]"), ("summary.png", "mine")):
+        mine = results / "toy" / name
+        if mine.exists():
+            mine.unlink()
+        mine.write_text(text)
+        with pytest.raises(OutputExistsError, match="does not look like a file rlft writes there"):
+            write_seed_record("toy", 1, reports, {}, results, "make x") if name.startswith("seed") \
+                else summarize("toy", results)
+        assert mine.read_text() == text
+        mine.unlink()

@@ -17,6 +17,7 @@ import numpy as np
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
 from rlft.core.manifest import RUN_FILE
+from rlft.core.output_file import check_output_file, is_png
 from rlft.core.secrets import redact_command
 from rlft.evaluate.compare import expert_scores
 from rlft.evaluate.report import load_report
@@ -286,5 +287,19 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
     }
     record.update(recorded_after(runs.values(), time.time()))
     out = Path(results_dir) / name / f"seed-{int(seed)}.json"
+    check_results_file(out, "seed")
     atomic_write_text(out, json.dumps(record, indent=2) + "\n")
     return out
+
+
+def check_results_file(path: Path, kind: str | None) -> None:
+    """A file rlft replaces in a results folder must be one it wrote: a JSON record of ``kind`` (``seed``,
+    ``experiment``) or, for ``kind`` None, a PNG. A user's file of that name is kept and the command refused."""
+
+    def ours(file: Path) -> bool:
+        if kind is None:
+            return is_png(file)
+        data = json.loads(file.read_text(encoding="utf-8"))
+        return isinstance(data, dict) and data.get("kind") == kind
+
+    check_output_file(path, overwrite=True, option="results file", ours=ours)

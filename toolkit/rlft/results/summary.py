@@ -17,6 +17,7 @@ from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
 from rlft.core.plotting import figure, save_figure
 from rlft.core.secrets import redact_command, redact_text
+from rlft.results.record import check_results_file
 
 SUMMARY_FILENAME = "summary.json"
 PLOT_FILENAME = "summary.png"
@@ -164,6 +165,8 @@ def summarize(name: str, results_dir: Path, title: str | None = None, descriptio
         "summarized": time.strftime("%Y-%m-%d"),
     }
     plot = folder / PLOT_FILENAME
+    check_results_file(folder / SUMMARY_FILENAME, "experiment")
+    check_results_file(plot, None)
     if plot_summary(summary, records, plot):
         summary["plot"] = PLOT_FILENAME
     atomic_write_text(folder / SUMMARY_FILENAME, json.dumps(summary, indent=2) + "\n")
