@@ -138,6 +138,11 @@ def test_inputs_reached_through_other_inputs_are_guarded_too(cli, tmp_path, tmp_
          "is the input --map"),
         (["data", "export-q", "frozenlake", "--out", tmp_path / "new", "--csv", tmp_path / "new" / "q.csv",
           "--episodes", "2"], "lies inside --out"),
+        # a LoRA run's base model, where eval wrote its report, plot, logs and videos (hostile pass 12, B7)
+        (["eval", "--policy", f"llm:{lora}", "--episodes", "1", "--out", base / "r.json"],
+         "lies inside the input --policy's base model"),
+        (["eval", "--policy", f"llm:{lora}", "--episodes", "1", "--video", base / "vid"],
+         "lies inside the input --policy's base model"),
     ]
     for args, message in cases:
         result = cli(*args)

@@ -19,6 +19,7 @@ from rlft.evaluate.config import EvalConfig, parse_policy_spec
 from rlft.evaluate.report import build_report, check_side_files, print_report, write_report
 from rlft.evaluate.setup import build_setup
 from rlft.models.offline import check_critic, load_critic
+from rlft.models.run import model_lineage
 from rlft.policy.bins import BIN_DECODINGS
 from rlft.policy.critic_rank import CriticRankPolicy
 from rlft.policy.policies import default_action
@@ -157,8 +158,11 @@ def _check_config(config: EvalConfig) -> None:
 
 def _check_outputs(config: EvalConfig) -> None:
     """--out (and the files beside it) and --video, before any episode: new, or rlft's to replace, and no input."""
-    inputs = [("--policy", parse_policy_spec(config.policy)[1]), ("--codec", config.codec),
-              ("--expert", config.expert), ("--action-error", config.action_error), ("--critic", config.critic)]
+    kind, target = parse_policy_spec(config.policy)
+    # an LLM run's base models are inputs too: a LoRA run's base was written into (hostile pass 12, B7)
+    policy = model_lineage("--policy", target) if kind == "llm" else [("--policy", target)]
+    inputs = [*policy, ("--codec", config.codec), ("--expert", config.expert),
+              ("--action-error", config.action_error), ("--critic", config.critic)]
     # an SB3 checkpoint (expert.zip) carries its metadata beside it (expert.json): an input too
     inputs += [(f"{name}'s metadata", str(Path(p).with_suffix(".json"))) for name, p in inputs
                if p and str(p).endswith(".zip")]
