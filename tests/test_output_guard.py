@@ -361,6 +361,15 @@ def test_hostile_sizes_and_nesting_are_one_line(cli, tmp_path):
     for args, message in cases:
         result = cli(*args)
         assert result.exit_code == 2 and message in " ".join(result.output.split()), (args, result.output)
+    # breadth, not depth (hostile pass 12, B2): five files each running the next 20 times would make 3.2 million
+    # steps; the check walked them at full CPU, saying nothing, until killed
+    for level in range(5):
+        step = (f'command: "pipeline run {tmp_path}/p{level + 1}.yaml --out {{out}}/n"' if level < 4
+                else 'command: "data export-q frozenlake --episodes 2 --out {out}/fl"')
+        (tmp_path / f"p{level}.yaml").write_text(f"name: p{level}\nsteps:\n" + f"  - {step}\n" * 20)
+    result = cli("pipeline", "run", tmp_path / "p0.yaml", "--out", tmp_path / "nested")
+    assert result.exit_code == 2 and "make more than 10,000 steps" in result.output, result.output
+    assert not (tmp_path / "nested").exists()
     out = tmp_path / "DS[" / "[/bad]"
     result = cli("data", "export-q", "frozenlake", "--episodes", "2", "--out", out)
     assert result.exit_code == 0 and "[/bad]" in result.output

@@ -35,6 +35,7 @@ from rlft.core.secrets import redact_argv
 app = typer.Typer(no_args_is_help=True)
 
 MAX_NESTING = 8  # pipeline run steps inside pipelines, at most this deep
+MAX_STEPS = 10_000  # steps of a pipeline and every pipeline it runs: 7 files running the next 10 times made 10^7
 # Options whose value is an input that must exist (or be written by an earlier step) before the pipeline starts.
 INPUT_OPTIONS = ("--dataset", "--model", "--codec", "--policy", "--expert")
 LABELLED_INPUTS = ("--report", "--run", "--dataset")  # rlft results record LABEL=PATH
@@ -104,13 +105,18 @@ def _inside(path: Path, produced: list[Path]) -> bool:
 
 
 def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | None = None,
-              sources: list[Path] | None = None) -> None:
+              sources: list[Path] | None = None, counted: list[int] | None = None) -> None:
     """Check every step before any runs: the CLI accepts it, its reward names are known, every input it
     names exists or is the output of an earlier step, and no step writes over a pipeline file being run
     (``sources``). Nested ``pipeline run`` steps are checked too."""
     produced = produced if produced is not None else []
     sources = sources if sources is not None else []
+    counted = counted if counted is not None else [0]  # steps checked so far, nested pipelines' included
     for i, (label, argv) in enumerate(runs, 1):
+        counted[0] += 1
+        if counted[0] > MAX_STEPS:
+            raise InvalidInputError(f"the pipeline and the pipelines it runs make more than {MAX_STEPS:,} steps",
+                                    hint="run fewer seeds or nested pipelines per run")
         # masked as the banner masks it: an error must not print the token a step passes (hostile pass 12, B1)
         where = f"step {i}{' (' + label + ')' if label else ''}, rlft {' '.join(redact_argv(argv)[:3])}"
         try:
@@ -119,17 +125,7 @@ def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | No
             raise InvalidInputError(f"{where}: {exc.format_message()}") from exc
         options = _options(argv)
         if argv[:2] == ["pipeline", "run"]:
-            sets = [v for k, v in options if k == "--set"]
-            seeds = next((v for k, v in options if k == "--seeds"), None)
-            out = next(v for k, v in options if k == "--out")
-            nested_path = Path(argv[2])
-            if nested_path.resolve() in [s.resolve() for s in sources]:
-                raise InvalidInputError(f"{where}: the pipeline {nested_path} runs itself, through "
-                                        f"{' -> '.join(s.name for s in sources)}")
-            if len(sources) >= MAX_NESTING:
-                raise InvalidInputError(f"{where}: pipelines nested more than {MAX_NESTING} deep")
-            _, nested = load_pipeline(nested_path, Path(out), "--overwrite" in argv, sets, seeds)
-            preflight(nested, root, produced, [*sources, nested_path])
+            _preflight_nested(argv, options, where, root, produced, sources, counted)
             continue
         episodic = ("--rollout", "episode") in options
         for key, value in options:
@@ -143,6 +139,23 @@ def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | No
                                         "the step would replace",
                                         hint="give the pipeline an --out folder outside the one its files live in")
         produced += outs
+
+
+def _preflight_nested(argv: list[str], options, where: str, root, produced: list[Path], sources: list[Path],
+                      counted: list[int]) -> None:
+    """A ``pipeline run`` step: its pipeline loaded and checked as the step would run it (not itself, not deeper
+    than :data:`MAX_NESTING`, its steps counted with the rest)."""
+    sets = [v for k, v in options if k == "--set"]
+    seeds = next((v for k, v in options if k == "--seeds"), None)
+    out = next(v for k, v in options if k == "--out")
+    nested_path = Path(argv[2])
+    if nested_path.resolve() in [s.resolve() for s in sources]:
+        raise InvalidInputError(f"{where}: the pipeline {nested_path} runs itself, through "
+                                f"{' -> '.join(s.name for s in sources)}")
+    if len(sources) >= MAX_NESTING:
+        raise InvalidInputError(f"{where}: pipelines nested more than {MAX_NESTING} deep")
+    _, nested = load_pipeline(nested_path, Path(out), "--overwrite" in argv, sets, seeds)
+    preflight(nested, root, produced, [*sources, nested_path], counted)
 
 
 def _check_rewards(value: str, episodic: bool, where: str) -> None:
