@@ -179,6 +179,14 @@ def test_a_leftover_temporary_folder_is_named_on_the_next_run(cli, tmp_path):
     assert result.exit_code == 0, result.output
     assert ".ds.tmp-killed" in result.output and "interrupted run" in result.output
     assert stale.is_dir()  # named, never deleted: another run may own it
+    # one that names its writer, a process that is gone (killed): removed (hostile pass 12, U2: GBs stayed)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f".ds.tmp-{gone.pid}-0123456789ab"
+    (dead / "data").mkdir(parents=True)
+    result = cli("data", "serialize", "cartpole/random-v0", "--out", tmp_path / "ds", "--overwrite")
+    assert result.exit_code == 0 and f"removed {dead.name}" in " ".join(result.output.split()), result.output
+    assert not dead.exists() and stale.is_dir()
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ def _owner_alive(aside: Path) -> bool:
         pid = int((aside / OWNER_FILE).read_text(encoding="utf-8").strip() or 0)
     except (OSError, ValueError):
         return False
-    return pid != os.getpid() and _alive(pid)
+    return pid != os.getpid() and pid_alive(pid)
 
 
 def recover_set_aside(out: str | os.PathLike) -> Path | None:
@@ -137,11 +137,12 @@ def _is_rlft(pid: int) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
-        return _alive(pid)
+        return pid_alive(pid)
     return b"rlft" in cmdline or b"pytest" in cmdline
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -166,7 +167,7 @@ def claim_output(out: str | os.PathLike, option: str = "--out") -> None:
                 pid = int(lock.read_text(encoding="utf-8").strip() or 0)
             except (OSError, ValueError):
                 pid = 0
-            if pid and pid != os.getpid() and _alive(pid) and _is_rlft(pid):
+            if pid and pid != os.getpid() and pid_alive(pid) and _is_rlft(pid):
                 raise OutputError(f"{option} {out} is being written by another rlft process (pid {pid})",
                                   hint=f"wait for it, or choose another {option} (its lock: {lock})") from None
             with contextlib.suppress(OSError):

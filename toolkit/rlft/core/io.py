@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rlft.core.claims import claim_output, recover_set_aside, release_output
+from rlft.core.claims import claim_output, pid_alive, recover_set_aside, release_output
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError
 from rlft.core.faults import as_disk_full, is_output_fault, output_error, signals_held
@@ -230,7 +231,13 @@ def leftovers(out: Path) -> list[Path]:
 
 
 def warn_leftovers(out: Path) -> None:
-    """Name them (another run writing the same folder right now would own one, so nothing is deleted)."""
+    """Remove the temporary folders of this output whose writer is gone (their name carries its pid: a killed
+    serialize left GBs of half datasets), and name the rest (a live process may own one, so they are kept)."""
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.tmp-(\d+)-[0-9a-f]{{12}}")
+    for stale in [p for p in leftovers(out) if (m := pattern.fullmatch(p.name)) and not pid_alive(int(m[1]))]:
+        shutil.rmtree(stale, ignore_errors=True)
+        err_console.print(f"[yellow]Note:[/] removed {stale.name}, the unfinished output of an rlft run that was "
+                          "killed", highlight=False, soft_wrap=True)
     found = leftovers(out)
     if found:
         err_console.print(f"[yellow]Warning:[/] {len(found)} temporary folder(s) of an interrupted run beside "
@@ -280,7 +287,7 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
     out = check_output_dir(out, overwrite).resolve()
     held = holds_content(out)  # what the checks saw; refuse_arrival holds the end to it
     warn_leftovers(out)
-    tmp = temp_name(out.parent, f".{out.name}.tmp-")
+    tmp = temp_name(out.parent, f".{out.name}.tmp-{os.getpid()}-")  # the pid: a later run removes it if we die
     try:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
