@@ -305,3 +305,15 @@ def test_a_full_disk_while_saving_a_model_is_one_line_and_keeps_nothing(cli, tmp
         info = json.loads((out / "rlft_run.json").read_text())
         assert info["status"] == "failed" and "the disk is full" in info["error"]
         assert not list(out.glob("*.safetensors"))
+
+
+@pytest.mark.parametrize(("key", "value"), [("success_rate", 7.0), ("episodes", -5), ("return_mean", "lots"),
+                                            ("return_std", "Infinity")])
+def test_a_report_edited_past_what_an_evaluation_writes_is_refused(cli, tmp_path, key, value):
+    """eval compare showed them as they were (hostile pass 12, U3)."""
+    report = {"rlft_report_version": 1, "env_id": "CartPole-v1", "policy": "random", "episodes": 3,
+              "return_mean": 20.0, "return_std": 2.0, "success_rate": None}
+    report[key] = float("inf") if value == "Infinity" else value  # json writes it as Infinity
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report))
+    one_line_error(cli("eval", "compare", path), f"{key} is", "which no rlft evaluation writes")

@@ -370,9 +370,19 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
     data = read_json_mapping(path, "report")
     if "rlft_report_version" not in data:
         raise InvalidInputError(f"{path} is not an rlft eval report (no rlft_report_version)")
-    for key in ("return_mean", "success_rate", "normalized_score", "expert_agreement"):
-        value = data.get(key)  # rlft never writes a NaN score (it refuses a non-finite return): an edited report
-        if isinstance(value, float) and not np.isfinite(value):
-            raise InvalidInputError(f"{path}: {key} is {value}, which no rlft evaluation writes",
+    for key, low, high in REPORT_RANGES:
+        value = data.get(key)  # what no rlft evaluation writes (a NaN score, a rate of 7, -5 episodes): edited
+        if value is None:
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not np.isfinite(value) or not low <= value <= high:
+            raise InvalidInputError(f"{path}: {key} is {value!r}, which no rlft evaluation writes",
                                     hint="evaluate again (rlft eval) instead of editing the report")
     return data
+
+
+INF = float("inf")
+# the numbers a report's readers (compare, results record) show, and the values an evaluation can give them
+REPORT_RANGES = [("return_mean", -INF, INF), ("return_std", 0.0, INF), ("normalized_score", -INF, INF),
+                 ("success_rate", 0.0, 1.0), ("expert_agreement", 0.0, 1.0), ("invalid_action_rate", 0.0, 1.0),
+                 ("episodes", 1, INF)]
