@@ -106,12 +106,13 @@ def test_export_random_maps_and_q_greedy_solves_maps_it_meets(tmp_path):
 def test_export_random_maps_refusals(tmp_path):
     from rlft.datasets.frozenlake_q.export import ExportQConfig, export_frozenlake_q
 
-    for config, match in ((ExportQConfig(map="random4x5", out=tmp_path / "a"), "square"),
-                          (ExportQConfig(map="random4x4", maps=0, out=tmp_path / "b"), "--maps"),
-                          (ExportQConfig(map="random4x4", wording="position", out=tmp_path / "c"), "show the grid"),
-                          (ExportQConfig(map="random4x4", csv=tmp_path / "x.csv", out=tmp_path / "d"), "--csv")):
+    # --maps is declared (at least 1): refused when the config is made, the others when it is run
+    for settings, match in (({"map": "random4x5", "out": tmp_path / "a"}, "square"),
+                            ({"map": "random4x4", "maps": 0, "out": tmp_path / "b"}, "--maps"),
+                            ({"map": "random4x4", "wording": "position", "out": tmp_path / "c"}, "show the grid"),
+                            ({"map": "random4x4", "csv": tmp_path / "x.csv", "out": tmp_path / "d"}, "--csv")):
         with pytest.raises(InvalidInputError, match=match):
-            export_frozenlake_q(config)
+            export_frozenlake_q(ExportQConfig(**settings))
     assert not list(tmp_path.iterdir())
 
 
