@@ -215,8 +215,8 @@ def test_bad_options_and_existing_output(cli, tmp_path, cartpole, monkeypatch):
     real = source.load_minari
     monkeypatch.setattr(source, "load_minari", never)
     for args, message in [(["--format", "json"], "--format"), (["--splits", "0.5,0.5"], "three"),
-                          (["--splits", "0.9,0.2,0.1"], "sum"), (["--bins", "0"], "--bins must be at least 2"),
-                          (["--tokens", "1", "--format", "tokenized"], "--tokens must be at least 2"),
+                          (["--splits", "0.9,0.2,0.1"], "sum"), (["--bins", "0"], "--bins must be from 2 to 100,000"),
+                          (["--tokens", "1", "--format", "tokenized"], "--tokens must be from 2 to 100,000"),
                           (["--edges-from", "bogus"], "--edges-from must be one of"),
                           (["--max-episodes", "0"], "--max-episodes must be at least 1"),
                           (["--max-episodes", "-1"], "--max-episodes must be at least 1")]:
