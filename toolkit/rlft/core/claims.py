@@ -56,35 +56,37 @@ def recover_set_aside(out: str | os.PathLike) -> Path | None:
     new content, if any, is kept beside it as ``.NAME.unfinished-*`` and named, never deleted. Returns the aside
     folder it came from, or None."""
     out = Path(out).absolute()
-    if not out.parent.is_dir():
+    aside = _orphaned_aside(out)
+    if aside is None:
         return None
-    for aside in sorted(out.parent.glob(f".{out.name}.old-*")):
-        if not (aside / "content").is_dir() or _owner_alive(aside) or aside in _ASIDE.values():
-            continue
-        kept = None
-        with signals_held():
-            if out.exists():
-                kept = Path(tempfile.mkdtemp(prefix=f".{out.name}.unfinished-", dir=out.parent))
-                os.replace(out, kept / "content")
-            os.replace(aside / "content", out)
-        shutil.rmtree(aside, ignore_errors=True)
-        err_console.print(f"[yellow]Note:[/] an earlier --overwrite of {out} was stopped before its new content was "
-                          f"complete (its process is gone): the previous content is back at {out}"
-                          + (f"; the unfinished one is kept at {kept / 'content'}" if kept else ""),
-                          highlight=False, soft_wrap=True)
-        return aside
-    return None
+    kept = None
+    with signals_held():
+        if out.exists():
+            kept = Path(tempfile.mkdtemp(prefix=f".{out.name}.unfinished-", dir=out.parent))
+            os.replace(out, kept / "content")
+        os.replace(aside / "content", out)
+    shutil.rmtree(aside, ignore_errors=True)
+    err_console.print(f"[yellow]Note:[/] an earlier --overwrite of {out} was stopped before its new content was "
+                      f"complete (its process is gone): the previous content is back at {out}"
+                      + (f"; the unfinished one is kept at {kept / 'content'}" if kept else ""),
+                      highlight=False, soft_wrap=True)
+    return aside
 
 
 def kept_aside(out: str | os.PathLike) -> Path | None:
     """The previous content of ``out`` that a killed ``--overwrite`` left set aside (what :func:`recover_set_aside`
     puts back when rlft next writes ``out``), for a reader of ``out`` to name; None when there is none."""
-    out = Path(out).absolute()
+    aside = _orphaned_aside(Path(out).absolute())
+    return aside / "content" if aside is not None else None
+
+
+def _orphaned_aside(out: Path) -> Path | None:
+    """The first ``.NAME.old-*`` beside ``out`` holding content whose process is gone (not this one's own)."""
     if not out.parent.is_dir():
         return None
     for aside in sorted(out.parent.glob(f".{out.name}.old-*")):
         if (aside / "content").is_dir() and not _owner_alive(aside) and aside not in _ASIDE.values():
-            return aside / "content"
+            return aside
     return None
 
 
