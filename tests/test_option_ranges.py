@@ -32,6 +32,19 @@ import pytest
      "--bins must be from 2 to 100,000"),
     (["data", "export-q", "frozenlake", "--map", "random4x4", "--maps", "1000000000", "--out", "never-written"],
      "Invalid value for '--maps'"),
+    # hostile pass 12 (U4, U7): TRL's settings, rlft's own and those passed through to TRL, ran on or were a
+    # traceback deep in the trainer
+    *[(["train", stage, "--dataset", "none", "--model", "none", "--out", "never-written", "--max-steps", "1", *flag],
+       message) for stage in ("sft", "grpo") for flag, message in [
+        (["--dataloader-num-workers", "1000"], "--dataloader-num-workers must be within [0, 64], got 1000"),
+        (["--gradient-accumulation-steps", "100000000"], "Invalid value for '--gradient-accumulation-steps'"),
+        (["--data-seed", "99999999999999"], "--data-seed must be within [0, 4294967295]"),
+        (["--num-train-epochs", "1e300"], "Invalid value for '--num-train-epochs'"),
+        (["--learning-rate", "-1"], "Invalid value for '--learning-rate'")]],
+    (["train", "sft", "--dataset", "none", "--model", "none", "--out", "never-written", "--eval-steps", "0"],
+     "Invalid value for '--eval-steps'"),
+    (["train", "sft", "--dataset", "none", "--model", "none", "--out", "never-written",
+      "--per-device-eval-batch-size", "0"], "Invalid value for '--per-device-eval-batch-size'"),
 ])
 def test_bad_values_are_refused_before_any_work(cli, tmp_path, args, message):
     out = ["--out", str(tmp_path / "expert.zip")] if args[0] == "expert" else []
@@ -143,3 +156,17 @@ def test_a_bin_count_no_model_could_use_is_refused_before_allocating():
     for codec in (DiscretizedCodec, BinnedCodec):
         with pytest.raises(InvalidInputError, match="bins must be at most 65,536"):
             codec.fit_params(box, box, data, data, bins=1_000_000_000)
+
+
+def test_a_trl_setting_from_a_config_file_is_held_to_the_same_bounds(cli, tmp_path):
+    """A --config YAML reaches TRL's settings by their names: the bounds are checked there too (hostile pass 12,
+    U4), for rlft's declared settings and those passed through to TRL alike."""
+    config = tmp_path / "sft.yaml"
+    for key, value, message in [("dataloader_num_workers", 1000, "--dataloader-num-workers must be within [0, 64]"),
+                                ("gradient_accumulation_steps", 100000000,
+                                 "--gradient-accumulation-steps must be within [1, 10000]")]:
+        config.write_text(f"sft:\n  {key}: {value}\n")
+        result = cli("train", "sft", "--config", config, "--dataset", "none", "--model", "none", "--out",
+                     tmp_path / "run")
+        assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+        assert not (tmp_path / "run").exists()

@@ -218,6 +218,28 @@ def test_overwrite_replaces_a_folder_only_when_rlft_wrote_every_file_in_it(cli, 
     assert (mine / "thesis.tex").read_text() == "years of work"
 
 
+def test_overwrite_keeps_a_file_rlft_wrote_that_the_user_edited_since(cli, tmp_path, monkeypatch):
+    """The manifest stamps each file (size, SHA-256): a card edited before a push is named and the folder kept;
+    the explicit override still replaces it."""
+    import json
+
+    from rlft.core.manifest import MANIFEST
+
+    out = tmp_path / "fl"
+    args = ("data", "export-q", "frozenlake", "--episodes", "1", "--out", out)
+    assert cli(*args).exit_code == 0
+    assert set(json.loads((out / MANIFEST).read_text())["stamps"]) >= {"README.md", "rlft_codec.json"}
+    with open(out / "README.md", "a") as fh:
+        fh.write("MY PRECIOUS NOTES\n")
+    before = _fingerprint(tmp_path)
+    result = cli(*args, "--overwrite")
+    assert result.exit_code == 2 and "no longer, what rlft wrote" in " ".join(result.output.split())
+    assert "README.md" in result.output and _fingerprint(tmp_path) == before
+    monkeypatch.setenv("RLFT_REPLACE_FOREIGN", "1")
+    assert cli(*args, "--overwrite").exit_code == 0
+    assert "MY PRECIOUS NOTES" not in (out / "README.md").read_text()
+
+
 def test_an_unfinished_run_is_replaced_only_when_it_holds_its_trainers_files(tmp_path):
     import json
 

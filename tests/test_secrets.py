@@ -114,6 +114,28 @@ def test_a_pipeline_step_refused_before_it_runs_names_it_with_its_token_masked(c
     assert result.exit_code == 2 and TOKEN not in result.output and MASK in result.output
 
 
+def test_a_pipeline_variable_holding_a_token_is_masked_wherever_the_pipeline_uses_it(cli, tmp_path, monkeypatch):
+    """A short token (no hf_ shape to recognise) passed by a variable to --token and also into --repo-id: the
+    banner masks it in both, and so does a refusal naming a path built from it (hostile pass 12, U6)."""
+    secret = "PLANTEDsecret125"
+    monkeypatch.chdir(tmp_path)  # short paths: the whole banner fits its line
+    folder = "ds"
+    assert cli("data", "export-q", "frozenlake", "--episodes", "1", "--out", folder).exit_code == 0
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    pipeline = tmp_path / "p.yaml"
+    for step in (f"data push {folder} --repo-id me/{{tok}} --token {{tok}}",
+                 "eval --api-key={tok} --policy llm:missing/{tok} --episodes 1"):
+        pipeline.write_text(f"name: p\nvars: {{tok: {secret}}}\nsteps:\n  - command: {step}\n")
+        result = cli("pipeline", "run", "p.yaml", "--out", "out")
+        assert result.exit_code != 0 and MASK in result.output
+        assert secret not in result.output and secret not in " ".join(result.output.split()).replace(" ", "")
+    result = cli("eval", "--api-key", secret, "--policy", f"llm:missing/{secret}", "--episodes", "1")
+    assert result.exit_code != 0 and "missing/***" in result.output and secret not in result.output
+    result = cli("eval", "--policy", f"llm:missing/{secret}", "--episodes", "1")  # the next command: not a secret
+    assert f"missing/{secret}" in " ".join(result.output.split()).replace(" ", "")
+
+
 def test_card_extra_notes_are_masked_in_the_card_and_kernel_files_are_refused(cli, tmp_path):
     """The card is published by data push: a password in a URL, a token assignment or a token-shaped word in the
     notes is masked there; /proc/self/environ (a "regular" file) would have put the environment in it (hostile

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rlft.core.claims import release_outputs, restore_set_aside
 from rlft.core.console import err_console
 from rlft.core.errors import FaultError, RlftError
-from rlft.core.secrets import redact_text
+from rlft.core.secrets import is_secret_name, known_secrets, redact_text
 
 # OSErrors that say what went wrong with a path or the machine, as one line: a full disk, a file-size limit, a name
 # too long, a symlink loop...
@@ -104,46 +104,53 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGTERM, _terminate) if main else None
-        previous_hook = sys.unraisablehook
-        sys.unraisablehook = functools.partial(_redeliver_lost_interrupts, previous_hook)
-        try:
-            try:
-                return func(*args, **kwargs)
-            except BaseException:
-                _put_back_set_aside()
-                raise
-        except RlftError as exc:
-            # the message is data, not markup: "rlft[collect]" must print as written
-            err_console.print(f"[bold red]Error:[/] {escape(redact_text(str(exc)))}", markup=True, highlight=False,
-                              soft_wrap=True)
-            raise typer.Exit(EXIT_FAULT if isinstance(exc, FaultError) else EXIT_USAGE) from exc
-        except OSError as exc:  # not an RlftError: a file-system fault nothing nearer turned into one line
-            if exc.errno not in SYSTEM_FAULTS:
-                raise
-            err_console.print(f"[bold red]Error:[/] {escape(redact_text(system_fault(exc)))}", markup=True,
-                              highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_FAULT if exc.errno in MACHINE_FAULTS else EXIT_USAGE) from exc
-        except RecursionError as exc:  # a JSON or YAML file nested thousands deep (a damaged or hostile file)
-            err_console.print("[bold red]Error:[/] an input file or setting is nested too deeply to read (Python's "
-                              "recursion limit); nothing was written. Check the JSON/YAML files this command reads.",
-                              markup=True, highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_USAGE) from exc
-        except KeyboardInterrupt as exc:
-            err_console.print(
-                f"[bold red]{'Terminated' if isinstance(exc, Terminated) else 'Interrupted'}:[/] dataset folders "
-                "and reports are written atomically, so none was left half-written; a training run keeps its "
-                "checkpoints for --resume, and one that replaced an old run with --overwrite gave it back."
-            )
-            raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from exc
-        finally:
-            release_outputs()
-            sys.unraisablehook = previous_hook
-            if main:
-                signal.signal(signal.SIGTERM, previous)
+        # the values of its secret-named options are masked in all it prints or writes, its error line included
+        with known_secrets(v for k, v in kwargs.items() if is_secret_name(k)):
+            return _guarded(func, *args, **kwargs)
 
     return wrapper
+
+
+def _guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """:func:`handle_errors`' body."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main else None
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_redeliver_lost_interrupts, previous_hook)
+    try:
+        try:
+            return func(*args, **kwargs)
+        except BaseException:
+            _put_back_set_aside()
+            raise
+    except RlftError as exc:
+        # the message is data, not markup: "rlft[collect]" must print as written
+        err_console.print(f"[bold red]Error:[/] {escape(redact_text(str(exc)))}", markup=True, highlight=False,
+                          soft_wrap=True)
+        raise typer.Exit(EXIT_FAULT if isinstance(exc, FaultError) else EXIT_USAGE) from exc
+    except OSError as exc:  # not an RlftError: a file-system fault nothing nearer turned into one line
+        if exc.errno not in SYSTEM_FAULTS:
+            raise
+        err_console.print(f"[bold red]Error:[/] {escape(redact_text(system_fault(exc)))}", markup=True,
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_FAULT if exc.errno in MACHINE_FAULTS else EXIT_USAGE) from exc
+    except RecursionError as exc:  # a JSON or YAML file nested thousands deep (a damaged or hostile file)
+        err_console.print("[bold red]Error:[/] an input file or setting is nested too deeply to read (Python's "
+                          "recursion limit); nothing was written. Check the JSON/YAML files this command reads.",
+                          markup=True, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    except KeyboardInterrupt as exc:
+        err_console.print(
+            f"[bold red]{'Terminated' if isinstance(exc, Terminated) else 'Interrupted'}:[/] dataset folders "
+            "and reports are written atomically, so none was left half-written; a training run keeps its "
+            "checkpoints for --resume, and one that replaced an old run with --overwrite gave it back."
+        )
+        raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from exc
+    finally:
+        release_outputs()
+        sys.unraisablehook = previous_hook
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def command(app: typer.Typer, name: str | None = None, **kwargs: Any):

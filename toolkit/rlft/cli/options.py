@@ -31,7 +31,7 @@ from rlft.train.trl_config import trl_fields
 
 CONFIG_OPTION = typer.Option(None, "--config", help="YAML config (e.g. pipelines/sft.yaml); flags win.")
 # Flags the stage does not declare are the fields of TRL's own config class (--weight-decay 0.01, --optim
-# adamw_torch, --report-to wandb ...), parsed by TRL's parser (rlft.train.configs.parse_trl_flags).
+# adamw_torch, --report-to wandb ...), parsed by TRL's parser (rlft.train.trl_config.parse_trl_flags).
 TRL_FLAGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 

@@ -29,8 +29,8 @@ from rlft.cli.common import command
 from rlft.cli.pipeline_spec import load_pipeline
 from rlft.cli.train import check_trl_flags
 from rlft.core.console import console
-from rlft.core.errors import InvalidInputError
-from rlft.core.secrets import redact_argv
+from rlft.core.errors import InvalidInputError, RlftError
+from rlft.core.secrets import known_secrets, mask_known, redact_argv, secret_values
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -91,8 +91,15 @@ def _refuse_repeated_scalars(command, words: list[str]) -> None:
 
 
 def mask_secrets(argv: list[str]) -> list[str]:
-    """The step's words as its banner shows them: every secret masked, in either option form (rlft.core.secrets)."""
+    """The step's words as its banner shows them: every secret masked, in either option form, and each value a
+    secret option takes anywhere in the pipeline wherever else it is used (rlft.core.secrets.known_secrets)."""
     return redact_argv(argv)
+
+
+def pipeline_secrets(runs: list[tuple[str, list[str]]]) -> set[str]:
+    """The values of every secret option the pipeline's steps pass (a variable holding a token may also fill a
+    non-secret option: ``--repo-id me/{tok}``)."""
+    return set().union(*(secret_values(argv) for _, argv in runs))
 
 
 def _options(argv: list[str]) -> list[tuple[str, str]]:
@@ -112,6 +119,17 @@ def preflight(runs: list[tuple[str, list[str]]], root, produced: list[Path] | No
     produced = produced if produced is not None else []
     sources = sources if sources is not None else []
     counted = counted if counted is not None else [0]  # steps checked so far, nested pipelines' included
+    known = pipeline_secrets(runs)
+    try:
+        _preflight_steps(runs, root, produced, sources, counted)
+    except RlftError as exc:  # a value a step names in its error may be a token a secret option passes elsewhere
+        exc.message, exc.hint = mask_known(exc.message, known), exc.hint and mask_known(exc.hint, known)
+        exc.args = (exc.message,)
+        raise
+
+
+def _preflight_steps(runs: list[tuple[str, list[str]]], root, produced: list[Path], sources: list[Path],
+                     counted: list[int]) -> None:
     for i, (label, argv) in enumerate(runs, 1):
         counted[0] += 1
         if counted[0] > MAX_STEPS:
@@ -207,12 +225,13 @@ def run(
     root = ctx.find_root().command  # the rlft group this command runs under: each step runs through it
 
     spec, runs = load_pipeline(path, out, overwrite, set_, seeds)
-    preflight(runs, root, sources=[path])  # a missing model or a misspelled reward fails here, before any step runs
-    for i, (label, argv) in enumerate(runs, 1):
-        where = f" {label}," if label else ""
-        console.rule(f"[bold]{spec.get('name', path.stem)}[/]{where} step {i}/{len(runs)}: "
-                     f"rlft {' '.join(mask_secrets(argv))}")
-        # standalone_mode=False: click returns a step's exit code instead of exiting the process.
-        code = root.main(argv, prog_name="rlft", standalone_mode=False)
-        if isinstance(code, int) and code != 0:
-            raise typer.Exit(code)
+    with known_secrets(pipeline_secrets(runs)):  # a token a variable passes is masked wherever the steps use it
+        preflight(runs, root, sources=[path])  # a missing model or a misspelled reward fails here, before any step
+        for i, (label, argv) in enumerate(runs, 1):
+            where = f" {label}," if label else ""
+            console.rule(f"[bold]{spec.get('name', path.stem)}[/]{where} step {i}/{len(runs)}: "
+                         f"rlft {' '.join(mask_secrets(argv))}")
+            # standalone_mode=False: click returns a step's exit code instead of exiting the process.
+            code = root.main(argv, prog_name="rlft", standalone_mode=False)
+            if isinstance(code, int) and code != 0:
+                raise typer.Exit(code)

@@ -14,9 +14,9 @@ import typer
 from rlft.cli import train_bc, train_offline, train_online
 from rlft.cli.options import config_command
 from rlft.core.errors import InvalidInputError
-from rlft.train.configs import parse_trl_flags
 from rlft.train.grpo.config import GRPOStageConfig
 from rlft.train.sft_config import SFTStageConfig
+from rlft.train.trl_config import parse_trl_flags
 
 app = typer.Typer(no_args_is_help=True)
 

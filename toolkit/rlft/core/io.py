@@ -141,9 +141,11 @@ def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
     refuse_never_replaced(out, option)
     if not path.is_dir() or not any(path.iterdir()) or os.environ.get(REPLACE_FOREIGN_ENV) == "1":
         return
-    foreign = unlisted_files(path)
+    foreign, unfinished = unlisted_files(path), unfinished_run_foreign(path)
     if foreign is None:
-        foreign = unfinished_run_foreign(path)
+        foreign = unfinished
+    elif unfinished is not None:  # a resumed run that was stopped: its trainer's files changed, the user's count
+        foreign = [f for f in foreign if f in unfinished]
     if foreign is None:
         names = sorted(p.name for p in path.iterdir())
         made = any((path / marker).is_file() for marker in RLFT_MARKERS)
@@ -153,9 +155,10 @@ def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
                                 hint=f"delete it yourself or choose another {option}; to replace it anyway, set "
                                      f"{REPLACE_FOREIGN_ENV}=1")
     if foreign:
-        raise OutputExistsError(f"{option} {out} holds files that are not part of what rlft wrote there "
+        raise OutputExistsError(f"{option} {out} holds files that are not, or no longer, what rlft wrote there "
                                 f"({_shown(foreign)}), so --overwrite will not replace it",
-                                hint=f"move them out or choose another {option}; to replace it anyway, set "
+                                hint=f"move them out (a copy of one you edited) or choose another {option}; to "
+                                     f"replace it anyway, set "
                                      f"{REPLACE_FOREIGN_ENV}=1")
 
 

@@ -1,16 +1,18 @@
-"""What rlft wrote in an output folder, so that ``--overwrite`` replaces nothing else.
-
-Every folder rlft finishes (a dataset, a model, a training run, an offline or online run) ends with
-:data:`MANIFEST`, the list of every file in it, written last. ``--overwrite`` replaces a folder only when each file
-in it, at any depth, is on that list: a user's notes beside a run, or a copied ``rlft_codec.json`` among a user's
-own files, are named and kept. A training run that never completed has no manifest yet; it may be replaced when
-every file in it is one its trainer writes (:func:`unfinished_run_foreign`). Some folders are never replaced, by
-anyone's flag: the root and the folders directly under it, the current folder and its parents, and every account's
-home folder and its parents (an override once let a test replace ``/root`` because ``$HOME`` pointed elsewhere).
+"""What rlft wrote in an output folder, so that ``--overwrite`` replaces nothing else. Every folder rlft finishes (a
+dataset, a model, a training run, an offline or online run) ends with :data:`MANIFEST`, the list of every file in
+it, written last. ``--overwrite`` replaces a folder only when each file in it, at any depth, is on that list and
+unchanged since (its size, and for a file of at most :data:`HASHED_BYTES` its SHA-256, as the manifest recorded
+them): a user's notes beside a run, a card a user edited before a push, or a copied ``rlft_codec.json`` among a
+user's own files, are named and kept. A training run that never completed has no manifest yet; it may be replaced
+when every file in it is one its trainer writes (:func:`unfinished_run_foreign`). Some folders are never replaced,
+by anyone's flag: the root and the folders directly under it, the current folder and its parents, and every
+account's home folder and its parents (an override once let a test replace ``/root`` because ``$HOME`` pointed
+elsewhere).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -19,6 +21,7 @@ from pathlib import Path
 MANIFEST = ".rlft_manifest.json"
 MANIFEST_FORMAT = "rlft-manifest-v1"
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # a manifest larger than this is not one rlft wrote
+HASHED_BYTES = 16 * 1024 * 1024  # files a user edits (cards, JSON) are small: hashed; larger ones by size only
 RUN_FILE = "rlft_run.json"  # a training run's record: its status says whether it completed
 UNFINISHED = ("running", "failed", "interrupted")
 # what a trainer writes into a run before it completes: rlft's run files, the model, tokenizer and adapter files
@@ -50,18 +53,41 @@ def folder_files(folder: Path) -> list[str]:
     return sorted(f for f in found if f != MANIFEST)
 
 
+def _stamp(path: Path) -> list | None:
+    """[size, SHA-256 or None] of a regular file (None for anything else): what tells an edit after rlft wrote it."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return None
+        size = path.stat().st_size
+        if size > HASHED_BYTES:
+            return [size, None]
+        with open(path, "rb") as fh:
+            return [size, hashlib.file_digest(fh, "sha256").hexdigest()]
+    except OSError:
+        return None
+
+
 def write_manifest(folder: str | os.PathLike) -> Path:
-    """List every file of ``folder`` in its manifest (call it last, once the folder is complete)."""
+    """List every file of ``folder`` in its manifest, each with its stamp (call it last, once the folder is
+    complete)."""
     folder = Path(folder)
     path = folder / MANIFEST
     tmp = folder / f".{MANIFEST}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps({"format": MANIFEST_FORMAT, "files": folder_files(folder)}) + "\n", encoding="utf-8")
+    files = folder_files(folder)
+    stamps = {name: stamp for name in files if (stamp := _stamp(folder / name)) is not None}
+    tmp.write_text(json.dumps({"format": MANIFEST_FORMAT, "files": files, "stamps": stamps}) + "\n",
+                   encoding="utf-8")
     os.replace(tmp, path)
     return path
 
 
 def read_manifest(folder: Path) -> set[str] | None:
     """The files the manifest of ``folder`` lists, or None when it has none (or something else by that name)."""
+    data = _manifest_data(folder)
+    return None if data is None else {f for f in data["files"] if isinstance(f, str)}
+
+
+def _manifest_data(folder: Path) -> dict | None:
     path = folder / MANIFEST
     try:
         if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_MANIFEST_BYTES:
@@ -71,15 +97,19 @@ def read_manifest(folder: Path) -> set[str] | None:
         return None
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or not isinstance(data.get("files"), list):
         return None
-    return {f for f in data["files"] if isinstance(f, str)}
+    return data
 
 
 def unlisted_files(folder: Path) -> list[str] | None:
-    """Files of ``folder`` its manifest does not list ([] when every one is listed), or None without a manifest."""
-    listed = read_manifest(folder)
-    if listed is None:
+    """Files of ``folder`` its manifest does not list, or lists with another stamp (changed since rlft wrote them);
+    [] when there are none, None without a manifest. A manifest of an rlft before stamps vouches by names only."""
+    data = _manifest_data(folder)
+    if data is None:
         return None
-    return [f for f in folder_files(folder) if f not in listed]
+    listed = {f for f in data["files"] if isinstance(f, str)}
+    stamps = data.get("stamps") if isinstance(data.get("stamps"), dict) else {}
+    return [f for f in folder_files(folder)
+            if f not in listed or (f in stamps and _stamp(folder / f) != stamps[f])]
 
 
 def unfinished_run_foreign(folder: Path) -> list[str] | None:

@@ -8,7 +8,9 @@ assignment (``HF_TOKEN=...``) of such a name, and a value shaped like a Hugging 
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 MASK = "***"
@@ -39,8 +41,9 @@ def _masked_userinfo(match: re.Match) -> str:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with URL passwords and secret query values masked (``https://u:***@host``, ``?token=***``)."""
-    text = _URL_USERINFO.sub(_masked_userinfo, str(text))
+    """``text`` with URL passwords and secret query values masked (``https://u:***@host``, ``?token=***``), and
+    every secret value the running command was handed (:func:`known_secrets`) wherever it appears."""
+    text = _URL_USERINFO.sub(_masked_userinfo, mask_known(str(text), _KNOWN))
     text = _BARE_USERINFO.sub(lambda m: f"{m['lead']}{m['user']}:{MASK}@", text)
     text = _ENV_ASSIGNMENT.sub(lambda m: f"{m['lead']}{m['name']}={MASK}" if is_secret_name(m["name"]) else m[0], text)
     text = _TOKEN_SHAPES.sub(MASK, text)
@@ -69,7 +72,7 @@ def redact_command(text: str) -> str:
 
 def redact_argv(argv: list[str]) -> list[str]:
     """Command words with secret option values masked, in both forms (``--token VALUE``, ``--token=VALUE``), and URL
-    secrets in any word."""
+    secrets (and :func:`known_secrets`) in any word."""
     out: list[str] = []
     for i, word in enumerate(argv):
         name, eq, _ = word.partition("=")
@@ -80,3 +83,40 @@ def redact_argv(argv: list[str]) -> list[str]:
         else:
             out.append(redact_text(word))
     return out
+
+
+def mask_known(text: str, known: set[str] | frozenset[str]) -> str:
+    """``text`` with each of ``known`` (secret values) masked wherever it appears, the longest first."""
+    for secret in sorted(known, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
+MIN_KNOWN_SECRET = 6  # a shorter value is no credential, and masking it everywhere would garble every word
+_KNOWN: set[str] = set()  # the secret values handed to the commands running in this process (known_secrets)
+
+
+@contextlib.contextmanager
+def known_secrets(values: Iterable[Any]) -> Iterator[None]:
+    """While a command runs, the secret values it was handed (its secret-named options, a pipeline's secret option
+    values) are masked by :func:`redact_text` wherever they appear: in an error line naming a path built from the
+    same variable, a report, a card. Scoped: a command run after it (a test, a notebook) is not affected."""
+    added = {v for v in values if isinstance(v, str) and len(v) >= MIN_KNOWN_SECRET} - _KNOWN
+    _KNOWN.update(added)
+    try:
+        yield
+    finally:
+        _KNOWN.difference_update(added)
+
+
+def secret_values(argv: list[str]) -> set[str]:
+    """The values secret options take in ``argv``, in both forms: masked wherever else they appear (a pipeline
+    variable holding a token used in ``--repo-id me/{tok}`` as well as ``--token {tok}``)."""
+    found = set()
+    for i, word in enumerate(argv):
+        name, eq, value = word.partition("=")
+        if word.startswith("--") and eq and is_secret_name(name):
+            found.add(value)
+        elif i and argv[i - 1].startswith("--") and "=" not in argv[i - 1] and is_secret_name(argv[i - 1]):
+            found.add(word)
+    return {value for value in found if len(value) >= MIN_KNOWN_SECRET}

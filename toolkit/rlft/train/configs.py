@@ -21,10 +21,7 @@ validates them; a key neither knows is still an error.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
-import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +32,19 @@ from rlft.core.options import check_values
 from rlft.core.reading import read_yaml_mapping, require_file
 from rlft.core.seeding import MAX_SEED
 from rlft.train.config_values import coerce
-from rlft.train.trl_config import TrlDefault, effective_trl_settings, extra_trl_settings, trl_value
+from rlft.train.trl_config import (
+    MAX_ACCUMULATION,
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_LEARNING_RATE,
+    MAX_TRAIN_STEPS,
+    TrlDefault,
+    effective_trl_settings,
+    extra_trl_settings,
+    parse_trl_flags,
+    trl_checks,
+    trl_value,
+)
 
 PIPELINE_KEYS = ("name", "vars", "steps", "description")
 # TRL fields rlft sets itself and a user may not: the RUN folder layout (--out) decides where checkpoints go.
@@ -50,16 +59,19 @@ class StageConfig:
     # TRL's settings by TRL's names, with rlft's defaults: no field of this class is named like one of TRL's
     # (rlft.train.trl_config; tests/test_stage_configs.py holds it so). Their values live in ``trl``.
     trl_defaults: ClassVar[dict[str, TrlDefault]] = {
-        "learning_rate": TrlDefault(2e-4, "Peak learning rate."),
+        "learning_rate": TrlDefault(2e-4, "Peak learning rate.", min=0.0, max=MAX_LEARNING_RATE),
         "lr_scheduler_type": TrlDefault("linear", "Learning-rate schedule."),
-        "warmup_steps": TrlDefault(0, "Linear warm-up steps."),
-        "num_train_epochs": TrlDefault(1.0, "Epochs (ignored when max_steps > 0)."),
-        "max_steps": TrlDefault(-1, "Optimizer steps (-1: set by num_train_epochs)."),
-        "per_device_train_batch_size": TrlDefault(8, "Batch size per device.", aliases=("--batch-size",)),
-        "gradient_accumulation_steps": TrlDefault(1, "Gradient accumulation steps."),
-        "logging_steps": TrlDefault(10, "Log every N steps (TensorBoard under RUN/logs)."),
-        "save_steps": TrlDefault(500, "Save a checkpoint every N steps (RUN/checkpoints)."),
-        "save_total_limit": TrlDefault(2, "Checkpoints kept."),
+        "warmup_steps": TrlDefault(0, "Linear warm-up steps.", min=0, max=MAX_TRAIN_STEPS),
+        "num_train_epochs": TrlDefault(1.0, "Epochs (ignored when max_steps > 0).", min=0.0, max=MAX_EPOCHS),
+        "max_steps": TrlDefault(-1, "Optimizer steps (-1: set by num_train_epochs).", min=-1, max=MAX_TRAIN_STEPS),
+        "per_device_train_batch_size": TrlDefault(8, "Batch size per device.", aliases=("--batch-size",), min=1,
+                                                  max=MAX_BATCH),
+        "gradient_accumulation_steps": TrlDefault(1, "Gradient accumulation steps.", min=1, max=MAX_ACCUMULATION),
+        "logging_steps": TrlDefault(10, "Log every N steps (TensorBoard under RUN/logs).", min=1,
+                                    max=MAX_TRAIN_STEPS),
+        "save_steps": TrlDefault(500, "Save a checkpoint every N steps (RUN/checkpoints).", min=1,
+                                 max=MAX_TRAIN_STEPS),
+        "save_total_limit": TrlDefault(2, "Checkpoints kept.", min=1, max=MAX_ACCUMULATION),
         "seed": TrlDefault(0, "Seed of the model init, data order and sampling.", min=0, max=MAX_SEED, resolved=True),
         "bf16": TrlDefault(None, "bfloat16 mixed precision (None: on a GPU that has it).", type=bool | None,
                            resolved=True),
@@ -204,40 +216,6 @@ def trl_field_names(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(getattr(trl, cls.trl_config_class))}
 
 
-def parse_trl_flags(cls, args: list[str]) -> dict[str, Any]:
-    """Flags the rlft command does not declare, parsed by TRL's own ``TrlParser`` over the stage's TRL config
-    class: ``{field: value}`` for the flags given (TRL's names, ``--weight-decay`` or ``--weight_decay``)."""
-    if not args:
-        return {}
-    if not cls.trl_config_class:
-        raise InvalidInputError(f"unknown option{'s' if len(args) > 1 else ''} {' '.join(args)}")
-    import argparse
-
-    import trl
-
-    parser = trl.TrlParser((getattr(trl, cls.trl_config_class),), allow_abbrev=False)
-    unset = object()
-    namespace = argparse.Namespace(**{a.dest: unset for a in parser._actions if a.dest != "help"})
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(said):  # argparse prints its whole usage before the error
-            parsed, remaining = parser.parse_known_args(args, namespace=namespace)
-    except SystemExit as exc:  # argparse reports a bad value by exiting; rlft says it in one line
-        reason = said.getvalue().strip().splitlines()[-1:] or [""]
-        reason = reason[0].split("error: ", 1)[-1]
-        raise InvalidInputError(f"bad TRL option in {' '.join(args)}: {reason}",
-                                hint=f"see the fields of trl.{cls.trl_config_class}") from exc
-    if remaining:
-        named = [a for a in remaining if a.startswith("-")] or remaining
-        raise InvalidInputError(f"unknown option{'s' if len(named) > 1 else ''} {' '.join(named)}",
-                                hint=f"neither an rlft flag (--help) nor a field of trl.{cls.trl_config_class}")
-    given = {k: v for k, v in vars(parsed).items() if v is not unset}
-    for key, value in given.items():  # TRL's parser takes "nan" for a float; rlft refuses it for every number
-        if isinstance(value, float) and not math.isfinite(value):
-            raise InvalidInputError(f"--{key.replace('_', '-')} must be a finite number, got {value}")
-    return given
-
-
 def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dict[str, Any] | None = None,
                  source: str = "config file", trl_flags: dict[str, Any] | None = None):
     """``cls`` built from its defaults, overridden by ``yaml_values``, overridden by non-None ``cli_values``.
@@ -272,13 +250,14 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
 
 
 def check_bounds(config) -> None:
-    """The declared ``choices`` and ``min``/``max`` of the config's fields and of its stage's TRL settings
-    (:func:`rlft.core.options.check_values`): click checks the numbers typed, this covers every value, from a
-    ``--config`` YAML file too, and a config built in code (:class:`StageConfig` checks itself when made)."""
-    trl = [(name, d.min, d.max, d.choices) for name, d in _trl_defaults(type(config)).items()]
-    names = [f.name for f in dataclasses.fields(config)] + [name for name, *_ in trl]
+    """The declared ``choices`` and ``min``/``max`` of the config's fields and of its stage's TRL settings, and the
+    :data:`~rlft.train.trl_config.TRL_LIMITS` of TRL's settings passed through (:func:`rlft.core.options.check_values`):
+    click checks the numbers typed, this covers every value, from a ``--config`` YAML file too, and a config built in
+    code (:class:`StageConfig` checks itself when made)."""
+    trl, trl_values = trl_checks(config)
     # the values go down to the check, not the config (a stage's config stays in the training layer)
-    check_values(type(config), {name: getattr(config, name, None) for name in names}, trl)
+    check_values(type(config), {**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)},
+                                **trl_values}, trl)
 
 
 def _route_trl_flags(trl_flags: dict[str, Any], names: list[str], cli_values: dict[str, Any],

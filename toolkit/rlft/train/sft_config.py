@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rlft.train.configs import StageConfig
-from rlft.train.trl_config import TrlDefault
+from rlft.train.trl_config import MAX_BATCH, MAX_TRAIN_STEPS, TrlDefault
 
 
 @dataclass
@@ -16,11 +16,12 @@ class SFTStageConfig(StageConfig):
     trl_config_class: ClassVar[str] = "SFTConfig"
     trl_defaults: ClassVar[dict[str, TrlDefault]] = {
         **StageConfig.trl_defaults,
-        "max_length": TrlDefault(1024, "Longest tokenized prompt + completion (truncated)."),
+        "max_length": TrlDefault(1024, "Longest tokenized prompt + completion (truncated).", min=1, max=1_000_000),
         "completion_only_loss": TrlDefault(True, "Loss on completion tokens only."),
         # passed only when evaluating (eval_split not none)
-        "per_device_eval_batch_size": TrlDefault(16, "Evaluation batch size per device.", resolved=True),
-        "eval_steps": TrlDefault(50, "Evaluate every N steps.", resolved=True),
+        "per_device_eval_batch_size": TrlDefault(16, "Evaluation batch size per device.", resolved=True, min=1,
+                                                 max=MAX_BATCH),
+        "eval_steps": TrlDefault(50, "Evaluate every N steps.", resolved=True, min=1, max=MAX_TRAIN_STEPS),
     }
 
     eval_split: str = field(

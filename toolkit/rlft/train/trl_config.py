@@ -10,9 +10,41 @@ except those rlft resolves itself first (``resolved``: auto values and settings 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import math
 from dataclasses import dataclass
 from typing import Any
+
+from rlft.core.errors import InvalidInputError
+
+# Bounds a value is held to before any work: past them a setting is a typo that runs for days, exhausts the memory
+# or ends in a traceback deep in TRL (hostile pass 12: --gradient-accumulation-steps 100000000 with --max-steps 1)
+MAX_TRAIN_STEPS = 10_000_000
+MAX_EPOCHS = 1_000_000.0
+MAX_BATCH = 100_000  # rows in one forward pass
+MAX_ACCUMULATION = 10_000
+MAX_LEARNING_RATE = 10.0
+MAX_WORKERS = 64  # processes loading data (1,000 forked workers starved the machine)
+# TRL's (transformers') own settings rlft does not declare but a user may pass (--dataloader-num-workers ...):
+# (min, max), checked as a declared setting's bounds
+TRL_LIMITS: dict[str, tuple[float | None, float | None]] = {
+    "dataloader_num_workers": (0, MAX_WORKERS),
+    "dataloader_prefetch_factor": (1, 1_000),
+    "data_seed": (0, 2**32 - 1),  # numpy's seeds
+    "eval_accumulation_steps": (1, MAX_ACCUMULATION),
+    "eval_delay": (0, MAX_TRAIN_STEPS),
+    "warmup_ratio": (0.0, 1.0),
+    "max_grad_norm": (0.0, None),
+    "weight_decay": (0.0, None),
+    "adam_beta1": (0.0, 1.0),
+    "adam_beta2": (0.0, 1.0),
+    "adam_epsilon": (0.0, 1.0),
+    "generation_batch_size": (1, MAX_BATCH),
+    "steps_per_generation": (1, MAX_ACCUMULATION),
+    "num_completions_to_print": (0, 1_000),
+}
 
 
 @dataclass(frozen=True)
@@ -72,3 +104,47 @@ def extra_trl_settings(config) -> dict[str, Any]:
 def effective_trl_settings(config) -> dict[str, Any]:
     """Every TRL setting the stage names, as the run uses it (for the run record)."""
     return {name: trl_value(config, name) for name in type(config).trl_defaults}
+
+
+def trl_checks(config) -> tuple[list[tuple[str, Any, Any, tuple]], dict[str, Any]]:
+    """The (name, min, max, choices) of each TRL setting of ``config`` to check, the stage's own and those passed
+    through that :data:`TRL_LIMITS` bounds, and their values."""
+    defaults = getattr(type(config), "trl_defaults", {})
+    passed = {k: v for k, v in (config.__dict__.get("trl") or {}).items() if k not in defaults}
+    checks = [(name, d.min, d.max, d.choices) for name, d in defaults.items()]
+    checks += [(name, *TRL_LIMITS[name], ()) for name in passed if name in TRL_LIMITS]
+    return checks, {name: passed[name] if name in passed else trl_value(config, name) for name, *_ in checks}
+
+
+def parse_trl_flags(cls, args: list[str]) -> dict[str, Any]:
+    """Flags the rlft command does not declare, parsed by TRL's own ``TrlParser`` over the stage's TRL config
+    class: ``{field: value}`` for the flags given (TRL's names, ``--weight-decay`` or ``--weight_decay``)."""
+    if not args:
+        return {}
+    if not cls.trl_config_class:
+        raise InvalidInputError(f"unknown option{'s' if len(args) > 1 else ''} {' '.join(args)}")
+    import argparse
+
+    import trl
+
+    parser = trl.TrlParser((getattr(trl, cls.trl_config_class),), allow_abbrev=False)
+    unset = object()
+    namespace = argparse.Namespace(**{a.dest: unset for a in parser._actions if a.dest != "help"})
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):  # argparse prints its whole usage before the error
+            parsed, remaining = parser.parse_known_args(args, namespace=namespace)
+    except SystemExit as exc:  # argparse reports a bad value by exiting; rlft says it in one line
+        reason = said.getvalue().strip().splitlines()[-1:] or [""]
+        reason = reason[0].split("error: ", 1)[-1]
+        raise InvalidInputError(f"bad TRL option in {' '.join(args)}: {reason}",
+                                hint=f"see the fields of trl.{cls.trl_config_class}") from exc
+    if remaining:
+        named = [a for a in remaining if a.startswith("-")] or remaining
+        raise InvalidInputError(f"unknown option{'s' if len(named) > 1 else ''} {' '.join(named)}",
+                                hint=f"neither an rlft flag (--help) nor a field of trl.{cls.trl_config_class}")
+    given = {k: v for k, v in vars(parsed).items() if v is not unset}
+    for key, value in given.items():  # TRL's parser takes "nan" for a float; rlft refuses it for every number
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidInputError(f"--{key.replace('_', '-')} must be a finite number, got {value}")
+    return given

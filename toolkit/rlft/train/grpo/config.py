@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rlft.train.configs import StageConfig
-from rlft.train.trl_config import TrlDefault
+from rlft.train.trl_config import MAX_ACCUMULATION, MAX_BATCH, MAX_LEARNING_RATE, MAX_TRAIN_STEPS, TrlDefault
 
 # The values of the choice settings (checked when a config is made: rlft.train.configs.check_bounds)
 ROLLOUTS = ("step", "episode")
@@ -27,18 +27,20 @@ class GRPOStageConfig(StageConfig):
         **StageConfig.trl_defaults,
         "reward_weights": TrlDefault(None, "One weight per reward (default 1).", type=list[float] | None),
         "learning_rate": TrlDefault(None, "Peak learning rate (default: 3e-4 for models under 20M parameters, i.e. "
-                                          "trained from scratch here; 1e-5 for pretrained ones).", type=float | None),
+                                          "trained from scratch here; 1e-5 for pretrained ones).", type=float | None,
+                                    min=0.0, max=MAX_LEARNING_RATE),
         "max_steps": TrlDefault(500, "Optimizer steps (-1: num_train_epochs passes over the prompts; one pass over a "
-                                     "small dataset such as FrozenLake's 11 decision states is a handful of steps)."),
-        "num_generations": TrlDefault(4, "Completions sampled per prompt (>= 2).", min=2),
-        "max_completion_length": TrlDefault(32, "Longest generated completion, in tokens.", min=1),
-        "temperature": TrlDefault(1.0, "Sampling temperature."),
+                                     "small dataset such as FrozenLake's 11 decision states is a handful of steps).",
+                                min=-1, max=MAX_TRAIN_STEPS),
+        "num_generations": TrlDefault(4, "Completions sampled per prompt (>= 2).", min=2, max=MAX_BATCH),
+        "max_completion_length": TrlDefault(32, "Longest generated completion, in tokens.", min=1, max=1_000_000),
+        "temperature": TrlDefault(1.0, "Sampling temperature.", min=0.0, max=100.0),
         "top_p": TrlDefault(1.0, "Nucleus sampling.", min=0.0, max=1.0),
         "beta": TrlDefault(None, "KL coefficient against the reference (start) model (0: none; default: 0.05 for "
                                  "continuous actions, a trust region around the start, 0 for discrete ones).",
                            type=float | None, min=0.0),
-        "epsilon": TrlDefault(0.2, "Clipping range of the policy ratio."),
-        "num_iterations": TrlDefault(1, "Optimisation passes per generated batch."),
+        "epsilon": TrlDefault(0.2, "Clipping range of the policy ratio.", min=0.0),
+        "num_iterations": TrlDefault(1, "Optimisation passes per generated batch.", min=1, max=MAX_ACCUMULATION),
         "scale_rewards": TrlDefault("group", "Advantage scaling: group, batch or none.", choices=SCALE_REWARDS),
         "loss_type": TrlDefault("dapo", "grpo, dapo, dr_grpo, bnpo... (TRL loss types)."),
         # an episode's last answer need not end in EOS: rlft turns it off for episode rollouts
@@ -47,7 +49,7 @@ class GRPOStageConfig(StageConfig):
         "log_completions": TrlDefault(False, "Print sampled completions at each log."),
         "use_vllm": TrlDefault(False, "Generate with vLLM (GPU; needs the vllm package)."),
         "vllm_mode": TrlDefault("colocate", "vLLM mode: colocate or server.", choices=VLLM_MODES),
-        "vllm_gpu_memory_utilization": TrlDefault(0.3, "vLLM colocate GPU memory share."),
+        "vllm_gpu_memory_utilization": TrlDefault(0.3, "vLLM colocate GPU memory share.", min=0.0, max=1.0),
     }
 
     rewards: list[str] = field(
