@@ -70,19 +70,22 @@ def redact_command(text: str) -> str:
     return " ".join(redact_argv(str(text).split(" ")))
 
 
-def redact_argv(argv: list[str]) -> list[str]:
-    """Command words with secret option values masked, in both forms (``--token VALUE``, ``--token=VALUE``), and URL
-    secrets (and :func:`known_secrets`) in any word."""
-    out: list[str] = []
+def _secret_options(argv: list[str]) -> Iterator[tuple[int, str, str]]:
+    """(index, the word as shown, the secret) of each word of ``argv`` that holds a secret option's value, in both
+    forms (``--token VALUE``, ``--token=VALUE``)."""
     for i, word in enumerate(argv):
-        name, eq, _ = word.partition("=")
+        name, eq, value = word.partition("=")
         if word.startswith("--") and eq and is_secret_name(name):
-            out.append(f"{name}={MASK}")
+            yield i, f"{name}={MASK}", value
         elif i and argv[i - 1].startswith("--") and "=" not in argv[i - 1] and is_secret_name(argv[i - 1]):
-            out.append(MASK)
-        else:
-            out.append(redact_text(word))
-    return out
+            yield i, MASK, word
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """Command words with secret option values masked, in both forms, and URL secrets (and :func:`known_secrets`) in
+    any word."""
+    masked = {i: shown for i, shown, _ in _secret_options(argv)}
+    return [masked[i] if i in masked else redact_text(word) for i, word in enumerate(argv)]
 
 
 def mask_known(text: str, known: set[str] | frozenset[str]) -> str:
@@ -112,11 +115,4 @@ def known_secrets(values: Iterable[Any]) -> Iterator[None]:
 def secret_values(argv: list[str]) -> set[str]:
     """The values secret options take in ``argv``, in both forms: masked wherever else they appear (a pipeline
     variable holding a token used in ``--repo-id me/{tok}`` as well as ``--token {tok}``)."""
-    found = set()
-    for i, word in enumerate(argv):
-        name, eq, value = word.partition("=")
-        if word.startswith("--") and eq and is_secret_name(name):
-            found.add(value)
-        elif i and argv[i - 1].startswith("--") and "=" not in argv[i - 1] and is_secret_name(argv[i - 1]):
-            found.add(word)
-    return {value for value in found if len(value) >= MIN_KNOWN_SECRET}
+    return {value for _, _, value in _secret_options(argv) if len(value) >= MIN_KNOWN_SECRET}
