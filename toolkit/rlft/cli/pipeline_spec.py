@@ -150,8 +150,14 @@ def read_pipeline_spec(path: Path, chain: tuple[Path, ...] = ()) -> dict:
     if unknown:
         raise InvalidInputError(f"pipeline {path}: unknown key {', '.join(map(repr, unknown))}",
                                 hint=f"a pipeline has {', '.join(PIPELINE_KEYS)}")
+    for key in ("vars", "presets"):  # checked before an extended pipeline's are laid under them
+        if not isinstance(spec.get(key) or {}, dict):
+            raise InvalidInputError(f"'{key}:' of pipeline {path} must be a mapping, got {type(spec[key]).__name__}")
     if "extends" in spec:
         spec = _extended(path, spec, chain)
+    if "steps" in spec and not isinstance(spec["steps"], list):
+        raise InvalidInputError(f"'steps:' of pipeline {path} must be a list of steps, got "
+                                f"{type(spec['steps']).__name__}", hint="write each step as '- command: ...'")
     if not isinstance(spec.get("steps"), list) or not spec["steps"]:
         raise InvalidInputError(f"pipeline {path} has no steps")
     if not isinstance(spec.get("final") or [], list):
@@ -171,8 +177,6 @@ def _extended(path: Path, spec: dict, chain: tuple[Path, ...]) -> dict:
         raise InvalidInputError(f"pipeline {path} extends {spec['extends']}, which is not a file next to it")
     merged = dict(read_pipeline_spec(base_path, chain))
     for key in ("vars", "presets"):
-        if not isinstance(spec.get(key, {}), dict):
-            raise InvalidInputError(f"'{key}:' of pipeline {path} must be a mapping")
         merged[key] = {**(merged.get(key) or {}), **(spec.get(key) or {})}
     merged.update({k: v for k, v in spec.items() if k not in ("vars", "presets", "extends")})
     return merged

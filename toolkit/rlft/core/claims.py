@@ -134,13 +134,16 @@ def _lock_path(out: Path, option: str = "--out") -> Path:
 
 
 def _is_rlft(pid: int) -> bool:
-    """A live ``pid`` that runs rlft (its command line names rlft, or pytest running it in-process). Where
-    /proc cannot say (not Linux), any live process counts."""
+    """A live ``pid`` that runs rlft: the ``rlft`` command (its program or script), ``-m rlft.cli.main`` (accelerate
+    launch), or pytest running it in-process; not any program whose arguments mention rlft (``vim rlft-notes.md``
+    holding a dead writer's pid kept its output locked for good). Where /proc cannot say (not Linux), any live
+    process counts."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        args = [a for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
     except OSError:
         return pid_alive(pid)
-    return b"rlft" in cmdline or b"pytest" in cmdline
+    programs = {os.path.basename(a) for a in args[:3]}  # the interpreter, the script (or -m) and the module
+    return bool(programs & {b"rlft", b"pytest", b"py.test"}) or any(a.startswith(b"rlft.cli") for a in args)
 
 
 def pid_alive(pid: int) -> bool:
@@ -169,7 +172,7 @@ def claim_output(out: str | os.PathLike, option: str = "--out") -> None:
                 pid = int(lock.read_text(encoding="utf-8").strip() or 0)
             except (OSError, ValueError):
                 pid = 0
-            if pid and pid != os.getpid() and pid_alive(pid) and _is_rlft(pid):
+            if pid > 0 and pid != os.getpid() and pid_alive(pid) and _is_rlft(pid):
                 raise OutputError(f"{option} {out} is being written by another rlft process (pid {pid})",
                                   hint=f"wait for it, or choose another {option} (its lock: {lock})") from None
             with contextlib.suppress(OSError):

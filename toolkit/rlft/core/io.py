@@ -25,6 +25,7 @@ from rlft.core.manifest import (
     MANIFEST,
     RUN_FILE,
     never_replaced,
+    output_holding,
     unfinished_run_foreign,
     unlisted_files,
     write_manifest,
@@ -37,13 +38,18 @@ SIBLING_ROOM = 24
 def check_output_name(path: str | os.PathLike, option: str = "--out") -> None:
     """A name that is not UTF-8 (bytes the shell passed through as they were) is refused before any work: Arrow,
     safetensors and the JSON and TensorBoard writers cannot name such a file, and failed half-way through. So is a
-    link that leads nowhere (training failed on it in a traceback; other commands gave a false reason)."""
+    name holding a control character, and a link that leads nowhere (training failed on it in a traceback; other
+    commands gave a false reason)."""
     try:
         os.fspath(path).encode("utf-8")
     except UnicodeEncodeError:
         shown = os.fsencode(path).decode("utf-8", "backslashreplace")
         raise OutputError(f"cannot write {option} {shown}: the name is not valid UTF-8, and the files rlft writes "
                           "(Parquet, safetensors, JSON) cannot be given it", hint="choose a name in UTF-8") from None
+    name = os.fspath(path)
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):  # a newline or a terminal escape: every listing is garbled
+        raise OutputError(f"cannot write {option} {name!r}: the name holds a control character (a newline, a tab, "
+                          "a terminal escape)", hint="choose a name without control characters")
     if os.path.islink(path) and not os.path.exists(path):  # rlft never writes through a link, nor replaces one
         raise OutputExistsError(f"{option} {path} is a symbolic link to {os.readlink(path)}, which does not exist",
                                 hint="remove the link, or choose another path")
@@ -139,6 +145,10 @@ def refuse_foreign(out: str | os.PathLike, option: str = "--out") -> None:
     needs ``RLFT_REPLACE_FOREIGN=1``."""
     path = Path(out).absolute()  # as written: the writers do not expand "~" either (a quoted ~ is a folder named ~)
     refuse_never_replaced(out, option)
+    holder = output_holding(path)  # a dataset's data/: replaced only as the whole output, whatever is set
+    if holder is not None:
+        raise OutputExistsError(f"{option} {path} is a folder of the rlft output {holder}",
+                                hint=f"rlft replaces it only as that whole folder: choose another {option}")
     if not path.is_dir() or not any(path.iterdir()) or os.environ.get(REPLACE_FOREIGN_ENV) == "1":
         return
     foreign, unfinished = unlisted_files(path), unfinished_run_foreign(path)

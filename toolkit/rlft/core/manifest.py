@@ -100,6 +100,17 @@ def _manifest_data(folder: Path) -> dict | None:
     return data
 
 
+def output_holding(path: Path) -> Path | None:
+    """The rlft output (up to 8 levels up) whose manifest lists files inside ``path``: a folder of it, which alone
+    would leave the output's manifest and card describing files that are gone."""
+    for folder in list(path.parents)[:8]:
+        listed = read_manifest(folder)
+        inside = path.relative_to(folder).as_posix() + "/"
+        if listed is not None and any(name.startswith(inside) for name in listed):
+            return folder
+    return None
+
+
 def unlisted_files(folder: Path) -> list[str] | None:
     """Files of ``folder`` its manifest does not list, or lists with another stamp (changed since rlft wrote them);
     [] when there are none, None without a manifest. A manifest of an rlft before stamps vouches by names only."""

@@ -14,6 +14,8 @@ from rlft.core.errors import InvalidInputError
 # the longest a network wait may be set to (a day): a larger one is a typo, and 1e300 overflows the clock
 MAX_WAIT_SECONDS = 86_400.0
 MAX_EPISODES = 1_000_000  # episodes one command may play or record: more is a typo that would run for days
+MAX_ENV_STEPS = 1_000_000_000  # env steps of an online run or an expert's training (a billion: weeks on a CPU)
+MAX_GRADIENT_STEPS = 10_000_000  # an offline run's gradient steps (the papers: 1,000,000)
 
 
 def option(default: Any, help_text: str, **more: Any) -> Any:

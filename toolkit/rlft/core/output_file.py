@@ -61,10 +61,15 @@ def is_png(path: Path) -> bool:
 
 
 def is_zip(path: Path) -> bool:
-    """A torch checkpoint (``torch.save``) and an SB3 model are zip archives."""
+    """A torch checkpoint (``torch.save``: ``NAME/data.pkl`` inside) or an SB3 model (``data`` and
+    ``policy.pth``): not any zip archive, which may be a user's."""
     import zipfile
 
-    return zipfile.is_zipfile(path)
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        names = set(archive.namelist())
+    return {"data", "policy.pth"} <= names or any(n.endswith("/data.pkl") for n in names)
 
 
 def is_json_with(*keys: str) -> Callable[[Path], bool]:

@@ -15,8 +15,13 @@ from typing import Any
 
 MASK = "***"
 # by name: a token of a service (never a tokenizer's pad_token or max_new_tokens), keys, passwords and the like
-_SECRET_NAME = re.compile(r"^(?:token|(?:.*_)?(?:hub|hf|api|access|auth|bearer|github|wandb|openai|push_to_hub)_token)$"
+_SECRET_NAME = re.compile(r"^(?:token|(?!.*(?:^|_)(?:pad|eos|bos|unk|sep|cls|mask|per)_token$).*_token)$"
                           r"|api_?key|passw(?:or)?d|secret|credential|authorization")
+# an environment variable (upper case, as a shell line writes it) names a secret by its suffix too: OPENAI_KEY,
+# WANDB_KEY, AWS_SECRET_ACCESS_KEY, a personal access token (GH_PAT)
+_SECRET_ENV = re.compile(r"(?:^|_)(?:KEY|PAT|PASS)$")
+# an HTTP credential as a header or a curl line writes it: "Authorization: Bearer X", "Bearer X", "Basic X"
+_BEARER = re.compile(r"(?P<lead>\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+)(?P<value>[A-Za-z0-9._~+/=-]{6,})")
 # the userinfo of a URL runs to the last "@" before the next space: a password may hold "/" or "@" as typed; with no
 # ":" the whole userinfo is the secret (https://TOKEN@host, git's way)
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>\S*)@")
@@ -36,16 +41,22 @@ def is_secret_name(name: str) -> bool:
 
 
 def _masked_userinfo(match: re.Match) -> str:
-    user, colon, _ = match["userinfo"].partition(":")
-    return f"{match['scheme']}{user}:{MASK}@" if colon and "/" not in user else f"{match['scheme']}{MASK}@"
+    # the whole userinfo, as git masks it: a token is often the user part (https://TOKEN:x-oauth-basic@host)
+    return f"{match['scheme']}{MASK}@"
+
+
+def _secret_env(name: str) -> bool:
+    return is_secret_name(name) or (name.isupper() and bool(_SECRET_ENV.search(name)))
 
 
 def redact_text(text: str) -> str:
-    """``text`` with URL passwords and secret query values masked (``https://u:***@host``, ``?token=***``), and
+    """``text`` with URL credentials and secret query values masked (``https://***@host``, ``?token=***``), HTTP
+    bearer credentials, and
     every secret value the running command was handed (:func:`known_secrets`) wherever it appears."""
     text = _URL_USERINFO.sub(_masked_userinfo, mask_known(str(text), _KNOWN))
-    text = _BARE_USERINFO.sub(lambda m: f"{m['lead']}{m['user']}:{MASK}@", text)
-    text = _ENV_ASSIGNMENT.sub(lambda m: f"{m['lead']}{m['name']}={MASK}" if is_secret_name(m["name"]) else m[0], text)
+    text = _BARE_USERINFO.sub(lambda m: f"{m['lead']}{MASK}@", text)
+    text = _ENV_ASSIGNMENT.sub(lambda m: f"{m['lead']}{m['name']}={MASK}" if _secret_env(m["name"]) else m[0], text)
+    text = _BEARER.sub(lambda m: f"{m['lead']}{MASK}", text)
     text = _TOKEN_SHAPES.sub(MASK, text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)
 

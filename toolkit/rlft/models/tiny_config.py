@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import option
+from rlft.core.options import Declared, option
+
+MAX_WIDTH = 1 << 16  # hidden, intermediate and head counts: wider is a typo (the weights alone would not fit)
+MAX_LAYERS = 1024
 
 
 @dataclass(kw_only=True)
-class ModelInitConfig:
+class ModelInitConfig(Declared):
     """A small causal LM (Llama architecture) with a word-level tokenizer trained on the dataset's text.
 
     The tokenizer has pad/bos/eos (eos = the end-of-turn token <|im_end|>) and a ChatML chat template, so chat
@@ -21,17 +24,17 @@ class ModelInitConfig:
     dataset: str = field(metadata={"help": "rlft dataset folder (or Hub id) to train the tokenizer on.",
                                    "required": True})
     out: Path = field(metadata={"help": "Model folder to write.", "required": True})
-    layers: int = option(2, "Transformer layers.")
-    hidden: int = option(64, "Hidden size.")
+    layers: int = option(2, "Transformer layers.", min=1, max=MAX_LAYERS)
+    hidden: int = option(64, "Hidden size.", min=1, max=MAX_WIDTH)
     # head size 32 at hidden 64: vLLM's CPU attention needs 32, 64, 80 or more
     heads: int = option(2, "Attention heads (hidden must be a multiple; head size hidden/heads >= 32 for vLLM's CPU "
-                         "attention).")
-    kv_heads: int | None = option(None, "Key/value heads (default: heads).")
-    intermediate: int | None = option(None, "MLP size (default: 4 x hidden).")
+                         "attention).", min=1, max=MAX_WIDTH)
+    kv_heads: int | None = option(None, "Key/value heads (default: heads).", min=1, max=MAX_WIDTH)
+    intermediate: int | None = option(None, "MLP size (default: 4 x hidden).", min=1, max=MAX_WIDTH)
     # bounded: the tokenizer's model_max_length is set to it, and past 2**20 it no longer truncates anything real
     max_positions: int | None = option(None, "Context length (default: fitted to the data: the longest example x2, "
                                            "at least 256).", min=1, max=1 << 20)
-    max_rows: int = option(20_000, "Dataset rows read to train the tokenizer.")
+    max_rows: int = option(20_000, "Dataset rows read to train the tokenizer.", min=1)
     seed: int = option(0, "Seed of the weight initialisation.", min=0)
     init_std: float | None = option(None, "Std of the initial weights (default hidden ** -0.5).")
     bin_embeddings: str = option("random", "binned datasets: random, or smooth (bin k's embedding varies smoothly "

@@ -7,15 +7,17 @@ the per-episode arrays, plus where it was measured and the command that reproduc
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlft.core.errors import InvalidInputError
-from rlft.core.io import atomic_write_text
+from rlft.core.errors import InvalidInputError, OutputExistsError
+from rlft.core.io import REPLACE_FOREIGN_ENV, atomic_write_text
 from rlft.core.manifest import RUN_FILE
 from rlft.core.output_file import check_output_file, is_png
 from rlft.core.secrets import redact_command
@@ -288,13 +290,27 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
     record.update(recorded_after(runs.values(), time.time()))
     out = Path(results_dir) / name / f"seed-{int(seed)}.json"
     check_results_file(out, "seed")
-    atomic_write_text(out, json.dumps(record, indent=2) + "\n")
+    write_results_json(out, record)
     return out
+
+
+DIGEST_KEY = "rlft_digest"  # what rlft wrote, so that a record a user edited since is kept, not replaced
+
+
+def _digest(data: dict[str, Any]) -> str:
+    body = {k: v for k, v in data.items() if k != DIGEST_KEY}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def write_results_json(path: Path, data: dict[str, Any]) -> None:
+    """A seed record or a summary, with the digest of its content."""
+    atomic_write_text(path, json.dumps({**data, DIGEST_KEY: _digest(data)}, indent=2) + "\n")
 
 
 def check_results_file(path: Path, kind: str | None) -> None:
     """A file rlft replaces in a results folder must be one it wrote: a JSON record of ``kind`` (``seed``,
-    ``experiment``) or, for ``kind`` None, a PNG. A user's file of that name is kept and the command refused."""
+    ``experiment``) whose digest still matches (:data:`DIGEST_KEY`; a record from before digests has none) or, for
+    ``kind`` None, a PNG. A user's file of that name, or one a user edited, is kept and the command refused."""
 
     def ours(file: Path) -> bool:
         if kind is None:
@@ -302,4 +318,16 @@ def check_results_file(path: Path, kind: str | None) -> None:
         data = json.loads(file.read_text(encoding="utf-8"))
         return isinstance(data, dict) and data.get("kind") == kind
 
+    if kind is not None and os.environ.get(REPLACE_FOREIGN_ENV) != "1":
+        _refuse_edited(path)
     check_output_file(path, overwrite=True, option="results file", ours=ours)
+
+
+def _refuse_edited(path: Path) -> None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return  # not there, or not rlft's: check_output_file says which
+    if isinstance(data, dict) and DIGEST_KEY in data and data[DIGEST_KEY] != _digest(data):
+        raise OutputExistsError(f"results file {path} was edited since rlft wrote it: it is kept",
+                                hint=f"move it away to record again (or set {REPLACE_FOREIGN_ENV}=1 to replace it)")

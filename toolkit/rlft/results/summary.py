@@ -14,10 +14,9 @@ from typing import Any
 import numpy as np
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.io import atomic_write_text
 from rlft.core.plotting import figure, save_figure
 from rlft.core.secrets import redact_command, redact_text
-from rlft.results.record import check_results_file
+from rlft.results.record import check_results_file, write_results_json
 
 SUMMARY_FILENAME = "summary.json"
 PLOT_FILENAME = "summary.png"
@@ -169,7 +168,7 @@ def summarize(name: str, results_dir: Path, title: str | None = None, descriptio
     check_results_file(plot, None)
     if plot_summary(summary, records, plot):
         summary["plot"] = PLOT_FILENAME
-    atomic_write_text(folder / SUMMARY_FILENAME, json.dumps(summary, indent=2) + "\n")
+    write_results_json(folder / SUMMARY_FILENAME, summary)
     return summary
 
 

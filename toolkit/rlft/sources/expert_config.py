@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import check_declared, option
+from rlft.core.options import MAX_ENV_STEPS, check_declared, option
 
 ALGOS = ("ppo", "sac", "tqc", "dqn")
 AUTO_ALGO = "auto"
@@ -22,7 +22,7 @@ class ExpertConfig:
     out: Path = field(metadata={"help": "Checkpoint FILE.zip; metadata goes to FILE.json.", "required": True})
     algo: str = option("ppo", "ppo, sac, tqc (sb3-contrib), dqn, or auto: ppo (discrete actions) or sac (Box), else "
                             "the algorithm with tuned settings for the env.", choices=(*ALGOS, AUTO_ALGO))
-    timesteps: int | None = option(None, "Env steps (default: n_timesteps of the file).")
+    timesteps: int | None = option(None, "Env steps (default: n_timesteps of the file).", min=1, max=MAX_ENV_STEPS)
     seed: int = option(0, "Seed of training envs, networks and evaluation.", min=0)
     num_envs: int | None = option(None, "Vectorised training envs (default: file).")
     stop_at_return: float | None = option(None, "Stop once the periodic evaluation's mean return reaches this.")

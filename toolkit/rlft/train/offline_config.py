@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import check_declared
+from rlft.core.options import MAX_GRADIENT_STEPS, check_declared
 
 OFFLINE_ALGOS = ("td3bc", "iql")
 
@@ -22,7 +22,8 @@ class OfflineConfig:
     out: Path = field(metadata={"help": "RUN folder to write: policy.pt (play it with rlft eval --policy "
                                         "offline:RUN), critic.pt, rlft_offline.json."})
     algo: str = field(default="iql", metadata={"help": "td3bc or iql.", "choices": OFFLINE_ALGOS})
-    steps: int = field(default=200_000, metadata={"help": "Gradient steps (the papers: 1,000,000).", "min": 1})
+    steps: int = field(default=200_000, metadata={"help": "Gradient steps (the papers: 1,000,000).", "min": 1,
+                                                   "max": MAX_GRADIENT_STEPS})
     batch_size: int = field(default=256, metadata={"help": "Transitions per gradient step.", "min": 1})
     learning_rate: float = field(default=3e-4, metadata={"help": "Adam's learning rate (actor, critics, value)."})
     hidden: list[int] = field(default_factory=lambda: [256, 256], metadata={"help": "Hidden layer sizes of "

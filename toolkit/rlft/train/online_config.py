@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import Declared
+from rlft.core.options import MAX_ENV_STEPS, Declared
 
 ONLINE_ALGOS = ("ppo", "trpo")
 
@@ -27,7 +27,8 @@ class OnlineConfig(Declared):
     codec: str | None = field(default=None, metadata={"help": "Dataset folder whose codec writes observations."})
     format: str = field(default="raw", metadata={"help": "Without --codec: a raw codec (fixed-precision numbers)."})
     precision: int = field(default=2, metadata={"help": "Decimals of the raw codec.", "min": 0})
-    timesteps: int | None = field(default=None, metadata={"help": "Environment steps (default: the Zoo's)."})
+    timesteps: int | None = field(default=None, metadata={"help": "Environment steps (default: the Zoo's).", "min": 1,
+                                                          "max": MAX_ENV_STEPS})
     num_envs: int | None = field(default=None, metadata={"help": "Parallel envs (default: the Zoo's)."})
     hyperparams: Path | None = field(default=None, metadata={"help": "RL-Zoo style YAML (default: shipped)."})
     eval_episodes: int = field(default=10, metadata={"help": "Deterministic episodes evaluated at the end."})
