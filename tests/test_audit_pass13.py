@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -75,10 +74,10 @@ def test_a_stale_lock_held_by_a_program_that_only_mentions_rlft_is_taken_over(cl
      "--timesteps"),
     (["train", "offline", "--dataset", "none", "--steps", "100000000000", "--out", "never-written"], "--steps"),
 ])
-def test_sizes_and_budgets_are_bounded_before_any_work(cli, tmp_path, args, option):
+def test_sizes_and_budgets_are_bounded_before_any_work(cli, tmp_path, monkeypatch, args, option):
     """B5: --intermediate -5 / --kv-heads -2 were a traceback after the tokenizer was trained; B6: a training budget
     of 10^14 steps ran until stopped."""
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     result = cli(*args)
     assert result.exit_code == 2 and f"Invalid value for '{option}'" in result.output, result.output
     assert not any(tmp_path.iterdir())

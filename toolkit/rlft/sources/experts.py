@@ -134,7 +134,8 @@ def _check(config: ExpertConfig) -> None:
         raise InvalidInputError(f"--out must end in .zip (SB3 checkpoint), got {out}")
 
     check_output_file(out, config.overwrite, ours=is_zip)
-    check_output_file(metadata_path(out), config.overwrite, ours=is_json_with("env_id", "algo"))
+    check_output_file(metadata_path(out), config.overwrite, option="the checkpoint's metadata file",
+                      ours=is_json_with("env_id", "algo"))
     if config.timesteps is not None and config.timesteps < 1:
         raise InvalidInputError(f"--timesteps must be at least 1, got {config.timesteps}",
                                 hint="leave it out for the tuned settings' n_timesteps")
