@@ -9,8 +9,8 @@ import pytest
 @pytest.mark.parametrize(("args", "message"), [
     (["expert", "train", "--env", "CartPole-v1", "--algo", "sac"], "--algo sac needs continuous"),
     (["expert", "train", "--env", "Pendulum-v1", "--algo", "dqn"], "--algo dqn needs Discrete"),
-    (["expert", "train", "--env", "CartPole-v1", "--timesteps", "0"], "--timesteps must be at least 1, got 0"),
-    (["expert", "train", "--env", "CartPole-v1", "--timesteps", "-5"], "--timesteps must be at least 1, got -5"),
+    (["expert", "train", "--env", "CartPole-v1", "--timesteps", "0"], "Invalid value for '--timesteps'"),
+    (["expert", "train", "--env", "CartPole-v1", "--timesteps", "-5"], "Invalid value for '--timesteps'"),
     (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
       "--max-episode-steps", "0"], "--max-episode-steps must be at least 1"),
     (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
@@ -122,7 +122,7 @@ def test_the_second_hostile_pass_is_refused(cli, tmp_path, tmp_path_factory):
     assert cli("model", "init", "--dataset", lake, "--out", model, "--layers", "1", "--hidden", "16",
                "--heads", "2").exit_code == 0
     cases = [
-        (["model", "init", "--dataset", lake, "--out", tmp_path / "huge", "--hidden", "100000000"],
+        (["model", "init", "--dataset", lake, "--out", tmp_path / "huge", "--hidden", "65536"],
          "needs"),
         (["train", "bc", "--dataset", lake, "--out", tmp_path / "b.pt", "--weight-decay", "-1"], "--weight-decay"),
         (["train", "grpo", "--dataset", lake, "--model", model, "--out", tmp_path / "g", "--top-p", "1.5"],

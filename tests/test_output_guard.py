@@ -76,8 +76,9 @@ def test_a_second_writer_is_refused_and_a_stale_lock_is_taken_over(cli, tmp_path
     out = tmp_path / "ds"
     lock = claims._lock_path(out.absolute())
     assert lock.parent == tmp_path  # beside the output, whatever TMPDIR says
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "rlft-writer"],  # noqa: S603
-                              stdin=subprocess.PIPE)  # a live rlft process other than this one holds it
+    program = tmp_path / "rlft"  # a live process of a program named rlft, other than this one, holds it
+    program.write_text("import sys\nsys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, str(program)], stdin=subprocess.PIPE)  # noqa: S603
     try:
         lock.write_text(f"{holder.pid}\n")
         result = cli("data", "export-q", "frozenlake", "--episodes", "5", "--out", out)
