@@ -84,7 +84,11 @@ def write_manifest(folder: str | os.PathLike) -> Path:
 def read_manifest(folder: Path) -> set[str] | None:
     """The files the manifest of ``folder`` lists, or None when it has none (or something else by that name)."""
     data = _manifest_data(folder)
-    return None if data is None else {f for f in data["files"] if isinstance(f, str)}
+    return None if data is None else _listed(data)
+
+
+def _listed(data: dict) -> set[str]:
+    return {f for f in data["files"] if isinstance(f, str)}
 
 
 def _manifest_data(folder: Path) -> dict | None:
@@ -117,7 +121,7 @@ def unlisted_files(folder: Path) -> list[str] | None:
     data = _manifest_data(folder)
     if data is None:
         return None
-    listed = {f for f in data["files"] if isinstance(f, str)}
+    listed = _listed(data)
     stamps = data.get("stamps") if isinstance(data.get("stamps"), dict) else {}
     return [f for f in folder_files(folder)
             if f not in listed or (f in stamps and _stamp(folder / f) != stamps[f])]

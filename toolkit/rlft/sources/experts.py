@@ -136,9 +136,6 @@ def _check(config: ExpertConfig) -> None:
     check_output_file(out, config.overwrite, ours=is_zip)
     check_output_file(metadata_path(out), config.overwrite, option="the checkpoint's metadata file",
                       ours=is_json_with("env_id", "algo"))
-    if config.timesteps is not None and config.timesteps < 1:
-        raise InvalidInputError(f"--timesteps must be at least 1, got {config.timesteps}",
-                                hint="leave it out for the tuned settings' n_timesteps")
     check_algo_space(config.algo, config.env_id)
     if config.stop_at_return is not None and config.eval_freq <= 0:
         raise InvalidInputError("--stop-at-return needs periodic evaluation: set --eval-freq above 0")

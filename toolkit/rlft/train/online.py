@@ -54,8 +54,6 @@ def check_config(config: OnlineConfig) -> None:
                                 hint="make one with rlft model init / rlft model fetch, or use --backbone mlp")
     if config.backbone_lr_scale is not None and not config.backbone_lr_scale > 0:
         raise InvalidInputError(f"--backbone-lr-scale must be > 0, got {config.backbone_lr_scale}")
-    if config.timesteps is not None and config.timesteps < 1:
-        raise InvalidInputError(f"--timesteps must be at least 1, got {config.timesteps}")
     if config.num_envs is not None and config.num_envs < 1:
         raise InvalidInputError(f"--num-envs must be at least 1, got {config.num_envs}")
     if config.eval_episodes < 1:
