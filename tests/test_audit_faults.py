@@ -61,9 +61,24 @@ def test_training_settings_refused_before_a_run_folder_exists(cli, world, tmp_pa
 
 
 @pytest.mark.slow
+def _overflowing_copy(model, out):
+    """The tiny model with its embeddings near float32's largest value: its first forward pass overflows, the way a
+    run diverges (the learning rate is bounded at 10 since #45, too little to blow up 3 steps of a tiny model)."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(model, out)
+    weights = out / "model.safetensors"
+    tensors = load_file(weights)
+    name = next(key for key in tensors if "embed" in key)
+    tensors[name] = tensors[name].sign() * 3e38
+    save_file(tensors, weights, metadata={"format": "pt"})
+    return out
+
+
 def test_a_diverged_run_fails_and_saves_nothing(cli, world, tmp_path):
-    one_line(cli("train", "sft", "--dataset", world["lake"], "--model", world["tiny"], "--out", tmp_path / "r",
-                  "--no-lora", "--max-steps", "3", "--learning-rate", "1e30"), 1, "training diverged", "NaN")
+    model = _overflowing_copy(world["tiny"], tmp_path / "overflowing")
+    one_line(cli("train", "sft", "--dataset", world["lake"], "--model", model, "--out", tmp_path / "r",
+                  "--no-lora", "--max-steps", "3"), 1, "training diverged", "NaN")
     assert not (tmp_path / "r" / "model.safetensors").exists()
     assert json.loads((tmp_path / "r" / "rlft_run.json").read_text())["status"] == "failed"
     one_line(cli("train", "bc", "--dataset", world["lake"], "--out", tmp_path / "bc.pt", "--learning-rate", "1e30",
