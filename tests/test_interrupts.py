@@ -241,3 +241,50 @@ def test_a_run_whose_overwrite_was_killed_is_named_by_its_readers(cli, tmp_path)
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert f"kept whole at {old}" in text and f"--out {run}) puts it back" in text, result.output
     assert (old / "config.json").is_file() and not (run / "config.json").exists()
+
+
+# rlft's own entry point with one function of the training stage made a SIGKILL of the process at the moment it
+# is called: a kill at an exact point of a real run, which polling the files from outside cannot time (hostile
+# pass 13, U4: "after the new weights, before the manifest" was missed three times)
+_KILLED_AT = """
+import os, signal, sys
+import rlft.train.stage as stage
+name, status = sys.argv[1], sys.argv[2]
+real = getattr(stage, name)
+def killed(*args, **kwargs):
+    if status == "-" or (len(args) > 1 and isinstance(args[1], dict) and args[1].get("status") == status):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args, **kwargs)
+setattr(stage, name, killed)
+from rlft.cli.main import app
+app(sys.argv[3:], prog_name="rlft")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("function", "status"), [
+    ("write_run_info", "complete"),  # the new weights saved, the run not yet marked complete
+    ("write_manifest", "-"),  # marked complete, its summary written, the manifest not yet
+    ("release_aside", "-"),  # the new run whole, manifest and all; the old one not yet deleted
+])
+def test_a_training_overwrite_killed_at_any_moment_of_its_end_loses_no_run(tmp_path, function, status):
+    from factories import make_lake_q_model
+
+    (tmp_path / "inputs").mkdir()
+    data, model = make_lake_q_model(tmp_path / "inputs")
+    run = tmp_path / "work" / "run"
+    args = ["train", "sft", "--dataset", str(data), "--model", str(model), "--out", str(run), "--no-lora",
+            "--eval-split", "none"]
+    good = subprocess.run([RLFT, *args, "--max-steps", "1"], capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr[-800:]
+    before = _digest(run)
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AT, function, status, *args, "--overwrite",
+                             "--max-steps", "2"], capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-800:]
+    assert (run / "model.safetensors").is_file() and _digest(run) != before  # the new weights are at --out
+    again = subprocess.run([RLFT, *args, "--max-steps", "1"], capture_output=True, text=True)
+    assert again.returncode == 2 and "the previous content is back" in " ".join(again.stderr.split()), again.stderr
+    assert _digest(run) == before
+    kept = list(run.parent.glob(".run.unfinished-*"))
+    assert len(kept) == 1 and (kept[0] / "content" / "model.safetensors").is_file()
+    assert not any(run.parent.glob(".run.old-*"))

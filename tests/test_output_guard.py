@@ -296,7 +296,10 @@ def test_an_unfinished_run_with_a_users_notes_or_weights_is_not_replaced(tmp_pat
     run = tmp_path / "uf"
     run.mkdir()
     (run / "rlft_run.json").write_text(json.dumps({"status": "failed"}))
-    for name, text in (("README.md", "my notes"), ("results_2024.json", "{}"), ("my_weights.pt", "w")):
+    # summary.json too: written once a run completes, with the manifest that stamps it; in a run that never completed
+    # it is an edited copy (hostile pass 13, U2: replaced)
+    for name, text in (("README.md", "my notes"), ("results_2024.json", "{}"), ("my_weights.pt", "w"),
+                       ("summary.json", '{"my_notes": "USER NOTE"}')):
         (run / name).write_text(text)
         with pytest.raises(OutputExistsError, match=name.replace(".", r"\.")):
             refuse_foreign(run)
@@ -444,3 +447,27 @@ def test_an_out_that_is_a_link_to_nothing_is_one_line_for_every_kind_of_output(c
                  ["data", "export-q", "frozenlake", "--episodes", "2", "--out", link, "--overwrite"]):
         one_line(cli(*args), 2, f"--out {link} is a symbolic link to {tmp_path / 'nothere'}, which does not exist")
         assert link.is_symlink() and not (tmp_path / "nothere").exists()
+
+
+def test_a_resumed_run_that_stopped_keeps_an_edited_summary_of_its_earlier_completion(tmp_path):
+    """A completed run (manifest stamped) resumed and stopped: its trainer's files changed, which is its own doing
+    and replaceable; its summary.json, which only a completion writes, edited since is the user's (pass 13, U2)."""
+    import json
+
+    from rlft.core.errors import OutputExistsError
+    from rlft.core.io import refuse_foreign
+    from rlft.core.manifest import write_manifest
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "checkpoint-5").mkdir(parents=True)
+    (run / "rlft_run.json").write_text(json.dumps({"status": "complete"}))
+    (run / "summary.json").write_text('{"loss": 1.0}')
+    (run / "model.safetensors").write_bytes(b"w")
+    write_manifest(run)
+    (run / "rlft_run.json").write_text(json.dumps({"status": "running"}))  # resumed, then stopped
+    (run / "checkpoints" / "checkpoint-9").mkdir()
+    (run / "checkpoints" / "checkpoint-9" / "optimizer.pt").write_bytes(b"o")
+    refuse_foreign(run)
+    (run / "summary.json").write_text('{"loss": 1.0, "my_notes": "USER NOTE"}')
+    with pytest.raises(OutputExistsError, match="summary.json"):
+        refuse_foreign(run)

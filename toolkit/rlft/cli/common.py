@@ -68,6 +68,19 @@ class Terminated(KeyboardInterrupt):
     Ctrl-C (the default SIGTERM action kills the process and leaves temporary folders behind)."""
 
 
+def print_usage_error(exc) -> None:
+    """A usage error click finds (a value out of its declared range, an unknown option, a missing one) as the one
+    ``Error:`` line every other bad input gets, with where to look, instead of typer's boxed usage text."""
+    if type(exc).__name__ == "NoArgsIsHelpError":  # typer has printed the help already
+        return
+    ctx = getattr(exc, "ctx", None)
+    where = f"{ctx.command_path} --help" if ctx is not None else "--help"  # click names no command for some
+    hint = f" (`{where}` lists the options)"
+    message = " ".join(redact_text(exc.format_message()).split())
+    err_console.print(f"[bold red]Error:[/] {escape(message)}{escape(hint)}", markup=True, highlight=False,
+                      soft_wrap=True)
+
+
 def _terminate(signum, frame):
     raise Terminated()
 

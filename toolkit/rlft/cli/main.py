@@ -12,6 +12,7 @@ import typer
 from rlft import __version__
 from rlft.cli import data, expert, model, pipeline, results, train
 from rlft.cli import eval as eval_cli
+from rlft.cli.common import print_usage_error
 from rlft.core.net import abandoned_requests
 from rlft.core.secrets import redact_argv
 
@@ -37,6 +38,17 @@ def _fold_option_names() -> None:
 
 
 _fold_option_names()
+
+
+def _one_line_usage_errors() -> None:
+    """typer prints a click usage error through ``rich_utils.rich_format_error`` (usage, hint and a box); rlft's
+    errors are one line (docs/cli.md), so usage errors are too."""
+    from typer import rich_utils
+
+    rich_utils.rich_format_error = print_usage_error
+
+
+_one_line_usage_errors()
 
 app = typer.Typer(
     name="rlft",

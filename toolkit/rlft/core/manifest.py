@@ -30,7 +30,10 @@ _MODEL_FILES = (r"config\.json|generation_config\.json|model(-\d+-of-\d+)?\.safe
                 r"|adapter_config\.json|adapter_model\.safetensors|tokenizer\.json|tokenizer_config\.json"
                 r"|special_tokens_map\.json|chat_template\.jinja|added_tokens\.json|vocab\.json|merges\.txt"
                 r"|tokenizer\.model|training_args\.bin")
-_RUN_FILE = re.compile(re.escape(RUN_FILE) + r"|rlft_codec\.json|summary\.json|" + _MODEL_FILES)
+# summary.json is not one: it is written once the run completes, just before the manifest that stamps it, so in a run
+# that never completed it is an earlier completion's (stamped) or the user's (hostile pass 13, U2: an edited one was
+# replaced)
+_RUN_FILE = re.compile(re.escape(RUN_FILE) + r"|rlft_codec\.json|" + _MODEL_FILES)
 _CHECKPOINT_FILE = re.compile(r"checkpoints/checkpoint-\d+/(" + _MODEL_FILES
                               + r"|optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|trainer_state\.json"
                                 r"|README\.md)")

@@ -274,6 +274,9 @@ def run_outcome(run_dir: Path, info: dict[str, Any]):
         finish_library_trackers()
     if main_process():  # last: the list of what the run wrote, so a later --overwrite replaces nothing else
         write_manifest(run_dir)
+    # only now may an --overwrite'd run go: a SIGKILL at any moment before leaves it set aside, and the next command
+    # on this --out puts it back (the new one kept beside it, named)
+    release_aside(run_dir)
 
 
 def _mark_run(run_dir: Path, info: dict[str, Any], status: str, reason: str) -> None:
@@ -314,7 +317,6 @@ def finish_run(trainer, run_dir: Path, info: dict[str, Any], metrics: dict[str, 
             atomic_write_text(adapter_file, json.dumps(adapter, indent=2) + "\n")
     info = {**info, "status": "complete", "metrics": metrics, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     write_run_info(run_dir, info)
-    release_aside(run_dir)  # the run replacing an --overwrite'd one is complete: the old one can go
     summary = {"stage": info["stage"], "base_model": info["base_model"], "dataset": info["dataset"],
                "lora": info["lora"], **metrics, "run": str(run_dir)}
     atomic_write_text(run_dir / SUMMARY_FILENAME, json.dumps(redact(summary), indent=2, default=str) + "\n")
