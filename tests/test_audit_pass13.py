@@ -141,3 +141,14 @@ def test_a_folder_inside_an_rlft_output_is_never_replaced_alone(cli, tmp_path, m
     result = cli("data", "export-q", "frozenlake", "--episodes", "1", "--out", "fl/data", "--overwrite")
     assert result.exit_code == 2 and "is a folder of the rlft output" in " ".join(result.output.split())
     assert sorted(p.name for p in (tmp_path / "fl" / "data").iterdir()) == before
+
+
+@pytest.mark.parametrize("form", [["--hub-token", "PLANTEDtrl123"], ["--hub-token=PLANTEDtrl123"]])
+def test_a_bad_trl_flag_beside_a_hub_token_does_not_print_the_token(cli, tmp_path, form):
+    """Hostile pass 14 (C1): the line naming a bad TRL pass-through flag echoed every pass-through flag, TRL's
+    --hub-token among them (not an option of the command, so not masked as one)."""
+    result = cli("train", "sft", "--dataset", "none", "--model", "none", "--out", tmp_path / "never-written", *form,
+                 "--weight-decay", "abc")
+    assert result.exit_code == 2 and "bad TRL option" in result.output, result.output
+    assert "PLANTEDtrl123" not in result.output and "--weight-decay abc" in " ".join(result.output.split())
+    assert not (tmp_path / "never-written").exists()
