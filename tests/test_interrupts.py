@@ -265,7 +265,6 @@ app(sys.argv[3:], prog_name="rlft")
 @pytest.mark.parametrize(("function", "status"), [
     ("write_run_info", "complete"),  # the new weights saved, the run not yet marked complete
     ("write_manifest", "-"),  # marked complete, its summary written, the manifest not yet
-    ("release_aside", "-"),  # the new run whole, manifest and all; the old one not yet deleted
 ])
 def test_a_training_overwrite_killed_at_any_moment_of_its_end_loses_no_run(tmp_path, function, status):
     from factories import make_lake_q_model
@@ -288,3 +287,27 @@ def test_a_training_overwrite_killed_at_any_moment_of_its_end_loses_no_run(tmp_p
     kept = list(run.parent.glob(".run.unfinished-*"))
     assert len(kept) == 1 and (kept[0] / "content" / "model.safetensors").is_file()
     assert not any(run.parent.glob(".run.old-*"))
+
+
+@pytest.mark.slow
+def test_a_training_overwrite_killed_while_deleting_the_old_run_keeps_the_new_one(tmp_path):
+    """Killed after the new run's manifest, while the old run set aside was being deleted: the new run is whole and
+    stays; what is left of the old one, which --overwrite was asked to replace, is removed (hostile pass 14, B14:
+    the half-deleted old run came back over the complete new one)."""
+    from factories import make_lake_q_model
+
+    (tmp_path / "inputs").mkdir()
+    data, model = make_lake_q_model(tmp_path / "inputs")
+    run = tmp_path / "work" / "run"
+    args = ["train", "sft", "--dataset", str(data), "--model", str(model), "--out", str(run), "--no-lora",
+            "--eval-split", "none"]
+    assert subprocess.run([RLFT, *args, "--max-steps", "1"], capture_output=True, text=True).returncode == 0
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AT, "release_aside", "-", *args, "--overwrite",
+                             "--max-steps", "2"], capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-800:]
+    new = _digest(run)
+    again = subprocess.run([RLFT, *args, "--max-steps", "1"], capture_output=True, text=True)
+    assert again.returncode == 2 and "already holds a run" in again.stderr, again.stderr
+    assert "what was left of the content" in " ".join(again.stderr.split()), again.stderr
+    assert _digest(run) == new and not any(run.parent.glob(".run.old-*"))
+    assert not any(run.parent.glob(".run.unfinished-*"))

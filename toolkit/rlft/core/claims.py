@@ -15,6 +15,7 @@ from pathlib import Path
 from rlft.core.console import err_console
 from rlft.core.errors import OutputError
 from rlft.core.faults import output_error, signals_held
+from rlft.core.manifest import unlisted_files
 
 # -- a folder replaced by a long job (a training run): the old content waits aside until the new one completes ----
 _ASIDE: dict[Path, Path] = {}
@@ -58,6 +59,14 @@ def recover_set_aside(out: str | os.PathLike) -> Path | None:
     out = Path(out).absolute()
     aside = _orphaned_aside(out)
     if aside is None:
+        return None
+    if unlisted_files(out) == []:
+        # the new content is whole (its manifest, written last, lists every file unchanged): the process was killed
+        # while deleting the old content it replaced, as asked; what is left of that goes (hostile pass 14, B14)
+        shutil.rmtree(aside, ignore_errors=True)
+        err_console.print(f"[yellow]Note:[/] removed {aside.name}, what was left of the content an earlier --overwrite "
+                          f"of {out} replaced (its process was stopped after the new content was complete)",
+                          highlight=False, soft_wrap=True)
         return None
     kept = None
     with signals_held():
