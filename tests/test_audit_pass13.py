@@ -152,3 +152,25 @@ def test_a_bad_trl_flag_beside_a_hub_token_does_not_print_the_token(cli, tmp_pat
     assert result.exit_code == 2 and "bad TRL option" in result.output, result.output
     assert "PLANTEDtrl123" not in result.output and "--weight-decay abc" in " ".join(result.output.split())
     assert not (tmp_path / "never-written").exists()
+
+
+@pytest.mark.parametrize(("value", "threads"), [("2,1", 2), ("3", 3), ("", None), ("abc", None), ("0", None)])
+def test_an_openmp_thread_list_or_a_value_openmp_ignores_is_read_as_openmp_reads_it(value, threads):
+    """Hostile pass 14 (B7): ``OMP_NUM_THREADS=2,1`` (one count per nesting level, valid for OpenMP) was an int()
+    traceback in model init and results record."""
+    from rlft.core.seeding import threads_setting
+
+    assert threads_setting(value) == threads
+
+
+def test_results_record_runs_under_a_nested_openmp_thread_list(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2,1")
+    monkeypatch.delenv("RLFT_NUM_THREADS", raising=False)
+    assert cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--out",
+               tmp_path / "r.json").exit_code == 0
+    result = cli("results", "record", "exp", "--seed", "0", "--report", f"a={tmp_path / 'r.json'}", "--results-dir",
+                 tmp_path / "res", "--reproduce", "make experiment NAME=exp SEEDS=0")
+    assert result.exit_code == 0, result.output
+    import json
+
+    assert json.loads((tmp_path / "res" / "exp" / "seed-0.json").read_text())["machine"]["threads"] == 2

@@ -25,6 +25,13 @@ def seed_everything(seed: int):
     return np.random.default_rng(seed)
 
 
+def threads_setting(text: str | None) -> int | None:
+    """The thread count a ``*_NUM_THREADS`` value sets: OpenMP takes a list per nesting level (``2,1``), whose first
+    number is the one rlft's single level uses; a value OpenMP would ignore (empty, not a positive number) is None."""
+    first = (text or "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else None
+
+
 def limit_threads(n: int | None = None) -> int:
     """Cap BLAS/OpenMP/torch threads. Two busy threads on two cores made TRL steps 50x slower here.
 
@@ -32,8 +39,8 @@ def limit_threads(n: int | None = None) -> int:
     overrides ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` (the Makefile exports them as 1): torch reads those when it is
     imported, so they are set here even when torch is not imported yet, and torch is told directly when it is.
     """
-    explicit = n or os.environ.get("RLFT_NUM_THREADS")
-    n = int(explicit or os.environ.get("OMP_NUM_THREADS") or 1)
+    explicit = n or threads_setting(os.environ.get("RLFT_NUM_THREADS"))
+    n = int(explicit or threads_setting(os.environ.get("OMP_NUM_THREADS")) or 1)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         if explicit:
             os.environ[var] = str(n)

@@ -8,6 +8,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from rlft.core.seeding import threads_setting
+
 PACKAGES = ("rlft", "torch", "transformers", "trl", "peft", "datasets", "gymnasium", "minari", "stable-baselines3",
             "numpy", "sb3-contrib", "mujoco", "gguf")
 # what a result is made of: a commit is "+dirty" when these differ from it, not when results or the README that
@@ -34,7 +36,8 @@ def machine() -> dict[str, object]:
         "arch": platform.machine(),
         "os": platform.system(),
         "python": platform.python_version(),
-        "threads": int(os.environ.get("RLFT_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or 0) or None,
+        "threads": (threads_setting(os.environ.get("RLFT_NUM_THREADS"))
+                    or threads_setting(os.environ.get("OMP_NUM_THREADS"))),
     }
     import sys
 
