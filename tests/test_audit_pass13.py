@@ -174,3 +174,18 @@ def test_results_record_runs_under_a_nested_openmp_thread_list(cli, tmp_path, mo
     import json
 
     assert json.loads((tmp_path / "res" / "exp" / "seed-0.json").read_text())["machine"]["threads"] == 2
+
+
+def test_a_users_seed_backup_beside_the_records_is_left_out_with_a_note(cli, tmp_path):
+    """Hostile pass 14 (B3): a stray seed-0-backup.json made results summarize end in a ValueError traceback."""
+    for seed in (0, 1):
+        assert cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--seed", str(seed),
+                   "--out", tmp_path / f"r{seed}.json").exit_code == 0
+        assert cli("results", "record", "exp", "--seed", str(seed), "--report", f"a={tmp_path / f'r{seed}.json'}",
+                   "--results-dir", tmp_path / "res", "--reproduce", "make x").exit_code == 0
+    backup = tmp_path / "res" / "exp" / "seed-0-backup.json"
+    backup.write_text("{}")
+    result = cli("results", "summarize", "exp", "--results-dir", tmp_path / "res", "--reproduce", "make x")
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert "seed-0-backup.json is not a seed record's name" in " ".join(result.output.split()), result.output
+    assert backup.read_text() == "{}"

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.markup import escape
 
+from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError
 from rlft.core.plotting import figure, save_figure
 from rlft.core.secrets import redact_command, redact_text
@@ -81,7 +83,12 @@ def aggregate(values: list) -> dict[str, Any] | None:
 
 
 def load_seed_records(folder: Path) -> list[dict[str, Any]]:
-    files = sorted(folder.glob("seed-*.json"), key=lambda p: int(p.stem.split("-", 1)[1]))
+    # seed-N.json only: a user's seed-0-backup.json beside them is not a record (hostile pass 14, B3: a traceback)
+    named = [p for p in folder.glob("seed-*.json") if p.stem.split("-", 1)[1].isdigit()]
+    files = sorted(named, key=lambda p: int(p.stem.split("-", 1)[1]))
+    for other in sorted(set(folder.glob("seed-*.json")) - set(named)):
+        err_console.print(f"[yellow]Note:[/] {escape(str(other))} is not a seed record's name (seed-N.json): left out",
+                          highlight=False, soft_wrap=True)
     if not files:
         raise InvalidInputError(f"{folder} holds no seed-*.json records", hint="run the experiment first")
     records = []
