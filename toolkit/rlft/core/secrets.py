@@ -92,6 +92,11 @@ def _secret_options(argv: list[str]) -> Iterator[tuple[int, str, str]]:
             yield i, MASK, word
 
 
+def argv_secrets(argv: list[str]) -> set[str]:
+    """The values of ``argv``'s secret options, in both forms: for masking them where another text repeats them."""
+    return {secret for _, _, secret in _secret_options(argv)}
+
+
 def redact_argv(argv: list[str]) -> list[str]:
     """Command words with secret option values masked, in both forms, and URL secrets (and :func:`known_secrets`) in
     any word."""

@@ -84,9 +84,9 @@ def aggregate(values: list) -> dict[str, Any] | None:
 
 def load_seed_records(folder: Path) -> list[dict[str, Any]]:
     # seed-N.json only: a user's seed-0-backup.json beside them is not a record (hostile pass 14, B3: a traceback)
-    named = [p for p in folder.glob("seed-*.json") if p.stem.split("-", 1)[1].isdigit()]
-    files = sorted(named, key=lambda p: int(p.stem.split("-", 1)[1]))
-    for other in sorted(set(folder.glob("seed-*.json")) - set(named)):
+    found = sorted(folder.glob("seed-*.json"))
+    files = sorted((p for p in found if p.stem[5:].isdigit()), key=lambda p: int(p.stem[5:]))
+    for other in (p for p in found if not p.stem[5:].isdigit()):
         err_console.print(f"[yellow]Note:[/] {escape(str(other))} is not a seed record's name (seed-N.json): left out",
                           highlight=False, soft_wrap=True)
     if not files:

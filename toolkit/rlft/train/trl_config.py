@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.secrets import MASK, mask_known, redact_argv
+from rlft.core.secrets import argv_secrets, mask_known, redact_argv
 
 # Bounds a value is held to before any work: past them a setting is a typo that runs for days, exhausts the memory
 # or ends in a traceback deep in TRL (hostile pass 12: --gradient-accumulation-steps 100000000 with --max-steps 1)
@@ -139,11 +139,8 @@ def parse_trl_flags(cls, args: list[str]) -> dict[str, Any]:
         reason = said.getvalue().strip().splitlines()[-1:] or [""]
         reason = reason[0].split("error: ", 1)[-1]
         # the flags are TRL's, not the command's options: a --hub-token among them is masked here (hostile pass 14)
-        shown = redact_argv(list(args))
-        values = {word.partition("=")[2] if masked.endswith("=" + MASK) else word
-                  for word, masked in zip(args, shown, strict=True) if word != masked}
-        reason = mask_known(reason, {value for value in values if len(value) > 3})
-        raise InvalidInputError(f"bad TRL option in {' '.join(shown)}: {reason}",
+        reason = mask_known(reason, {value for value in argv_secrets(list(args)) if len(value) > 3})
+        raise InvalidInputError(f"bad TRL option in {' '.join(redact_argv(list(args)))}: {reason}",
                                 hint=f"see the fields of trl.{cls.trl_config_class}") from exc
     if remaining:
         named = [a for a in remaining if a.startswith("-")] or remaining
