@@ -119,7 +119,7 @@ class FakeOpenAIServer:
     """An OpenAI-format server on 127.0.0.1 answering every prompt with ``answer(prompt_text) -> str``.
 
     ``mode`` "ok" answers properly, "garbage" sends non-JSON, "nochoices" sends JSON without choices,
-    "http500" fails, "drip" sends a valid answer one byte every 0.2 s (a stalled stream that every per-read timeout
+    "http500" fails, "401echo" refuses the key and names it, "drip" sends a valid answer one byte every 0.2 s (a stalled stream that every per-read timeout
     lets through); ``die_after`` N: from request N+1 on, connections are closed without an answer (a server
     that died mid-run). Requests are recorded (endpoint, payload) for assertions.
     """
@@ -146,6 +146,10 @@ class FakeOpenAIServer:
                     return
                 if server.mode == "http500":
                     self._send(500, b'{"error": "boom"}')
+                    return
+                if server.mode == "401echo":  # a server that names the key it refused, as some proxies do
+                    key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                    self._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {key}"}}).encode())
                     return
                 if server.mode in CANNED_REPLIES:
                     self._send(200, CANNED_REPLIES[server.mode])

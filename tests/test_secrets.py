@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from factories import make_lake_q_model
-from rlft.core.secrets import MASK, is_secret_name, redact, redact_argv, redact_text
+from rlft.core.secrets import MASK, is_secret_name, redact, redact_argv, redact_command, redact_text
 
 TOKEN = "hf_PLANTEDsecret123"
 
@@ -83,6 +83,38 @@ def test_an_api_url_or_key_reaches_no_output(cli, lake, tmp_path):
     assert f"cannot reach the OpenAI-compatible server at http://{MASK}@127.0.0.1:9/v1" in \
         " ".join(result.output.split())
     assert not report.exists()
+
+
+def test_a_key_from_the_environment_echoed_by_the_server_is_masked(cli, tmp_path, tmp_path_factory, monkeypatch):
+    """Hostile pass 14 (B15): OPENAI_API_KEY (never typed on the command line) echoed back in a server's 401 is not
+    printed: the secret-named environment variables are masked like the options."""
+    from eval_factories import FakeOpenAIServer, frozenlake_dataset
+
+    monkeypatch.setenv("OPENAI_API_KEY", "envkey-0123456789abc")
+    with FakeOpenAIServer(lambda prompt: "", mode="401echo") as server:
+        result = cli("eval", "--policy", "llm:m", "--codec", frozenlake_dataset(tmp_path_factory), "--backend",
+                     "openai", "--api-url", server.url, "--episodes", "1", "--out", tmp_path / "r.json")
+    assert result.exit_code != 0 and "Incorrect API key provided" in result.output, result.output
+    assert "envkey-0123456789abc" not in result.output and MASK in result.output
+
+
+@pytest.mark.parametrize("text", [
+    f'HF_TOKEN="{TOKEN}" make experiment', f"HF_TOKEN='{TOKEN}'", f"curl -H 'X-Api-Key: {TOKEN}' http://h",
+    f"PRIVATE-TOKEN: {TOKEN}", f"Authorization: token {TOKEN}", f'{{"api_key": "{TOKEN}", "x": 1}}',
+    f"token: {TOKEN}\nnext: 1", f"--hub-token={TOKEN} --x", f'"Authorization": "token {TOKEN}"', f"password = {TOKEN}",
+    f"- token: {TOKEN}  # mine",
+])
+def test_keyed_credentials_in_any_form_are_masked(text):
+    """Hostile pass 14 (B2): a header, JSON or YAML key, or a quoted assignment holding a credential."""
+    assert TOKEN not in redact_text(text) and MASK in redact_text(text)
+    assert TOKEN not in redact_command(text)
+
+
+@pytest.mark.parametrize("text", [
+    "the Hub is rate-limiting this token: wait and push again", "max_new_tokens: 64", "pad_token: <pad>",
+    "token: null", "one token per bin: 17 bins", "eos_token=</s>"])
+def test_prose_and_tokenizer_settings_are_left_as_written(text):
+    assert redact_text(text) == text
 
 
 def test_a_pipeline_banner_masks_both_option_forms(cli, tmp_path, monkeypatch):

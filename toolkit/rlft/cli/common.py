@@ -18,7 +18,7 @@ from rich.markup import escape
 from rlft.core.claims import release_outputs, restore_set_aside
 from rlft.core.console import err_console
 from rlft.core.errors import FaultError, RlftError
-from rlft.core.secrets import is_secret_name, known_secrets, redact_text
+from rlft.core.secrets import environment_secrets, is_secret_name, known_secrets, redact_text
 
 # OSErrors that say what went wrong with a path or the machine, as one line: a full disk, a file-size limit, a name
 # too long, a symlink loop...
@@ -117,8 +117,9 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        # the values of its secret-named options are masked in all it prints or writes, its error line included
-        with known_secrets(v for k, v in kwargs.items() if is_secret_name(k)):
+        # the values of its secret-named options and environment variables (OPENAI_API_KEY, which a server may echo
+        # in a 401) are masked in all it prints or writes, its error line included
+        with known_secrets([*(v for k, v in kwargs.items() if is_secret_name(k)), *environment_secrets()]):
             return _guarded(func, *args, **kwargs)
 
     return wrapper

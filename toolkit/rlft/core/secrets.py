@@ -9,8 +9,9 @@ assignment (``HF_TOKEN=...``) of such a name, and a value shaped like a Hugging 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 MASK = "***"
@@ -31,6 +32,17 @@ _BARE_USERINFO = re.compile(r"(?P<lead>(?:^|[\s'\"(=])(?://)?)(?P<user>[^\s:/@'\
 # says secret, and the tokens of the services rlft meets, recognised by their shape wherever they stand
 _ENV_ASSIGNMENT = re.compile(r"(?P<lead>(?:^|[\s;'\"(]))(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\s;'\")]+)")
 _TOKEN_SHAPES = re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,})")
+# a secret-named key written as a header, JSON, YAML or an assignment: ``X-Api-Key: V``, ``PRIVATE-TOKEN: V``,
+# ``"api_key": "V"``, ``token: V``, ``HF_TOKEN="V"``, ``--hub-token=V``. After ":" the value must end its line, its quote
+# or its item (a header, a YAML or JSON entry), so prose ("rate-limiting this token: wait and push") is left alone
+_KEY_LEAD = r"(?P<lead>(?:^|[\s{,;'\"(\[])(?:--)?)(?P<q1>[\"']?)"
+_KEYED = re.compile(_KEY_LEAD + r"(?P<name>[A-Za-z][A-Za-z0-9_.-]*)(?P=q1)(?P<sep>\s*(?::|=)\s*)(?P<q2>[\"']?)"
+                    r"(?P<value>[^\s'\",;}\]]+)(?P=q2)(?=$|[\s,;}\])'\"#])", re.MULTILINE)
+_ITEM_END = re.compile(r"[ \t]*(?:$|#|[,;}\])'\"])", re.MULTILINE)  # what may follow a ":" value: its item ends
+# an Authorization header's value is all of it to the line's (or the quote's) end: "Authorization: token V"
+_AUTHORIZATION = re.compile(_KEY_LEAD + r"(?P<name>(?:proxy-)?authorization)(?P=q1)(?P<sep>\s*[:=]\s*)(?P<q2>[\"']?)"
+                            r"(?P<value>[^\r\n'\"]+)", re.MULTILINE | re.IGNORECASE)
+_NOT_A_VALUE = {"null", "none", "~", "true", "false", MASK}
 _QUERY_SECRET = re.compile(r"(?P<key>[?&][^=&#\s]*(token|key|password|secret)[^=&#\s]*=)(?P<value>[^&#\s]+)",
                            re.IGNORECASE)
 
@@ -49,6 +61,14 @@ def _secret_env(name: str) -> bool:
     return is_secret_name(name) or (name.isupper() and bool(_SECRET_ENV.search(name)))
 
 
+def _masked_keyed(match: re.Match) -> str:
+    if not _secret_env(match["name"].replace("-", "_")) or match["value"].strip().lower() in _NOT_A_VALUE:
+        return match[0]
+    if ":" in match["sep"] and not match["q2"] and not _ITEM_END.match(match.string, match.end()):
+        return match[0]  # "this token: wait and push": a sentence goes on after a word, an item does not
+    return f"{match['lead']}{match['q1']}{match['name']}{match['q1']}{match['sep']}{match['q2']}{MASK}{match['q2']}"
+
+
 def redact_text(text: str) -> str:
     """``text`` with URL credentials and secret query values masked (``https://***@host``, ``?token=***``), HTTP
     bearer credentials, and
@@ -57,6 +77,9 @@ def redact_text(text: str) -> str:
     text = _BARE_USERINFO.sub(lambda m: f"{m['lead']}{MASK}@", text)
     text = _ENV_ASSIGNMENT.sub(lambda m: f"{m['lead']}{m['name']}={MASK}" if _secret_env(m["name"]) else m[0], text)
     text = _BEARER.sub(lambda m: f"{m['lead']}{MASK}", text)
+    # the header's value runs to the line's or the quote's end, which the match leaves in place
+    text = _AUTHORIZATION.sub(lambda m: f"{m['lead']}{m['q1']}{m['name']}{m['q1']}{m['sep']}{m['q2']}{MASK}", text)
+    text = _KEYED.sub(_masked_keyed, text)
     text = _TOKEN_SHAPES.sub(MASK, text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)
 
@@ -78,7 +101,8 @@ def redact(value: Any, key: str = "") -> Any:
 def redact_command(text: str) -> str:
     """A command written as one line (``results record --reproduce``) with its secrets masked as
     :func:`redact_argv` masks them."""
-    return " ".join(redact_argv(str(text).split(" ")))
+    # and as one text: a header's name and its value are two words ("-H 'X-Api-Key: V'")
+    return redact_text(" ".join(redact_argv(str(text).split(" "))))
 
 
 def _secret_options(argv: list[str]) -> Iterator[tuple[int, str, str]]:
@@ -126,6 +150,13 @@ def known_secrets(values: Iterable[Any]) -> Iterator[None]:
         yield
     finally:
         _KNOWN.difference_update(added)
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> set[str]:
+    """The values of the process's secret-named environment variables (HF_TOKEN, OPENAI_API_KEY, WANDB_API_KEY...):
+    a library reads them on its own, and a server may echo one back in an error rlft prints."""
+    environ = os.environ if environ is None else environ
+    return {v for k, v in environ.items() if _secret_env(k) and len(v) >= MIN_KNOWN_SECRET}
 
 
 def secret_values(argv: list[str]) -> set[str]:
