@@ -119,9 +119,9 @@ class FakeOpenAIServer:
     """An OpenAI-format server on 127.0.0.1 answering every prompt with ``answer(prompt_text) -> str``.
 
     ``mode`` "ok" answers properly, "garbage" sends non-JSON, "nochoices" sends JSON without choices,
-    "http500" fails, "401echo" refuses the key and names it, "drip" sends a valid answer one byte every 0.2 s (a stalled stream that every per-read timeout
-    lets through); ``die_after`` N: from request N+1 on, connections are closed without an answer (a server
-    that died mid-run). Requests are recorded (endpoint, payload) for assertions.
+    "http500" fails, "401echo" refuses the key and names it, "drip" sends a valid answer one byte every 0.2 s (a
+    stalled stream that every per-read timeout lets through); ``die_after`` N: from request N+1 on, connections are
+    closed without an answer (a server that died mid-run). Requests are recorded (endpoint, payload) for assertions.
     """
 
     def __init__(self, answer, mode: str = "ok", stop_strips: bool = True, die_after: int | None = None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from rlft.cli.common import command, finite_within
 from rlft.cli.options import config_command
@@ -39,4 +40,4 @@ def push(
     from rlft.datasets.push import push_dataset
 
     url = push_dataset(folder, repo_id, private=private, revision=revision, token=token, timeout=timeout)
-    console.print(f"[green]Pushed[/] {folder} -> {url}")
+    console.print(f"[green]Pushed[/] {escape(str(folder))} -> {escape(url)}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from rlft.cli.common import command
 from rlft.cli.pipeline_spec import load_pipeline
@@ -229,8 +230,8 @@ def run(
         preflight(runs, root, sources=[path])  # a missing model or a misspelled reward fails here, before any step
         for i, (label, argv) in enumerate(runs, 1):
             where = f" {label}," if label else ""
-            console.rule(f"[bold]{spec.get('name', path.stem)}[/]{where} step {i}/{len(runs)}: "
-                         f"rlft {' '.join(mask_secrets(argv))}")
+            console.rule(f"[bold]{escape(str(spec.get('name', path.stem)))}[/]{escape(where)} step {i}/{len(runs)}: "
+                         f"rlft {escape(' '.join(mask_secrets(argv)))}")
             # standalone_mode=False: click returns a step's exit code instead of exiting the process.
             code = root.main(argv, prog_name="rlft", standalone_mode=False)
             if isinstance(code, int) and code != 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from rlft.cli.common import command
@@ -54,7 +55,7 @@ def record(
         raise InvalidInputError(f"--paired takes A,B (two report labels), got {paired}")
     path = write_seed_record(name, seed, parse_labelled(report, "report"), parse_labelled(run, "run"), results_dir,
                              reproduce, parse_labelled(dataset, "dataset"), pairs)
-    console.print(f"recorded seed {seed} of {name} -> {path}")
+    console.print(f"recorded seed {seed} of {escape(name)} -> {escape(str(path))}")
 
 
 @command(app, "summarize")
@@ -70,11 +71,11 @@ def summarize(
 
     _check_reproduce(reproduce)
     summary = run_summary(name, results_dir, title, description, reproduce)
-    console.print(f"[bold]{summary['title']}[/]: {len(summary['seeds'])} seeds {summary['seeds']}")
+    console.print(f"[bold]{escape(summary['title'])}[/]: {len(summary['seeds'])} seeds {summary['seeds']}")
     for table in summary["tables"]:
         console.print("\n".join(table_markdown(table)), markup=False, highlight=False)
     for note in summary["notes"]:
-        console.print(f"- {note}")
+        console.print(f"- {escape(note)}")
 
 
 @command(app, "render")
@@ -131,15 +132,15 @@ def check(
     console.print(table)
     for data in found["other_data"]:  # why a seed can miss with nothing wrong in the method
         builds = "; ".join(_build_text(b) for b in data["committed"])
-        console.print(f"[yellow]seed {found['seed']} trained on another build of {data['dataset']}[/] "
+        console.print(f"[yellow]seed {found['seed']} trained on another build of {escape(data['dataset'])}[/] "
                       f"({_build_text(data['new'])}; the committed seeds': {builds}): the range is the committed "
                       "build's, so a miss may be the data's, not the method's")
     if not found["reproduced"]:
         outside = [row["label"] for row in found["rows"] if row["inside"] is False]
-        console.print(f"[red]seed {found['seed']} does not reproduce {name}[/]: "
+        console.print(f"[red]seed {found['seed']} does not reproduce {escape(name)}[/]: "
                       + (f"outside the expected range: {', '.join(outside)}" if outside else "no policy to check"))
         raise typer.Exit(1)
-    console.print(f"seed {found['seed']} reproduces {name}: every policy inside its expected range")
+    console.print(f"seed {found['seed']} reproduces {escape(name)}: every policy inside its expected range")
 
 
 def _build_text(build) -> str:

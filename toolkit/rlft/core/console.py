@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.errors import MarkupError
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -17,8 +18,27 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _Console(Console):
+    """rich's console, but a line whose data (a title, a pipeline name, a path) holds text that reads as a broken
+    markup tag ("[/]", "[/x]") prints as written instead of raising ``MarkupError`` after the work is done. Sites
+    escape what they interpolate (:func:`rich.markup.escape`); this is the net under the ones that do not."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        try:
+            super().print(*objects, **kwargs)
+        except MarkupError:
+            super().print(*objects, **{**kwargs, "markup": False})
+
+    def rule(self, title: Any = "", **kwargs: Any) -> None:
+        try:
+            super().rule(title, **kwargs)
+        except MarkupError:
+            super().rule(Text(str(title)), **kwargs)
+
+
+console = _Console()
+err_console = _Console(stderr=True)
 
 
 class _Progress(Progress):
@@ -35,7 +55,7 @@ def progress(transient: bool = False) -> Progress:
     """A progress bar with count, elapsed and remaining time (disabled automatically when not a terminal);
     cleared when the work inside it fails."""
     return _Progress(
-        TextColumn("[bold blue]{task.description}"),
+        TextColumn("{task.description}", style="bold blue", markup=False),  # a description is data, not markup
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),

@@ -33,8 +33,8 @@ _BARE_USERINFO = re.compile(r"(?P<lead>(?:^|[\s'\"(=])(?://)?)(?P<user>[^\s:/@'\
 _ENV_ASSIGNMENT = re.compile(r"(?P<lead>(?:^|[\s;'\"(]))(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\s;'\")]+)")
 _TOKEN_SHAPES = re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,})")
 # a secret-named key written as a header, JSON, YAML or an assignment: ``X-Api-Key: V``, ``PRIVATE-TOKEN: V``,
-# ``"api_key": "V"``, ``token: V``, ``HF_TOKEN="V"``, ``--hub-token=V``. After ":" the value must end its line, its quote
-# or its item (a header, a YAML or JSON entry), so prose ("rate-limiting this token: wait and push") is left alone
+# ``"api_key": "V"``, ``token: V``, ``HF_TOKEN="V"``, ``--hub-token=V``. After ":" the value must end its line, its
+# quote or its item (a header, a YAML or JSON entry), so prose ("rate-limiting this token: wait and push") is left alone
 _KEY_LEAD = r"(?P<lead>(?:^|[\s{,;'\"(\[])(?:--)?)(?P<q1>[\"']?)"
 _KEYED = re.compile(_KEY_LEAD + r"(?P<name>[A-Za-z][A-Za-z0-9_.-]*)(?P=q1)(?P<sep>\s*(?::|=)\s*)(?P<q2>[\"']?)"
                     r"(?P<value>[^\s'\",;}\]]+)(?P=q2)(?=$|[\s,;}\])'\"#])", re.MULTILINE)

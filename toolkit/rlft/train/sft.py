@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.models.offline import load_checked_critic
@@ -69,7 +71,8 @@ class SFTStage(TRLStage):
                                    "train_rows_dropped": dropped_rows(len(self.train_rows), trainer, config)}
         if evaluation is not None and config.eval_at_start and checkpoint is None:
             metrics["eval_loss_start"] = trainer.evaluate()["eval_loss"]
-        console.print(f"[bold]SFT[/] {inputs.base_model} on {inputs.dataset} -> {run_dir}"
+        console.print(f"[bold]SFT[/] {escape(str(inputs.base_model))} on {escape(str(inputs.dataset))} -> "
+                      f"{escape(str(run_dir))}"
                       f" ({'LoRA r=' + str(config.lora_r) if config.lora else 'full fine-tuning'})")
         result = trainer.train(resume_from_checkpoint=checkpoint)
         metrics.update(train_metrics(trainer, result, inputs, self.tokenizer))

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.train.configs import trl_overrides
@@ -96,7 +98,8 @@ class GRPOStage(TRLStage):
 
     def train(self, trainer, run_dir: Path, checkpoint) -> dict[str, Any]:
         rewards = self.rewards
-        console.print(f"[bold]GRPO[/] {self.inputs.base_model} on {self.inputs.dataset} -> {run_dir}; rewards "
+        console.print(f"[bold]GRPO[/] {escape(str(self.inputs.base_model))} on {escape(str(self.inputs.dataset))} -> "
+                      f"{escape(str(run_dir))}; rewards "
                       + ", ".join(f"{r.name} [{r.low:g}, {r.high:g}]" for r in rewards))
         result = train_then_close(trainer, checkpoint, rewards, self.rollout)
         metrics = grpo_metrics(trainer, result, self.inputs, self.tokenizer, self.rollout, self.variant)
