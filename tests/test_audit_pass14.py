@@ -40,3 +40,47 @@ def test_the_console_never_raises_on_markup_it_cannot_parse(capsys):
         Console().print("[bold]x[/] [/]")  # what rich does on its own
     console.print("[bold]x[/] [/]")
     assert "[bold]x[/] [/]" in capsys.readouterr().out
+
+
+def _three_seeds(cli, tmp_path: Path) -> Path:
+    for seed in range(3):
+        _random_report(cli, tmp_path / f"r{seed}.json", seed)
+        assert cli("results", "record", "exp", "--seed", str(seed), "--report", f"a={tmp_path / f'r{seed}.json'}",
+                   "--results-dir", tmp_path / "res", "--reproduce", "make x").exit_code == 0
+    return tmp_path / "res"
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d["reports"].update(a=[1]), "reports 'a' of"),
+    (lambda d: d["reports"]["a"].update(return_mean="x"), "return_mean of reports 'a' in"),
+    (lambda d: d.update(runs=[1]), "'runs' of"),
+])
+def test_a_record_of_the_wrong_shape_is_named_not_a_traceback(cli, tmp_path, edit, message):
+    """B5: results check on a record whose report is a list, and summarize on a committed seed with a text score,
+    ended in AttributeError / ValueError tracebacks."""
+    import json
+
+    res = _three_seeds(cli, tmp_path)
+    record = json.loads((res / "exp" / "seed-0.json").read_text())
+    edit(record)
+    (tmp_path / "new.json").write_text(json.dumps({**record, "seed": 7}))
+    result = cli("results", "check", "exp", "--results-dir", res, "--record", tmp_path / "new.json")
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output
+    (res / "exp" / "seed-1.json").write_text(json.dumps(record | {"seed": 1}))
+    result = cli("results", "summarize", "exp", "--results-dir", res, "--reproduce", "make x")
+    assert result.exit_code == 2 and message in result.output and "seed-1.json" in result.output, result.output
+
+
+def test_a_run_record_finished_at_a_number_dates_nothing(tmp_path):
+    """B5: results record --run of a folder whose rlft_run.json says "finished": 5 (or holds a list) was a TypeError
+    traceback; it dates nothing, and a good run beside it still dates the record."""
+    import json
+
+    from rlft.core.manifest import RUN_FILE
+    from rlft.results.record import recorded_after
+
+    for name, content in [("a", {"finished": 5}), ("b", [1]), ("c", {"finished": "2026-11-01T10:00:00"})]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / RUN_FILE).write_text(json.dumps(content))
+    assert recorded_after([tmp_path / "a", tmp_path / "b"], now=0.0) == {}
+    assert recorded_after([tmp_path / n for n in "abc"], now=0.0) == {"runs_finished": "2026-11-01T10:00:00"}

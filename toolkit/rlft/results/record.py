@@ -202,9 +202,11 @@ def recorded_after(runs, now: float) -> dict[str, Any]:
     for run in runs:
         info = Path(run) / RUN_FILE
         try:
-            stamp = json.loads(info.read_text(encoding="utf-8")).get("finished") if info.is_file() else None
-            finished.append(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) if stamp else None)
-        except (OSError, ValueError, json.JSONDecodeError):
+            data = json.loads(info.read_text(encoding="utf-8")) if info.is_file() else None
+            stamp = data.get("finished") if isinstance(data, dict) else None
+            # a run record edited by hand ("finished": 5) dates nothing: it is skipped, not a traceback
+            finished.append(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) if isinstance(stamp, str) else None)
+        except (OSError, ValueError, OverflowError, json.JSONDecodeError):
             continue
     latest = max((f for f in finished if f is not None), default=None)
     if latest is None:

@@ -52,11 +52,12 @@ def headline_key(report_keys) -> tuple[str, str] | None:
 
 def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, Any]:
     """Each policy of the new seed record against the prediction interval of the committed seeds of ``name``."""
-    from rlft.results.summary import load_seed_records
+    from rlft.results.summary import check_record_shape, load_seed_records
 
     record = read_json_mapping(record_path, "seed record")
     if not isinstance(record.get("reports"), dict) or not record["reports"]:
         raise InvalidInputError(f"{record_path} holds no reports: not a seed record of rlft results record")
+    check_record_shape(record, record_path)
     committed = [r for r in load_seed_records(Path(results_dir) / name) if r.get("seed") != record.get("seed")]
     if len(committed) < MIN_SEEDS:
         raise InvalidInputError(f"{results_dir}/{name} holds {len(committed)} seed(s) besides seed "
@@ -80,12 +81,16 @@ def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, A
             "reproduced": all(row["inside"] is not False for row in rows) and any(row["inside"] for row in rows)}
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def data_build(record: dict) -> dict[str, tuple]:
     """Each dataset a seed record trained on, as (episodes, steps, return mean to 0.01): two builds of one recipe
     that differ here hold different data (an expert trained on another CPU stops at another step)."""
     datasets = record.get("datasets") if isinstance(record.get("datasets"), dict) else {}
-    return {name: (d.get("episodes"), d.get("steps"), None if d.get("return_mean") is None
-                   else round(float(d["return_mean"]), 2))
+    return {name: (d.get("episodes"), d.get("steps"), round(float(d["return_mean"]), 2)
+                   if _is_number(d.get("return_mean")) else None)
             for name, d in datasets.items() if isinstance(d, dict)}
 
 

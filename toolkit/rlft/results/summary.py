@@ -82,6 +82,33 @@ def aggregate(values: list) -> dict[str, Any] | None:
             "min": float(arr.min()), "max": float(arr.max()), "n": len(arr), "values": arr.tolist()}
 
 
+SECTIONS = (("reports", REPORT_COLUMNS), ("runs", RUN_COLUMNS), ("datasets", DATASET_COLUMNS),
+            ("paired", PAIRED_COLUMNS))
+
+
+def check_record_shape(record: Any, path: Path) -> dict[str, Any]:
+    """``record`` if it has a seed record's shape: each section an object of objects whose tabled values are numbers
+    (or true/false/null). A record edited by hand or written by another tool is named with the entry that is wrong,
+    instead of failing on it deep in the tables (hostile pass 14, B5)."""
+    if not isinstance(record, dict):
+        raise InvalidInputError(f"{path} holds a JSON {type(record).__name__}, not a seed record of rlft results "
+                                "record")
+    for section, columns in SECTIONS:
+        entries = record.get(section, {})
+        if not isinstance(entries, dict):
+            raise InvalidInputError(f"'{section}' of {path} is a {type(entries).__name__}, not a JSON object")
+        for label, entry in entries.items():
+            if not isinstance(entry, dict):
+                raise InvalidInputError(f"{section} {label!r} of {path} is a {type(entry).__name__}, not a JSON object")
+            if section == "runs" and not isinstance(entry.get("criterion") or {}, dict):
+                raise InvalidInputError(f"the criterion of run {label!r} in {path} is not a JSON object")
+            for key, _, _ in columns:
+                value = entry.get(key)
+                if value is not None and not isinstance(value, int | float):
+                    raise InvalidInputError(f"{key} of {section} {label!r} in {path} is {value!r}, not a number")
+    return record
+
+
 def load_seed_records(folder: Path) -> list[dict[str, Any]]:
     # seed-N.json only: a user's seed-0-backup.json beside them is not a record (hostile pass 14, B3: a traceback)
     found = sorted(folder.glob("seed-*.json"))
@@ -94,7 +121,7 @@ def load_seed_records(folder: Path) -> list[dict[str, Any]]:
     records = []
     for path in files:
         try:
-            records.append(json.loads(path.read_text(encoding="utf-8")))
+            records.append(check_record_shape(json.loads(path.read_text(encoding="utf-8")), path))
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"{path} is not valid JSON: {exc}") from exc
     return records
