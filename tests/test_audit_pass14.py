@@ -84,3 +84,41 @@ def test_a_run_record_finished_at_a_number_dates_nothing(tmp_path):
         (tmp_path / name / RUN_FILE).write_text(json.dumps(content))
     assert recorded_after([tmp_path / "a", tmp_path / "b"], now=0.0) == {}
     assert recorded_after([tmp_path / n for n in "abc"], now=0.0) == {"runs_finished": "2026-11-01T10:00:00"}
+
+
+def _results_page(tmp_path: Path) -> tuple[Path, Path]:
+    import json
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "b.json").write_text(json.dumps({"title": "B", "tables": [
+        {"label_header": "k", "columns": [{"key": "v", "label": "v", "format": "x"}],
+         "rows": [{"label": "one", "cells": {"v": 2.0}}]}]}))
+    return results, tmp_path / "page.md"
+
+
+@pytest.mark.parametrize("name", ["../outside", "/etc/hostname", "sub/../../outside"])
+def test_a_block_naming_a_file_outside_the_results_is_refused(cli, tmp_path, name):
+    """B6: <!-- results:../other --> rendered (and so published) a JSON file outside the results folder."""
+    import json
+
+    results, page = _results_page(tmp_path)
+    (tmp_path / "outside.json").write_text(json.dumps({"title": "private", "tables": []}))
+    page.write_text(f"<!-- results:{name} -->\nold\n<!-- /results:{name} -->\n")
+    result = cli("results", "render", "--readme", page, "--results-dir", results)
+    assert result.exit_code == 2 and "names a file outside" in result.output, result.output
+    assert "old" in page.read_text()
+
+
+def test_render_updates_a_linked_page_where_it_lives_and_keeps_its_permissions(cli, tmp_path):
+    """B8: results render replaced a page that is a symlink with a plain file, and a private (0600) page with a
+    world-readable one."""
+    results, page = _results_page(tmp_path)
+    target = tmp_path / "docs-elsewhere.md"
+    target.write_text("<!-- results:b -->\nold\n<!-- /results:b -->\n")
+    target.chmod(0o600)
+    page.symlink_to(target)
+    result = cli("results", "render", "--readme", page, "--results-dir", results)
+    assert result.exit_code == 0, result.output
+    assert page.is_symlink() and "| one | 2.0x |" in target.read_text()
+    assert target.stat().st_mode & 0o777 == 0o600

@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
@@ -355,7 +356,9 @@ def atomic_write_text(path: str | os.PathLike, text: str, option: str = "--out")
             fh.write(text)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a written file gets the usual permissions
+        # mkstemp creates 0600; a new file gets the usual permissions, a replaced one keeps its own (a page the user
+        # made private stays private: hostile pass 14, B8)
+        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode) if path.is_file() else 0o666 & ~umask)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(FileNotFoundError):

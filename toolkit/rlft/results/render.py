@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
@@ -32,6 +32,10 @@ ROWS_FILENAME = "rows.yaml"
 
 
 def result_file(results_dir: Path, name: str) -> Path:
+    if PurePosixPath(name).is_absolute() or ".." in PurePosixPath(name).parts:
+        # a page renders results/ only: "results:../secrets" would read (and publish) a file outside it (B6)
+        raise InvalidInputError(f"the block results:{name} names a file outside {results_dir}",
+                                hint="a block names a results file by its path under the results folder")
     for candidate in (results_dir / f"{name}.json", results_dir / name / "summary.json"):
         if candidate.is_file():
             return candidate
@@ -297,5 +301,6 @@ def render_readme(readme: Path, results_dir: Path, check: bool = False) -> list[
         raise InvalidInputError(f"{readme} has no <!-- results:NAME --> blocks")
     new, changed = render_text(text, results_dir, readme.parent)
     if changed and not check:
-        atomic_write_text(readme, new)
+        # a page that is a link (docs kept elsewhere) is updated where it lives; the link stays a link (B8)
+        atomic_write_text(readme.resolve() if readme.is_symlink() else readme, new)
     return changed
