@@ -122,3 +122,28 @@ def test_render_updates_a_linked_page_where_it_lives_and_keeps_its_permissions(c
     assert result.exit_code == 0, result.output
     assert page.is_symlink() and "| one | 2.0x |" in target.read_text()
     assert target.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(("step", "message"), [
+    ("    args: [1, 2]\n", "'args' is [1, 2], which is not a mapping"),
+    ("    skip_if_exists: [a, b]\n", "'skip_if_exists' is ['a', 'b'], which is not a path"),
+    ("    enabled: [1]\n", "'enabled' is [1], which is not true or false"),
+])
+def test_a_step_key_of_the_wrong_kind_is_named_before_any_step_runs(cli, tmp_path, step, message):
+    """B9: args or skip_if_exists given as a list were tracebacks; enabled: [1] ran the step (a list is truthy)."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("name: t\nsteps:\n  - command: data export-q frozenlake\n" + step)
+    result = cli("pipeline", "run", pipeline, "--out", tmp_path / "out")
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_final_steps_run_after_the_steps_of_a_pipeline_without_seeds(cli, tmp_path):
+    """B10: a pipeline's final: steps never ran unless it had seeds:, and nothing said so."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("name: t\nsteps:\n  - command: data export-q frozenlake\n    args: {out: '{out}/q'}\n"
+                        "final:\n  - command: eval\n    args: {policy: random, env: FrozenLake-v1, episodes: 1, "
+                        "quiet: true, out: '{out}/final.json'}\n")
+    result = cli("pipeline", "run", pipeline, "--out", tmp_path / "out")
+    assert result.exit_code == 0 and "final, step 2/2" in " ".join(result.output.split()), result.output
+    assert (tmp_path / "out" / "q" / "rlft_codec.json").is_file() and (tmp_path / "out" / "final.json").is_file()

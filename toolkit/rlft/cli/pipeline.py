@@ -16,7 +16,8 @@ A pipeline file::
 
 An experiment recipe (``pipelines/experiments/``) adds ``seeds: [0, 1, 2]``: the steps run once per seed with
 ``{seed}`` set and ``{out}`` = ``OUT/seed-N``; then the ``final:`` steps run once with ``{out}`` = ``OUT`` and
-``{seeds}`` = ``0,1,2``. ``--seeds 5,6`` replaces the file's list (e.g. to check a result on another seed).
+``{seeds}`` = ``0,1,2``. ``--seeds 5,6`` replaces the file's list (e.g. to check a result on another seed). A
+pipeline without seeds runs its ``final:`` steps once after its steps.
 """
 
 from __future__ import annotations

@@ -116,6 +116,24 @@ def _undefined(value: Any) -> list[str]:
     return []
 
 
+# what each key of a step holds once its variables are filled in (None: not given)
+STEP_TYPES = {"command": (str, "text, e.g. 'data export-q frozenlake'"),
+              "args": (dict, "a mapping of option: value"),
+              "skip_if_exists": (str, "a path"),
+              "enabled": (bool, "true or false"), "force": (bool, "true or false")}
+
+
+def _check_step_types(step: dict[str, Any], where: str) -> None:
+    """A step's keys of the wrong kind (``args: [1, 2]``, ``skip_if_exists: [a, b]``, ``enabled: [1]``) named before
+    any step runs, instead of a traceback or a step run that a list made truthy (hostile pass 14, B9)."""
+    for key, (kind, what) in STEP_TYPES.items():
+        value = _flag_value(step.get(key)) if kind is bool else step.get(key)  # --set gives "true" / "false"
+        if value is None or isinstance(value, kind):
+            continue
+        raise InvalidInputError(f"{where}: '{key}' is {value!r}, which is not {what}",
+                                hint="fix the step in the pipeline file")
+
+
 def _step_argvs(steps: list, variables: dict[str, Any], path: Path, section: str) -> list[list[str]]:
     runs = []
     for i, step in enumerate(steps, 1):  # numbered from 1, as the run banners and preflight errors are
@@ -130,14 +148,14 @@ def _step_argvs(steps: list, variables: dict[str, Any], path: Path, section: str
             raise InvalidInputError(f"{section} {i} of {path} ({redact_command(step['command'])}): undefined variable "
                                     f"{', '.join('{' + m + '}' for m in missing)}",
                                     hint=f"define it under vars: (defined: {', '.join(sorted(variables))})")
-        if not _flag_value(_substitute(step.get("enabled", True), variables)):
+        filled = {key: _substitute(step.get(key), variables) for key in STEP_KEYS}
+        _check_step_types(filled, f"{section} {i} of {path} ({redact_command(str(step['command']))})")
+        if filled["enabled"] is not None and not _flag_value(filled["enabled"]):
             continue
-        skip = step.get("skip_if_exists")
-        forced = _flag_value(_substitute(step.get("force", False), variables))
-        if skip and not forced and Path(_substitute(skip, variables)).exists():
+        skip, forced = filled["skip_if_exists"], _flag_value(filled["force"] or False)
+        if skip and not forced and Path(skip).exists():
             continue
-        command_words = str(_substitute(step["command"], variables)).split()
-        runs.append(command_words + args_to_argv(_substitute(step.get("args") or {}, variables)))
+        runs.append(filled["command"].split() + args_to_argv(filled["args"] or {}))
     return runs
 
 
@@ -200,8 +218,10 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
     variables = apply_presets(spec, variables, {item.partition("=")[0] for item in overrides}, path)
     seed_list = parse_seeds(seeds) if seeds is not None else spec.get("seeds")
     if seed_list is None:
-        return spec, [("", argv) for argv in _step_argvs(spec["steps"], _resolve(variables, {
-            "out": str(out), "overwrite": overwrite}), path, "step")]
+        fixed = _resolve(variables, {"out": str(out), "overwrite": overwrite})
+        # a pipeline without seeds runs its final steps after its steps, not never (hostile pass 14, B10)
+        return spec, [("", argv) for argv in _step_argvs(spec["steps"], fixed, path, "step")] + \
+            [("final", argv) for argv in _step_argvs(spec.get("final") or [], fixed, path, "final step")]
     if seeds is None and (not isinstance(seed_list, list) or not seed_list
                           or not all(isinstance(v, int) and v >= 0 for v in seed_list)):
         raise InvalidInputError(f"'seeds:' of pipeline {path} must be a list of integers >= 0")
