@@ -12,9 +12,21 @@ import pytest
     (["expert", "train", "--env", "CartPole-v1", "--timesteps", "0"], "Invalid value for '--timesteps'"),
     (["expert", "train", "--env", "CartPole-v1", "--timesteps", "-5"], "Invalid value for '--timesteps'"),
     (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
-      "--max-episode-steps", "0"], "--max-episode-steps must be at least 1"),
+      "--max-episode-steps", "0"], "Invalid value for '--max-episode-steps'"),
     (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
-      "--max-episode-steps", "-1"], "--max-episode-steps must be at least 1"),
+      "--max-episode-steps", "-1"], "Invalid value for '--max-episode-steps'"),
+    # hostile pass 14 (B11): evaluation budgets and episode limits had no upper bound (a typo ran for years)
+    (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
+      "--max-episode-steps", "100000000000"], "Invalid value for '--max-episode-steps'"),
+    (["eval", "--policy", "random", "--env", "CartPole-v1", "--max-episode-steps", "100000000000"],
+     "Invalid value for '--max-episode-steps'"),
+    *[(["expert", "train", "--env", "CartPole-v1", flag, value], f"Invalid value for '{flag}'")
+      for flag, value in [("--eval-episodes", "1000000000000"), ("--eval-freq-episodes", "1000000000000"),
+                          ("--eval-freq", "-1"), ("--eval-episodes", "0")]],
+    *[(["data", "improve", "none", "--expert", "none.zip", "--out", "never-written", flag, value],
+       f"Invalid value for '{flag}'")
+      for flag, value in [("--candidates", "100000000"), ("--horizon", "100000000000"), ("--rows", "10000000000000"),
+                          ("--consistency-rows", "10000000000000")]],
     (["data", "collect", "--env", "CartPole-v1", "--policy", "random", "--dataset-id", "cp/r-v0", "--episodes", "2",
       "--noise", "nan"], "must be a finite number"),
     # hostile pass 11 (B4, B5): a trillion episodes ran until killed; bounded as rlft eval's are

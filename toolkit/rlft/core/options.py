@@ -16,6 +16,7 @@ MAX_WAIT_SECONDS = 86_400.0
 MAX_EPISODES = 1_000_000  # episodes one command may play or record: more is a typo that would run for days
 MAX_ENV_STEPS = 1_000_000_000  # env steps of an online run or an expert's training (a billion: weeks on a CPU)
 MAX_GRADIENT_STEPS = 10_000_000  # an offline run's gradient steps (the papers: 1,000,000)
+MAX_EPISODE_STEPS = 10_000_000  # an episode's time limit (gymnasium's longest are 10,000s): more is a typo
 
 
 def option(default: Any, help_text: str, **more: Any) -> Any:

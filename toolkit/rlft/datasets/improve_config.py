@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import Declared, option
+from rlft.core.options import MAX_EPISODE_STEPS, Declared, option
 
 WEIGHTINGS = ("soft", "best")
-
+MAX_IMPROVE_ROWS = 100_000_000  # rows relabelled (D4RL's datasets hold 1-2 million)
+MAX_CANDIDATES = 4096  # candidate actions per row
 
 
 @dataclass(kw_only=True)
@@ -26,10 +27,13 @@ class ImproveConfig(Declared):
                                            "candidate action (its k-step Q).", "required": True})
     out: Path = field(metadata={"help": "Dataset folder to write (the source's layout and codec).",
                                 "required": True})
-    rows: int = option(20_000, "First rows of --split to relabel (and keep).", min=1)
+    # bounds: each row plays candidates x horizon env steps, so a typo in any of the three runs for years
+    rows: int = option(20_000, "First rows of --split to relabel (and keep).", min=1, max=MAX_IMPROVE_ROWS)
     split: str = option("train", "Split to relabel; the others are copied unchanged.")
-    horizon: int = option(20, "Steps each candidate is scored over (the first is its own).", min=1)
-    candidates: int = option(8, "Candidates per row: the recorded action and perturbations.", min=2)
+    horizon: int = option(20, "Steps each candidate is scored over (the first is its own).", min=1,
+                          max=MAX_EPISODE_STEPS)
+    candidates: int = option(8, "Candidates per row: the recorded action and perturbations.", min=2,
+                             max=MAX_CANDIDATES)
     noise: float = option(0.1, "Perturbation std, as a fraction of each dimension's half-range.")
     gamma: float = option(0.99, "Discount over the horizon.")
     weighting: str = option("soft", "soft (candidates weighted by softmax of standardized Q) or best.",
@@ -39,7 +43,7 @@ class ImproveConfig(Declared):
     step: float = option(1.0, "Move each label this many times the way from the recorded to the improved action "
                             "(> 1 extrapolates).")
     consistency_rows: int = option(200, "Rows relabelled a second time, independently, to measure the learnable "
-                                      "share of the label change (0: skip).", min=0)
+                                      "share of the label change (0: skip).", min=0, max=MAX_IMPROVE_ROWS)
     seed: int = option(0, "Seeds the perturbations.", min=0)
     overwrite: bool = option(False, "Replace a non-empty --out (atomically).")
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import MAX_EPISODES, MAX_WAIT_SECONDS, Declared, option
+from rlft.core.options import MAX_EPISODE_STEPS, MAX_EPISODES, MAX_WAIT_SECONDS, Declared, option
 
 POLICY_KINDS = ("llm", "random", "constant", "expert", "bc", "q-greedy", "online", "offline")
 BACKENDS = ("transformers", "openai")
@@ -63,7 +63,7 @@ class EvalConfig(Declared):
                                           "fraction of each dimension's range.")
     video: Path | None = option(None, "Folder for MP4s of the first episodes (MuJoCo: MUJOCO_GL=egl).")
     video_episodes: int = option(3, "How many episodes --video records.")
-    max_episode_steps: int | None = option(None, "Override the time limit.")
+    max_episode_steps: int | None = option(None, "Override the time limit.", min=1, max=MAX_EPISODE_STEPS)
     action_scale: float = option(1.0, "Multiply every action by this, clipped to the action space, before the env "
                                     "steps (continuous actions): how much the return hinges on how hard the policy "
                                     "pushes.")

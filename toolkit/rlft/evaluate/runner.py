@@ -142,8 +142,6 @@ def _check_config(config: EvalConfig) -> None:
     if not 1 <= config.num_envs <= MAX_ENVS:
         raise InvalidInputError(f"--num-envs must be from 1 to {MAX_ENVS}, got {config.num_envs}",
                                 hint="each env is a live simulator in memory; batches of tens are where speed is")
-    if config.max_episode_steps is not None and config.max_episode_steps < 1:
-        raise InvalidInputError("--max-episode-steps must be at least 1")
     if config.bin_decoding not in BIN_DECODINGS:  # every policy, not only llm: (a typo never passes silently)
         raise InvalidInputError(f"--bin-decoding must be one of {', '.join(BIN_DECODINGS)}, "
                                 f"got {config.bin_decoding!r}")

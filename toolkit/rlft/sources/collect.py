@@ -64,9 +64,6 @@ def check_collect(config: CollectConfig) -> None:
     check_dataset_id(config.dataset_id)
     if not math.isfinite(config.noise) or config.noise < 0:
         raise InvalidInputError(f"--noise must be finite and not negative, got {config.noise}")
-    if config.max_episode_steps is not None and config.max_episode_steps < 1:
-        raise InvalidInputError(f"--max-episode-steps must be at least 1, got {config.max_episode_steps}",
-                                hint="leave it out for the env's own time limit")
     _check_policy_options(config)
     if config.noise > 1 and not _is_box(config.env_id):
         raise InvalidInputError(f"--noise for a discrete action space is a probability in [0, 1], got {config.noise}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import MAX_EPISODES, Declared, option
+from rlft.core.options import MAX_EPISODE_STEPS, MAX_EPISODES, Declared, option
 
 DATA_FORMATS = ("hdf5", "arrow")
 # What a noisy collection records as the action: the one the env was stepped with, or the policy's own (DART).
@@ -35,7 +35,7 @@ class CollectConfig(Declared):
                                           "the policy's own action before the noise (clean: DART-style data, "
                                           "off-path states with expert labels).", choices=ACTION_LABELS)
     data_format: str = option("hdf5", "Minari storage: hdf5 (default) or arrow.", choices=DATA_FORMATS)
-    max_episode_steps: int | None = option(None, "Override the env's limit.")
+    max_episode_steps: int | None = option(None, "Override the env's limit.", min=1, max=MAX_EPISODE_STEPS)
     author: str = option("rlft", "Author recorded in the dataset metadata.")
     description: str | None = option(None, "Description recorded in the dataset metadata.", cli=False)
     overwrite: bool = option(False, "Replace an existing id (only after success).")

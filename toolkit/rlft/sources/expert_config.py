@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import MAX_ENV_STEPS, check_declared, option
+from rlft.core.options import MAX_ENV_STEPS, MAX_EPISODES, check_declared, option
 
 ALGOS = ("ppo", "sac", "tqc", "dqn")
 AUTO_ALGO = "auto"
@@ -26,9 +26,9 @@ class ExpertConfig:
     seed: int = option(0, "Seed of training envs, networks and evaluation.", min=0)
     num_envs: int | None = option(None, "Vectorised training envs (default: file).")
     stop_at_return: float | None = option(None, "Stop once the periodic evaluation's mean return reaches this.")
-    eval_episodes: int = option(10, "Episodes of the final evaluation.")
-    eval_freq: int = option(10_000, "Env steps between periodic evaluations (0: none).")
-    eval_freq_episodes: int = option(5, "Episodes per periodic evaluation.")
+    eval_episodes: int = option(10, "Episodes of the final evaluation.", min=1, max=MAX_EPISODES)
+    eval_freq: int = option(10_000, "Env steps between periodic evaluations (0: none).", min=0, max=MAX_ENV_STEPS)
+    eval_freq_episodes: int = option(5, "Episodes per periodic evaluation.", min=1, max=MAX_EPISODES)
     hyperparams: Path | None = option(None, "YAML keyed by env id (default: the shipped rlft/sources/zoo/<algo>.yaml).")
     overwrite: bool = option(False, "Replace an existing checkpoint (and replay dataset).")
     record_replay: str | None = option(None, "Also write the run's whole replay buffer as this Minari dataset id "

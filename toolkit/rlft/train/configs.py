@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import check_values
+from rlft.core.options import MAX_EPISODE_STEPS, check_values
 from rlft.core.reading import read_yaml_mapping, require_file
 from rlft.core.seeding import MAX_SEED
 from rlft.train.config_values import coerce
@@ -123,7 +123,7 @@ class StageConfig:
     )
     check_max_episode_steps: int | None = field(
         default=None, metadata={"help": "Cut the check episodes at N steps (cheaper checks; default: the "
-                                        "environment's own limit).", "min": 1},
+                                        "environment's own limit).", "min": 1, "max": MAX_EPISODE_STEPS},
     )
     stop_at_return: float | None = field(
         default=None,
