@@ -108,11 +108,16 @@ def test_video_goes_only_to_a_new_folder_or_over_earlier_videos(cli, tmp_path):
 
 
 def test_a_combination_takes_each_dataset_once_and_never_replaces_one(cli):
-    _minari("test/a-v0", episodes=2)
+    first = _minari("test/a-v0", episodes=2)
     _minari("test/b-v0", episodes=2)
     one_line(cli("data", "combine", "test/a-v0", "test/a-v0", "--dataset-id", "test/aa-v0"), 2,
               "given more than once")
     one_line(cli("data", "combine", "test/a-v0", "test/b-v0", "--dataset-id", "test/a-v0", "--overwrite"), 2,
+              "cannot replace its own source")
+    # hostile pass 14 (B12): a dataset given as its data/ folder is the same dataset as its id
+    data = first / "data"
+    one_line(cli("data", "combine", "test/a-v0", str(data), "--dataset-id", "test/aa-v0"), 2, "given more than once")
+    one_line(cli("data", "combine", str(data), "test/b-v0", "--dataset-id", "test/a-v0", "--overwrite"), 2,
               "cannot replace its own source")
 
 

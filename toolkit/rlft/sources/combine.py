@@ -6,13 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
-from rlft.sources.minari_source import check_dataset_id, datasets_root, load_minari, space_line, staged_dataset
+from rlft.sources.minari_source import (
+    check_dataset_id,
+    data_folder,
+    datasets_root,
+    load_minari,
+    space_line,
+    staged_dataset,
+)
 
 
 def _source_folder(source: str) -> Path:
-    """Where a dataset given as a folder or a local id lies (resolved, to tell two spellings of one apart)."""
+    """Where a dataset given as a folder, its ``data/`` folder or a local id keeps its data (resolved, to tell two
+    spellings of one apart: hostile pass 14, B12, ``ns/x-v0`` and ``.../ns/x-v0/data`` are one dataset)."""
     path = Path(source).expanduser()
-    return (path if path.is_dir() else datasets_root() / source).resolve()
+    folder = path if path.is_dir() else datasets_root() / source
+    data = data_folder(folder)
+    return (data if data is not None else folder / "data").resolve()
 
 
 def _check_sources(sources: list[str], dataset_id: str) -> None:

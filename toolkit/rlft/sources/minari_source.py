@@ -172,7 +172,7 @@ def check_minari_remote(timeout: float = CONNECT_TIMEOUT_S) -> None:
                     hint="check the network, or load a local dataset (rlft data collect makes one)")
 
 
-def _data_folder(path: Path) -> Path | None:
+def data_folder(path: Path) -> Path | None:
     """The ``data`` folder of a dataset given as its folder or as the ``data`` folder itself."""
     for candidate in (path / "data", path):
         if (candidate / "metadata.json").is_file():
@@ -249,7 +249,7 @@ def load_minari(dataset_id_or_path: str | os.PathLike, download: bool = False,
     text = os.fspath(dataset_id_or_path)
     path = Path(text).expanduser()
     if path.is_dir():
-        data = _data_folder(path)
+        data = data_folder(path)
         if data is None:
             raise InvalidInputError(f"{path} is not a Minari dataset folder (no metadata.json in it or in data/)")
         check_counts(data, str(path))
