@@ -147,3 +147,45 @@ def test_final_steps_run_after_the_steps_of_a_pipeline_without_seeds(cli, tmp_pa
     result = cli("pipeline", "run", pipeline, "--out", tmp_path / "out")
     assert result.exit_code == 0 and "final, step 2/2" in " ".join(result.output.split()), result.output
     assert (tmp_path / "out" / "q" / "rlft_codec.json").is_file() and (tmp_path / "out" / "final.json").is_file()
+
+
+def test_a_lock_being_made_is_not_taken_for_stale(cli, tmp_path):
+    """B13: a writer read another's lock in the instant between its creation and its pid being written (empty),
+    took it for stale and removed it: both wrote the output. An empty lock is now a lock being made, unless old."""
+    import os
+    import time
+
+    lock = tmp_path / ".q.rlft-lock"
+    lock.write_text("")
+    result = cli("data", "export-q", "frozenlake", "--episodes", "1", "--out", tmp_path / "q")
+    assert result.exit_code != 0 and "being written by another rlft process" in result.output, result.output
+    assert not (tmp_path / "q").exists() and lock.read_text() == ""
+    old = time.time() - 60  # a writer killed before it wrote its pid (an older rlft): stale after a while
+    os.utime(lock, (old, old))
+    result = cli("data", "export-q", "frozenlake", "--episodes", "1", "--out", tmp_path / "q")
+    assert result.exit_code == 0 and (tmp_path / "q" / "rlft_codec.json").is_file(), result.output
+
+
+def test_a_live_lock_removed_by_mistake_is_put_back(tmp_path):
+    """B13: two writers that both found a lock stale: the second removed the first one's new, live lock. Taking a
+    lock over now renames it away and checks it there; a live writer's goes back in place."""
+    import subprocess
+    import sys
+
+    from rlft.core.claims import _take_over_stale
+
+    program = tmp_path / "rlft"  # a live process of a program named rlft, other than this one
+    program.write_text("import sys\nprint('ready', flush=True)\nsys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, str(program)], stdin=subprocess.PIPE,  # noqa: S603
+                              stdout=subprocess.PIPE)
+    assert holder.stdout.readline() == b"ready\n"  # running as rlft (until then /proc shows no command line)
+    try:
+        lock = tmp_path / ".out.rlft-lock"
+        lock.write_text(f"{holder.pid}\n")
+        _take_over_stale(lock)
+        assert lock.read_text() == f"{holder.pid}\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+            ".out.rlft-lock", "rlft"]
+    finally:
+        holder.communicate(b"")
+    _take_over_stale(lock)  # its process is gone: removed
+    assert not lock.exists()

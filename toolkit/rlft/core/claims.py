@@ -10,6 +10,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from rlft.core.console import err_console
@@ -173,29 +174,87 @@ def claim_output(out: str | os.PathLike, option: str = "--out") -> None:
     lock = _lock_path(out, option)
     if lock in _LOCKS:
         return
-    for _ in range(2):
+    for _ in range(3):
+        try:
+            if _create_lock(lock):
+                if not _LOCKS:
+                    atexit.register(release_outputs)
+                _LOCKS.add(lock)
+                return
+        except OSError as exc:
+            raise output_error(out, exc, option) from exc
+        held = _lock_holder(lock)
+        if held is not None:
+            raise OutputError(f"{option} {out} is being written by another rlft process"
+                              + (f" (pid {held})" if held > 0 else ""),
+                              hint=f"wait for it, or choose another {option} (its lock: {lock})") from None
+        _take_over_stale(lock)
+    raise OutputError(f"{option} {out}: its lock {lock} could not be taken", hint="remove it if no rlft runs")
+
+
+LOCK_WRITE_GRACE_S = 10.0  # a lock with no pid yet, younger than this, is one being made (an older rlft's way)
+
+
+def _create_lock(lock: Path) -> bool:
+    """Make ``lock`` holding this process's pid, or return False if it exists. The pid is written to a file of its
+    own first and linked into place, so no other writer ever reads the lock empty and takes it for stale
+    (hostile pass 14, B13: two writers both won in that window)."""
+    tmp = lock.with_name(f"{lock.name}.{os.getpid()}.new")
+    tmp.write_text(f"{os.getpid()}\n", encoding="utf-8")
+    try:
+        os.link(tmp, lock)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links: create-exclusive, then write (the older way)
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            try:
-                pid = int(lock.read_text(encoding="utf-8").strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid > 0 and pid != os.getpid() and pid_alive(pid) and _is_rlft(pid):
-                raise OutputError(f"{option} {out} is being written by another rlft process (pid {pid})",
-                                  hint=f"wait for it, or choose another {option} (its lock: {lock})") from None
-            with contextlib.suppress(OSError):
-                lock.unlink()  # stale: its process is gone, or the pid now belongs to another program
-            continue
-        except OSError as exc:
-            raise output_error(out, exc, option) from exc
+            return False
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(f"{os.getpid()}\n")
-        if not _LOCKS:
-            atexit.register(release_outputs)
-        _LOCKS.add(lock)
-        return
-    raise OutputError(f"{option} {out}: its lock {lock} could not be taken", hint="remove it if no rlft runs")
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _read_lock(lock: Path) -> str | None:
+    try:
+        return lock.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+
+
+def _lock_holder(lock: Path) -> int | None:
+    """The pid of the live rlft process holding ``lock`` (0 when its pid is still being written), None if stale."""
+    text = _read_lock(lock)
+    if text == "":
+        with contextlib.suppress(OSError):
+            if time.time() - lock.stat().st_mtime < LOCK_WRITE_GRACE_S:
+                return 0
+        return None
+    try:
+        pid = int(text or 0)
+    except ValueError:
+        return None
+    return pid if pid > 0 and pid != os.getpid() and pid_alive(pid) and _is_rlft(pid) else None
+
+
+def _take_over_stale(lock: Path) -> None:
+    """Remove a stale ``lock`` (its process is gone, or the pid now belongs to another program). It is renamed away
+    first and checked there: if another writer replaced it with its own live lock in the meantime, that one is put
+    back, so the next try refuses instead of two writers winning."""
+    aside = lock.with_name(f"{lock.name}.{os.getpid()}.stale")
+    try:
+        os.replace(lock, aside)
+    except OSError:
+        return  # gone already: the next try creates it
+    if _lock_holder(aside) is not None:
+        with contextlib.suppress(OSError):
+            os.link(aside, lock)  # a live writer's, taken by mistake: back in place (unless a third made one)
+    with contextlib.suppress(OSError):
+        aside.unlink()
 
 
 def release_output(out: str | os.PathLike) -> None:
