@@ -12,7 +12,6 @@ import contextlib
 import os
 import re
 import shutil
-import stat
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
@@ -356,9 +355,8 @@ def atomic_write_text(path: str | os.PathLike, text: str, option: str = "--out")
             fh.write(text)
         umask = os.umask(0)
         os.umask(umask)
-        # mkstemp creates 0600; a new file gets the usual permissions, a replaced one keeps its own (a page the user
-        # made private stays private: hostile pass 14, B8)
-        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode) if path.is_file() else 0o666 & ~umask)
+        # mkstemp makes 0600: a new file gets the usual permissions, a replaced one keeps its own (B8: stays private)
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.is_file() else 0o666 & ~umask)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(FileNotFoundError):
