@@ -189,3 +189,13 @@ def test_a_live_lock_removed_by_mistake_is_put_back(tmp_path):
         holder.communicate(b"")
     _take_over_stale(lock)  # its process is gone: removed
     assert not lock.exists()
+
+
+def test_a_replaced_report_keeps_its_permissions(cli, tmp_path):
+    """B8's neighbour: an eval report the user made private stays private when --overwrite replaces it."""
+    report = tmp_path / "r.json"
+    _random_report(cli, report)
+    report.chmod(0o600)
+    result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--out", report,
+                 "--overwrite", "--quiet")
+    assert result.exit_code == 0 and report.stat().st_mode & 0o777 == 0o600, result.output

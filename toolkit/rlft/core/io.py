@@ -385,7 +385,7 @@ def staged_text(path: str | os.PathLike | None, text: str, option: str = "--out"
             fh.write(text)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.is_file() else 0o666 & ~umask)
     except OSError as exc:
         if "tmp" in locals():
             with contextlib.suppress(FileNotFoundError):
