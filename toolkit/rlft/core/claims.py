@@ -199,7 +199,7 @@ def _create_lock(lock: Path) -> bool:
     """Make ``lock`` holding this process's pid, or return False if it exists. The pid is written to a file of its
     own first and linked into place, so no other writer ever reads the lock empty and takes it for stale
     (hostile pass 14, B13: two writers both won in that window)."""
-    tmp = lock.with_name(f"{lock.name}.{os.getpid()}.new")
+    tmp = lock.with_name(f".rlft-lock-{os.getpid()}.new")  # short: the output's own name may be near the limit
     tmp.write_text(f"{os.getpid()}\n", encoding="utf-8")
     try:
         os.link(tmp, lock)
@@ -245,7 +245,7 @@ def _take_over_stale(lock: Path) -> None:
     """Remove a stale ``lock`` (its process is gone, or the pid now belongs to another program). It is renamed away
     first and checked there: if another writer replaced it with its own live lock in the meantime, that one is put
     back, so the next try refuses instead of two writers winning."""
-    aside = lock.with_name(f"{lock.name}.{os.getpid()}.stale")
+    aside = lock.with_name(f".rlft-lock-{os.getpid()}.stale")
     try:
         os.replace(lock, aside)
     except OSError:
