@@ -136,6 +136,6 @@ def test_improve_refuses_discrete_actions_and_bad_settings(tmp_path_factory, tmp
         ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x", step=0.0).check()
     with pytest.raises(InvalidInputError, match="must be odd"):
         ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x", candidates=8, mirrored=True).check()
-    with pytest.raises(InvalidInputError, match="--candidates must be >= 2"):
+    with pytest.raises(InvalidInputError, match=r"--candidates must be within \[2, 4096\]"):
         ImproveConfig(dataset=cartpole, expert=EXPERT, out=tmp_path / "x", candidates=1).check()
     assert not (tmp_path / "x").exists()
