@@ -42,14 +42,21 @@ _ITEM_END = re.compile(r"[ \t]*(?:$|#|[,;}\])'\"])", re.MULTILINE)  # what may f
 # an Authorization header's value is all of it to the line's (or the quote's) end: "Authorization: token V"
 _AUTHORIZATION = re.compile(_KEY_LEAD + r"(?P<name>(?:proxy-)?authorization)(?P=q1)(?P<sep>\s*[:=]\s*)(?P<q2>[\"']?)"
                             r"(?P<value>[^\r\n'\"]+)", re.MULTILINE | re.IGNORECASE)
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")  # accessToken, apiKey: the names of JSON and JavaScript
+# an XML element of a secret name (<token>V</token>) and a YAML block scalar under one ("secret: |" and its lines)
+_XML_SECRET = re.compile(r"<(?P<name>[A-Za-z][\w.-]*)>(?P<value>[^<]+)</(?P=name)>")
+_YAML_BLOCK = re.compile(r"^(?P<head>[ \t]*-?[ \t]*[\"']?(?P<name>[A-Za-z][\w.-]*)[\"']?[ \t]*:[ \t]*[|>][-+0-9]*"
+                         r"[ \t]*)\n(?P<body>(?:[ \t]+\S.*(?:\n|$))+)", re.MULTILINE)
 _NOT_A_VALUE = {"null", "none", "~", "true", "false", MASK}
 _QUERY_SECRET = re.compile(r"(?P<key>[?&][^=&#\s]*(token|key|password|secret)[^=&#\s]*=)(?P<value>[^&#\s]+)",
                            re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:
-    """True for a key or option name that holds a secret (``hub_token``, ``--api-key``, ``HF_TOKEN``...)."""
-    return bool(_SECRET_NAME.search(str(name).lstrip("-").lower().replace("-", "_")))
+    """True for a key or option name that holds a secret (``hub_token``, ``--api-key``, ``HF_TOKEN``, camelCase
+    ``accessToken``...)."""
+    snake = _CAMEL.sub(r"\1_\2", str(name).lstrip("-"))
+    return bool(_SECRET_NAME.search(snake.lower().replace("-", "_")))
 
 
 def _masked_userinfo(match: re.Match) -> str:
@@ -78,8 +85,12 @@ def redact_text(text: str) -> str:
     text = _ENV_ASSIGNMENT.sub(lambda m: f"{m['lead']}{m['name']}={MASK}" if _secret_env(m["name"]) else m[0], text)
     text = _BEARER.sub(lambda m: f"{m['lead']}{MASK}", text)
     # the header's value runs to the line's or the quote's end, which the match leaves in place
+    text = _YAML_BLOCK.sub(lambda m: f"{m['head']}\n" + "".join(
+        line[:len(line) - len(line.lstrip())] + MASK + "\n" for line in m["body"].splitlines())
+        if _secret_env(m["name"]) else m[0], text)
     text = _AUTHORIZATION.sub(lambda m: f"{m['lead']}{m['q1']}{m['name']}{m['q1']}{m['sep']}{m['q2']}{MASK}", text)
     text = _KEYED.sub(_masked_keyed, text)
+    text = _XML_SECRET.sub(lambda m: f"<{m['name']}>{MASK}</{m['name']}>" if _secret_env(m["name"]) else m[0], text)
     text = _TOKEN_SHAPES.sub(MASK, text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)
 
@@ -101,8 +112,11 @@ def redact(value: Any, key: str = "") -> Any:
 def redact_command(text: str) -> str:
     """A command written as one line (``results record --reproduce``) with its secrets masked as
     :func:`redact_argv` masks them."""
-    # and as one text: a header's name and its value are two words ("-H 'X-Api-Key: V'")
-    return redact_text(" ".join(redact_argv(str(text).split(" "))))
+    # split at any run of white space, kept as typed ("--api-key  V", a tab, a new line), and masked as one text
+    # too: a header's name and its value are two words ("-H 'X-Api-Key: V'")
+    parts = re.split(r"(\s+)", str(text))
+    parts[0::2] = redact_argv(parts[0::2])
+    return redact_text("".join(parts))
 
 
 def _secret_options(argv: list[str]) -> Iterator[tuple[int, str, str]]:

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError
 from rlft.core.plotting import figure, save_figure
-from rlft.core.secrets import redact_command, redact_text
+from rlft.core.secrets import redact_command
 from rlft.results.record import check_results_file, write_results_json
 
 SUMMARY_FILENAME = "summary.json"
@@ -186,8 +186,8 @@ def summarize(name: str, results_dir: Path, title: str | None = None, descriptio
     summary = {
         "kind": "experiment",
         "name": name,
-        "title": redact_text(title or name),
-        "description": redact_text(description or ""),
+        "title": redact_command(title or name),  # "--hub-token V" in a title is masked as on a command line
+        "description": redact_command(description or ""),
         "seeds": [r["seed"] for r in records],
         "command": redact_command(command or _distinct(records, "command")[0]),
         "machines": _distinct(records, "machine"),

@@ -1,0 +1,57 @@
+"""Hostile pass 15's findings (an independent rerun of the third audit's kinds), each the case that found it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlft.core.secrets import MASK, redact_command, redact_text
+
+SECRET = "SEKRETvalue4242XYZ"  # shaped like no service's token: only its name or its place can give it away
+
+
+@pytest.mark.parametrize("command", [f"rlft eval x --api-key  {SECRET}", f"rlft eval x --api-key\t{SECRET}",
+                                     f"rlft eval x --api-key\n{SECRET} --episodes 5"])
+def test_a_secret_after_any_white_space_is_masked_in_a_command(command):
+    """B1: --reproduce split on single spaces: two spaces, a tab or a new line before the value leaked it."""
+    assert SECRET not in redact_command(command) and MASK in redact_command(command)
+
+
+@pytest.mark.parametrize("text", [f"accessToken: {SECRET}", f'{{"authToken": "{SECRET}"}}', f"<token>{SECRET}</token>",
+                                  f"secret: |\n  {SECRET}\n  {SECRET}2\nnext: 1", f"- api_key: >-\n    {SECRET}\n"])
+def test_camel_case_xml_and_block_scalar_keys_are_masked(text):
+    """B3: camelCase names, an XML element and a YAML block scalar held the credential unmasked."""
+    assert SECRET not in redact_text(text) and MASK in redact_text(text)
+
+
+@pytest.mark.parametrize("text", ["maxNewTokens: 64", "padToken: <pad>", "<b>bold</b>", "text: |\n  hello\n"])
+def test_names_like_secrets_but_not_are_left_alone(text):
+    assert redact_text(text) == text
+
+
+def _report(cli, path: Path, seed: int = 0) -> Path:
+    result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "2", "--seed", str(seed),
+                 "--out", path, "--quiet")
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_a_title_or_description_naming_a_secret_option_masks_its_value(cli, tmp_path):
+    """B2: results summarize --title "... --hub-token V" kept V in stdout and summary.json (only --x=V was masked)."""
+    _report(cli, tmp_path / "r.json")
+    assert cli("results", "record", "exp", "--seed", "0", "--report", f"a={tmp_path / 'r.json'}", "--results-dir",
+               tmp_path / "res", "--reproduce", "make x").exit_code == 0
+    result = cli("results", "summarize", "exp", "--results-dir", tmp_path / "res", "--reproduce", "make x",
+                 "--title", f"Run with --hub-token {SECRET}", "--description", f"then --api-key {SECRET} again")
+    assert result.exit_code == 0 and SECRET not in result.output, result.output
+    assert SECRET not in (tmp_path / "res" / "exp" / "summary.json").read_text()
+
+
+def test_a_card_extra_with_camel_case_credentials_writes_none(cli, tmp_path):
+    """B3, as found: --card-extra holding "accessToken: V" put V in the dataset card."""
+    extra = tmp_path / "card.md"
+    extra.write_text(f"accessToken: {SECRET}\n\n<token>{SECRET}</token>\n")
+    result = cli("data", "export-q", "frozenlake", "--out", tmp_path / "d", "--episodes", "5", "--card-extra", extra)
+    assert result.exit_code == 0, result.output
+    assert [p for p in (tmp_path / "d").rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()] == []
