@@ -55,3 +55,25 @@ def test_a_card_extra_with_camel_case_credentials_writes_none(cli, tmp_path):
     result = cli("data", "export-q", "frozenlake", "--out", tmp_path / "d", "--episodes", "5", "--card-extra", extra)
     assert result.exit_code == 0, result.output
     assert [p for p in (tmp_path / "d").rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()] == []
+
+
+def test_overwrite_keeps_the_permissions_of_what_it_replaces(cli, tmp_path):
+    """B4: --overwrite of a folder the user had made private (700, files 600) left it 755 with 644 files; eval's plot
+    beside a private report became 644."""
+    out = tmp_path / "d"
+    args = ("data", "export-q", "frozenlake", "--out", out, "--episodes", "5")
+    assert cli(*args).exit_code == 0
+    out.chmod(0o700)
+    private = [p for p in out.rglob("*") if p.is_file()]
+    for path in private:
+        path.chmod(0o600)
+    assert cli(*args, "--overwrite").exit_code == 0
+    assert out.stat().st_mode & 0o777 == 0o700
+    assert {p.stat().st_mode & 0o777 for p in private if p.exists()} == {0o600}
+    report = _report(cli, tmp_path / "r.json")
+    plot = report.with_suffix(".png")
+    assert plot.is_file()
+    plot.chmod(0o600)
+    result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "2", "--out", report,
+                 "--overwrite", "--quiet")
+    assert result.exit_code == 0 and plot.stat().st_mode & 0o777 == 0o600, result.output

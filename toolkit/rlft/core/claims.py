@@ -123,6 +123,27 @@ def restore_set_aside() -> list[Path]:
     return restored
 
 
+def replaced_mode(path: Path) -> int:
+    """The permissions a file written at ``path`` gets: those of the file it replaces (a file the user made private
+    stays private: hostile passes 14 and 15), else the usual ones (0666 less the umask)."""
+    if path.is_file():
+        return path.stat().st_mode & 0o7777
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def keep_modes(old: Path, new: Path) -> None:
+    """Give a folder about to replace ``old`` the permissions of ``old``, and each of its files those of the file of
+    the same name in ``old``: --overwrite replaces the content, not who may read it."""
+    with contextlib.suppress(OSError):
+        new.chmod(old.stat().st_mode & 0o7777)
+        for path in new.rglob("*"):
+            before = old / path.relative_to(new)
+            if path.is_file() and not path.is_symlink() and before.is_file():
+                path.chmod(before.stat().st_mode & 0o7777)
+
+
 # -- one writer per output: a lock file beside it holds the writer's pid -------------------------------------------
 _LOCKS: set[Path] = set()
 _MADE: dict[Path, list[Path]] = {}  # lock -> the folders made for it, deepest first

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rlft.core.claims import claim_output, pid_alive, recover_set_aside, release_output
+from rlft.core.claims import claim_output, keep_modes, pid_alive, recover_set_aside, release_output, replaced_mode
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError
 from rlft.core.faults import as_disk_full, is_output_fault, output_error, signals_held
@@ -272,6 +272,7 @@ def _swap_in(tmp: Path, out: Path, held: bool) -> None:
         with signals_held():  # Ctrl-C between the two renames would leave no folder at ``out``
             refuse_arrival(out, held)
             if out.exists():  # not ".old-": recover_set_aside would bring a replaced folder back
+                keep_modes(out, tmp)
                 old = Path(tempfile.mkdtemp(prefix=f".{out.name}{REPLACED}", dir=out.parent))
                 os.replace(out, old / "content")
                 try:
@@ -333,6 +334,7 @@ def atomic_write_file(path: str | os.PathLike, write, option: str = "--out", suf
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write(tmp)
+        os.chmod(tmp, replaced_mode(path))
         os.replace(tmp, path)
     except OSError as exc:
         raise output_error(path, exc, option) from exc
@@ -353,10 +355,7 @@ def atomic_write_text(path: str | os.PathLike, text: str, option: str = "--out")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        # mkstemp makes 0600: a new file gets the usual permissions, a replaced one keeps its own (B8: stays private)
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.is_file() else 0o666 & ~umask)
+        os.chmod(tmp, replaced_mode(path))  # mkstemp makes 0600
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(FileNotFoundError):
@@ -383,9 +382,7 @@ def staged_text(path: str | os.PathLike | None, text: str, option: str = "--out"
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.is_file() else 0o666 & ~umask)
+        os.chmod(tmp, replaced_mode(path))
     except OSError as exc:
         if "tmp" in locals():
             with contextlib.suppress(FileNotFoundError):
