@@ -77,3 +77,23 @@ def test_overwrite_keeps_the_permissions_of_what_it_replaces(cli, tmp_path):
     result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "2", "--out", report,
                  "--overwrite", "--quiet")
     assert result.exit_code == 0 and plot.stat().st_mode & 0o777 == 0o600, result.output
+
+
+def test_a_lock_that_is_no_pid_file_is_refused_or_taken_over_never_a_hang(cli, tmp_path):
+    """B15: a lock holding a number past any pid was an OverflowError traceback; a FIFO named as the lock hung the
+    command (its read blocks); an empty lock stamped in the future blocked for good."""
+    import os
+    import time
+
+    lock = tmp_path / ".q.rlft-lock"
+    for content in ("99999999999999999999", ""):
+        lock.write_text(content)
+        if not content:
+            os.utime(lock, (time.time() + 3600, time.time() + 3600))
+        result = cli("data", "export-q", "frozenlake", "--episodes", "1", "--out", tmp_path / "q", "--overwrite")
+        assert result.exit_code == 0 and not lock.exists(), result.output
+    fifo = tmp_path / ".q2.rlft-lock"
+    os.mkfifo(fifo)
+    result = cli("data", "export-q", "frozenlake", "--episodes", "1", "--out", tmp_path / "q2")
+    assert result.exit_code != 0 and "is not a lock file rlft writes" in result.output, result.output
+    assert fifo.exists() and not (tmp_path / "q2").exists()

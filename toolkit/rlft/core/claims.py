@@ -9,6 +9,7 @@ import atexit
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -240,9 +241,21 @@ def _create_lock(lock: Path) -> bool:
             tmp.unlink()
 
 
+MAX_PID = 4_194_304  # Linux's largest pid_max: a larger number in a lock is no process (and overflows os.kill)
+
+
 def _read_lock(lock: Path) -> str | None:
+    """The lock's text; a lock that is not a regular file (a FIFO would block the read for good, a folder) is not
+    rlft's: refused by name, never read or removed (hostile pass 15, B15)."""
     try:
-        return lock.read_text(encoding="utf-8").strip()
+        regular = stat.S_ISREG(lock.lstat().st_mode)
+    except OSError:
+        return None
+    if not regular:
+        raise OutputError(f"{lock} is not a lock file rlft writes (it is not a regular file)",
+                          hint="remove it if no rlft runs, then run the command again")
+    try:
+        return lock.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return None
 
@@ -252,14 +265,14 @@ def _lock_holder(lock: Path) -> int | None:
     text = _read_lock(lock)
     if text == "":
         with contextlib.suppress(OSError):
-            if time.time() - lock.stat().st_mtime < LOCK_WRITE_GRACE_S:
+            if 0 <= time.time() - lock.stat().st_mtime < LOCK_WRITE_GRACE_S:  # a future stamp is no fresh lock
                 return 0
         return None
     try:
         pid = int(text or 0)
     except ValueError:
         return None
-    return pid if pid > 0 and pid != os.getpid() and pid_alive(pid) and _is_rlft(pid) else None
+    return pid if 0 < pid <= MAX_PID and pid != os.getpid() and pid_alive(pid) and _is_rlft(pid) else None
 
 
 def _take_over_stale(lock: Path) -> None:
