@@ -97,3 +97,63 @@ def test_a_lock_that_is_no_pid_file_is_refused_or_taken_over_never_a_hang(cli, t
     result = cli("data", "export-q", "frozenlake", "--episodes", "1", "--out", tmp_path / "q2")
     assert result.exit_code != 0 and "is not a lock file rlft writes" in result.output, result.output
     assert fifo.exists() and not (tmp_path / "q2").exists()
+
+
+def _edited(path: Path, out: Path, **changes) -> Path:
+    import json
+
+    out.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+    return out
+
+
+@pytest.mark.parametrize("changes", [{"returns": "abc"}, {"returns": ["a", "b"]}, {"returns": [1.0, 2.0, 3.0]},
+                                     {"returns": [float("nan"), 1.0]}, {"env_id": ["CartPole-v1"]}])
+def test_a_report_with_damaged_returns_or_names_is_one_line(cli, tmp_path, changes):
+    """B7, B8: text or too many returns were tracebacks in results record --paired, NaN made a record that is not
+    JSON, and an env_id list a traceback in eval compare."""
+    good = _report(cli, tmp_path / "a.json")
+    bad = _edited(good, tmp_path / "b.json", **changes)
+    result = cli("results", "record", "exp", "--seed", "0", "--report", f"a={good}", "--report", f"b={bad}",
+                 "--paired", "b,a", "--results-dir", tmp_path / "res", "--reproduce", "make x")
+    assert result.exit_code == 2 and "not as rlft eval writes it" in result.output, result.output
+    assert not (tmp_path / "res").exists()
+    result = cli("eval", "compare", str(bad), str(good))
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+
+
+def test_summarize_refuses_a_copied_or_mistyped_seed_record_and_render_a_bad_machine(cli, tmp_path):
+    """B9, B10: a copy of seed-0.json as seed-9.json was summarized as seed 0 twice; "seed": "one" was accepted;
+    "machine": "x" passed summarize and was a traceback in render."""
+    res = tmp_path / "res"
+    for seed in (0, 1):
+        report = _report(cli, tmp_path / f"r{seed}.json", seed)
+        assert cli("results", "record", "exp", "--seed", str(seed), "--report", f"a={report}", "--results-dir", res,
+                   "--reproduce", "make x").exit_code == 0
+    seed0 = res / "exp" / "seed-0.json"
+    for name, changes, message in [("seed-9.json", {}, "records seed 0, not the seed its name says"),
+                                   ("seed-9.json", {"seed": "one"}, "is 'one', not a seed number"),
+                                   ("seed-1.json", {"seed": 1, "machine": "x"}, "'machine' of")]:
+        before = (res / "exp" / name).read_text() if (res / "exp" / name).exists() else None
+        _edited(seed0, res / "exp" / name, **changes)
+        result = cli("results", "summarize", "exp", "--results-dir", res, "--reproduce", "make x")
+        assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+        if before is None:
+            (res / "exp" / name).unlink()
+        else:
+            (res / "exp" / name).write_text(before)
+
+
+def test_a_label_with_a_new_line_is_refused(cli, tmp_path):
+    """B17: a --report label holding a new line broke the README table's row in two."""
+    report = _report(cli, tmp_path / "r.json")
+    result = cli("results", "record", "exp", "--seed", "0", "--report", f"a\nb={report}", "--results-dir",
+                 tmp_path / "res", "--reproduce", "make x")
+    assert result.exit_code == 2 and "holds a control character" in result.output, result.output
+
+
+def test_a_step_option_that_is_not_a_name_is_refused(cli, tmp_path):
+    """B5: args: {1: 2} was an AttributeError traceback."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("name: t\nsteps:\n  - command: data export-q frozenlake\n    args: {1: 2, out: '{out}'}\n")
+    result = cli("pipeline", "run", pipeline, "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "not a mapping of option name: value" in result.output, result.output

@@ -118,9 +118,13 @@ def _undefined(value: Any) -> list[str]:
 
 # what each key of a step holds once its variables are filled in (None: not given)
 STEP_TYPES = {"command": (str, "text, e.g. 'data export-q frozenlake'"),
-              "args": (dict, "a mapping of option: value"),
+              "args": (dict, "a mapping of option name: value"),
               "skip_if_exists": (str, "a path"),
               "enabled": (bool, "true or false"), "force": (bool, "true or false")}
+
+
+def _is_name(key: Any) -> bool:
+    return isinstance(key, str) and bool(key)  # an option's name: "args: {1: 2}" was an AttributeError (pass 15, B5)
 
 
 def _check_step_types(step: dict[str, Any], where: str) -> None:
@@ -128,7 +132,7 @@ def _check_step_types(step: dict[str, Any], where: str) -> None:
     any step runs, instead of a traceback or a step run that a list made truthy (hostile pass 14, B9)."""
     for key, (kind, what) in STEP_TYPES.items():
         value = _flag_value(step.get(key)) if kind is bool else step.get(key)  # --set gives "true" / "false"
-        if value is None or isinstance(value, kind):
+        if value is None or (isinstance(value, kind) and not (kind is dict and not all(map(_is_name, value)))):
             continue
         raise InvalidInputError(f"{where}: '{key}' is {value!r}, which is not {what}",
                                 hint="fix the step in the pipeline file")

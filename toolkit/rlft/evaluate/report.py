@@ -378,7 +378,19 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
         if not number or not np.isfinite(value) or not low <= value <= high:
             raise InvalidInputError(f"{path}: {key} is {value!r}, which no rlft evaluation writes",
                                     hint="evaluate again (rlft eval) instead of editing the report")
+    _check_report_lists(data, path)
     return data
+
+
+def _check_report_lists(data: dict[str, Any], path) -> None:
+    """Names as text, returns and seeds one finite number per episode (pass 15, B7/B8: tracebacks in compare)."""
+    bad = [k for k in ("env_id", "policy", "policy_kind") if data.get(k) is not None and not isinstance(data[k], str)]
+    bad += [k for k in ("returns", "seeds") if data.get(k) is not None and not (
+        isinstance(data[k], list) and len(data[k]) == data.get("episodes", len(data[k])) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) for v in data[k]))]
+    if bad:
+        raise InvalidInputError(f"{path}: {', '.join(bad)} not as rlft eval writes it",
+                                hint="evaluate again (rlft eval) instead of editing the report")
 
 
 INF = float("inf")

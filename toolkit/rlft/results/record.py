@@ -52,6 +52,9 @@ def parse_labelled(items: list[str], what: str) -> dict[str, Path]:
         label, sep, path = item.partition("=")
         if not sep or not label or not path:
             raise InvalidInputError(f"--{what} {item!r} is not LABEL=PATH")
+        if not label.isprintable() or "|" in label:  # a label is a row of the README's tables (pass 15, B17)
+            raise InvalidInputError(f"--{what} label {label!r} holds a control character or '|'",
+                                    hint="a label is one line of plain text, e.g. llm-sft")
         if label in out:
             raise InvalidInputError(f"--{what} label {label!r} is given twice")
         out[label] = Path(path)
@@ -248,6 +251,7 @@ def paired_difference(a: dict[str, Any], b: dict[str, Any], labels: tuple[str, s
     if not seeds_a or seeds_a != seeds_b or a.get("env_id") != b.get("env_id"):
         raise InvalidInputError(f"--paired {labels[0]},{labels[1]}: the two reports were not played on the same "
                                 "episodes (env and episode seeds must match)")
+    # load_report checked them: one finite return per episode
     diff = np.asarray(a["returns"], dtype=float) - np.asarray(b["returns"], dtype=float)
     stderr = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
     out = {"episodes": len(diff), "return_diff": float(diff.mean()), "return_diff_stderr": stderr,

@@ -87,12 +87,11 @@ SECTIONS = (("reports", REPORT_COLUMNS), ("runs", RUN_COLUMNS), ("datasets", DAT
 
 
 def check_record_shape(record: Any, path: Path) -> dict[str, Any]:
-    """``record`` if it has a seed record's shape: each section an object of objects whose tabled values are numbers
-    (or true/false/null). A record edited by hand or written by another tool is named with the entry that is wrong,
-    instead of failing on it deep in the tables (hostile pass 14, B5)."""
-    if not isinstance(record, dict):
-        raise InvalidInputError(f"{path} holds a JSON {type(record).__name__}, not a seed record of rlft results "
-                                "record")
+    """``record`` if it has a seed record's shape: its seed a number, its machine and versions objects, each section
+    an object of objects whose tabled values are numbers (or true/false/null). A record edited by hand or written by
+    another tool is named with the entry that is wrong, instead of failing on it deep in the tables (hostile passes
+    14 and 15)."""
+    _check_record_header(record, path)
     for section, columns in SECTIONS:
         entries = record.get(section, {})
         if not isinstance(entries, dict):
@@ -107,6 +106,18 @@ def check_record_shape(record: Any, path: Path) -> dict[str, Any]:
                 if value is not None and not isinstance(value, int | float):
                     raise InvalidInputError(f"{key} of {section} {label!r} in {path} is {value!r}, not a number")
     return record
+
+
+def _check_record_header(record: Any, path: Path) -> None:
+    if not isinstance(record, dict):
+        raise InvalidInputError(f"{path} holds a JSON {type(record).__name__}, not a seed record of rlft results "
+                                "record")
+    seed = record.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise InvalidInputError(f"the seed of {path} is {seed!r}, not a seed number")
+    for key, kind in (("machine", dict), ("versions", dict), ("commit", str), ("command", str)):
+        if record.get(key) is not None and not isinstance(record[key], kind):  # pass 15, B9: a render traceback
+            raise InvalidInputError(f"'{key}' of {path} is {record[key]!r}, not what rlft results record writes")
 
 
 def load_seed_records(folder: Path) -> list[dict[str, Any]]:
@@ -124,6 +135,10 @@ def load_seed_records(folder: Path) -> list[dict[str, Any]]:
             records.append(check_record_shape(json.loads(path.read_text(encoding="utf-8")), path))
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"{path} is not valid JSON: {exc}") from exc
+    for path, record in zip(files, records, strict=True):
+        if record["seed"] != int(path.stem[5:]):  # pass 15, B10: a copied seed-0.json counted seed 0 twice
+            raise InvalidInputError(f"{path} records seed {record['seed']}, not the seed its name says",
+                                    hint="a seed's record is seed-N.json of seed N: rename or remove the copy")
     return records
 
 
