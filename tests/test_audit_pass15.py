@@ -157,3 +157,71 @@ def test_a_step_option_that_is_not_a_name_is_refused(cli, tmp_path):
     pipeline.write_text("name: t\nsteps:\n  - command: data export-q frozenlake\n    args: {1: 2, out: '{out}'}\n")
     result = cli("pipeline", "run", pipeline, "--out", tmp_path / "o")
     assert result.exit_code == 2 and "not a mapping of option name: value" in result.output, result.output
+
+
+@pytest.mark.parametrize(("changes", "message"), [({"kind": ["a"]}, "unknown codec kind"),
+                                                  ({"params": {"action_names": [1, 2, 3, 4]}}, "malformed")])
+def test_a_damaged_codec_is_one_line(cli, tmp_path, tmp_path_factory, changes, message):
+    """B6: a codec whose kind is a list, or whose action names are numbers, was a traceback."""
+    import json
+    import shutil
+
+    from eval_factories import frozenlake_dataset
+
+    data = tmp_path / "d"
+    shutil.copytree(frozenlake_dataset(tmp_path_factory), data)
+    codec = data / "rlft_codec.json"
+    saved = json.loads(codec.read_text())
+    params = {**saved["params"], **changes.pop("params", {})}
+    codec.write_text(json.dumps({**saved, **changes, "params": params}))
+    result = cli("eval", "--policy", "random", "--codec", data, "--episodes", "1")
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output
+
+
+def test_a_broken_chat_template_is_named_at_load(cli, tmp_path):
+    """B11: a model folder whose chat_template.jinja is no Jinja was a TemplateSyntaxError traceback."""
+    from factories import make_lake_q_model
+
+    data, model = make_lake_q_model(tmp_path)
+    (Path(model) / "chat_template.jinja").write_text("{% for x in %}")
+    result = cli("eval", "--policy", f"llm:{model}", "--codec", data, "--episodes", "1")
+    assert result.exit_code == 2 and "is not valid Jinja" in result.output, result.output
+
+
+@pytest.mark.parametrize(("yaml_text", "message"), [
+    ("sft:\n  trl: [1]\n", "trl: must be a mapping"),
+    ("sft:\n  weight_decay: {a: 1}\n", "bad value for weight_decay"),
+])
+def test_trl_settings_of_the_wrong_type_are_refused_before_training(cli, tmp_path, yaml_text, message):
+    """B12: `trl: [1]` was a TypeError; `weight_decay: {a: 1}` started training and died in the optimizer."""
+    from factories import make_lake_q_model
+
+    data, model = make_lake_q_model(tmp_path)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml_text)
+    result = cli("train", "sft", "--config", config, "--dataset", data, "--model", model, "--out", tmp_path / "run",
+                 "--max-steps", "1")
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("entry", "message"), [("CartPole-v1: [1]\n", "must be a mapping"),
+                                                ("CartPole-v1: {n_steps: many}\n", "n_steps is 'many'")])
+def test_hyperparameters_of_the_wrong_type_are_refused(cli, tmp_path, entry, message):
+    """B13: a list as an env's entry, or text as n_steps, were TypeErrors deep in SB3."""
+    hyper = tmp_path / "h.yaml"
+    hyper.write_text(entry)
+    result = cli("expert", "train", "--env", "CartPole-v1", "--algo", "ppo", "--hyperparams", hyper, "--timesteps",
+                 "64", "--out", tmp_path / "e.zip")
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_an_rlft4rl_line_with_a_list_as_role_is_named(cli, tmp_path):
+    """B14: a chat message whose role is a list was an unhashable-type traceback."""
+    import json
+
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"messages": [{"role": ["user"], "content": "x"},
+                                               {"role": "assistant", "content": "1"}]}) + "\n")
+    result = cli("data", "import", "rlft4rl", source, "--env", "CartPole-v1", "--out", tmp_path / "d")
+    assert result.exit_code == 2 and "not an RLFT4RL record" in result.output, result.output

@@ -237,7 +237,7 @@ def codec_from_dict(data: dict[str, Any], source: str = "the codec") -> Codec:
                                 f"{CODEC_SCHEMA_VERSION}", hint="use the rlft version that wrote it, or re-create it")
     kind = data.get("kind")
     _register_kinds()
-    if kind not in _REGISTRY:
+    if not isinstance(kind, str) or kind not in _REGISTRY:  # a list was "unhashable" (hostile pass 15, B6)
         raise InvalidInputError(f"{source}: unknown codec kind {kind!r}", hint=f"known kinds: {sorted(_REGISTRY)}")
     try:
         codec = _REGISTRY[kind].from_dict(data)
@@ -247,7 +247,7 @@ def codec_from_dict(data: dict[str, Any], source: str = "the codec") -> Codec:
         return codec
     except InvalidInputError as exc:
         raise InvalidInputError(f"{source}: {exc.message}", hint=exc.hint) from exc
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # AttributeError: numbers as action names
         raise InvalidInputError(f"{source} holds a malformed {kind} codec ({type(exc).__name__}: {exc})",
                                 hint="re-create the dataset with rlft data serialize / export-q") from exc
 

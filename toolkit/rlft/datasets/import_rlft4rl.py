@@ -32,7 +32,8 @@ def _texts(record, line: int) -> tuple[str, str]:
     if isinstance(record, dict) and "observation" in record and "action" in record:
         return str(record["observation"]), str(record["action"])
     if isinstance(record, dict) and isinstance(record.get("messages"), list):
-        by_role = {m.get("role"): str(m.get("content", "")) for m in record["messages"] if isinstance(m, dict)}
+        by_role = {m.get("role"): str(m.get("content", "")) for m in record["messages"]
+                   if isinstance(m, dict) and isinstance(m.get("role"), str)}  # a list as role: pass 15, B14
         if "user" in by_role and "assistant" in by_role:
             return by_role["user"], by_role["assistant"]
     raise InvalidInputError(f"line {line}: not an RLFT4RL record (expected observation/action texts or chat "

@@ -49,7 +49,22 @@ def load_tokenizer(path: str):
                                 hint="the model folder is damaged: make or fetch it again") from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    _check_chat_template(tokenizer, path)
     return tokenizer
+
+
+def _check_chat_template(tokenizer, path: str) -> None:
+    """A chat template that is no Jinja (hand-edited) is named at load, not a TemplateSyntaxError traceback at the
+    first prompt (hostile pass 15, B11)."""
+    import jinja2
+
+    templates = tokenizer.chat_template
+    for template in (templates.values() if isinstance(templates, dict) else [templates]):
+        try:
+            jinja2.Environment().parse(template) if isinstance(template, str) else None
+        except jinja2.TemplateSyntaxError as exc:
+            raise InvalidInputError(f"the chat template of {path} is not valid Jinja (line {exc.lineno}: {exc})",
+                                    hint="fix chat_template.jinja, or remove it for plain prompts") from exc
 
 
 def available_memory() -> int | None:

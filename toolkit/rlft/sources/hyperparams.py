@@ -76,7 +76,7 @@ def load_hyperparams(algo: str, env_id: str, path: str | Path | None = None) -> 
         if explicit:
             raise InvalidInputError(f"{file} has no entry for {env_id!r}", hint=f"it has: {', '.join(map(str, table))}")
         return Hyperparams(source=f"stable-baselines3 defaults ({env_id} not in {file.name})")
-    raw = dict(table[env_id] or {})
+    raw = _checked_entry(table[env_id] or {}, f"{file}: {env_id}")
     bad = [k for k in UNSUPPORTED_KEYS if k in raw]
     if bad:
         raise InvalidInputError(f"{file}: {env_id}: unsupported keys {bad}", hint="rlft trains without env wrappers")
@@ -87,6 +87,32 @@ def load_hyperparams(algo: str, env_id: str, path: str | Path | None = None) -> 
         n_timesteps=int(float(raw["n_timesteps"])) if "n_timesteps" in raw else None,
         policy=str(raw.get("policy", "MlpPolicy")),
     )
+
+
+# the counts and rates SB3 compares with numbers: text there ("many") was a TypeError deep in SB3 (pass 15, B13)
+COUNT_KEYS = ("n_envs", "n_timesteps", "n_steps", "batch_size", "n_epochs", "buffer_size", "learning_starts",
+              "gradient_steps", "target_update_interval")
+RATE_KEYS = ("gamma", "gae_lambda", "vf_coef", "max_grad_norm", "tau", "learning_rate", "clip_range", "ent_coef")
+
+
+def _checked_entry(entry: Any, where: str) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise InvalidInputError(f"{where} must be a mapping of hyperparameters, not a {type(entry).__name__}")
+    for key, value in entry.items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if key in COUNT_KEYS and not (number or (isinstance(value, str) and _is_float(value))):
+            raise InvalidInputError(f"{where}: {key} is {value!r}, not a number")
+        if key in RATE_KEYS and not (number or (isinstance(value, str) and (value.startswith(("lin_", "auto"))))):
+            raise InvalidInputError(f"{where}: {key} is {value!r}, not a number (or lin_<number>, auto)")
+    return dict(entry)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _display_path(file: Path) -> str:

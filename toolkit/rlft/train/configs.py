@@ -228,16 +228,16 @@ def merge_config(cls, yaml_values: dict[str, Any] | None = None, cli_values: dic
     yaml_values = {k.replace("-", "_"): v for k, v in dict(yaml_values or {}).items()}
     cli_values = dict(cli_values or {})
     trl_flags = dict(trl_flags or {})
-    yaml_trl = {**_named_trl_values(cls, dict(yaml_values.pop("trl", None) or {}), keep=True),
+    yaml_trl = {**_named_trl_values(cls, _trl_mapping(yaml_values.pop("trl", None)), keep=True),
                 **_named_trl_values(cls, yaml_values)}
-    cli_trl = {**_named_trl_values(cls, dict(cli_values.pop("trl", None) or {}), keep=True),
+    cli_trl = {**_named_trl_values(cls, _trl_mapping(cli_values.pop("trl", None)), keep=True),
                **_named_trl_values(cls, {k: v for k, v in cli_values.items() if v is not None})}
     for key in _trl_defaults(cls):
         cli_values.pop(key, None)
     _route_trl_flags(trl_flags, names, cli_values, cli_trl)
     trl_values = {**yaml_trl, **cli_trl}
     trl_names = _move_trl_keys(cls, names, yaml_values, trl_values, source)
-    _check_trl_values(cls, trl_values, trl_names)
+    trl_values = _check_trl_values(cls, trl_values, trl_names)
     values, sources = _coerce_values(cls, names, yaml_values, cli_values)
     sources.update({**dict.fromkeys(_trl_defaults(cls), "default"), **dict.fromkeys(yaml_trl, "yaml"),
                     **dict.fromkeys(cli_trl, "cli")})
@@ -302,13 +302,35 @@ def _move_trl_keys(cls, names: list[str], yaml_values: dict[str, Any], trl_value
     return trl_names
 
 
-def _check_trl_values(cls, trl_values: dict[str, Any], trl_names: set[str]) -> None:
-    """Refuse TRL settings that are not fields of the TRL class, or that rlft sets itself."""
+def _trl_mapping(value: Any) -> dict[str, Any]:
+    if value is not None and not isinstance(value, dict):  # "trl: [1]" was a TypeError (hostile pass 15, B12)
+        raise InvalidInputError(f"trl: must be a mapping of TRL settings, not {value!r:.60}",
+                                hint="write it as trl: {weight_decay: 0.01, ...}")
+    return dict(value or {})
+
+
+def _check_trl_values(cls, trl_values: dict[str, Any], trl_names: set[str]) -> dict[str, Any]:
+    """Refuse TRL settings that are not fields of the TRL class, or that rlft sets itself; the others converted to
+    their TRL field's type (a mapping as weight_decay reached the optimizer: pass 15, B12)."""
     bad = sorted(k for k in trl_values if (k not in trl_names and k not in _trl_defaults(cls))
                  or k in RESERVED_TRL_FIELDS)
     if bad:
         raise InvalidInputError(f"trl: {', '.join(bad)} cannot be set",
                                 hint=f"not a field of trl.{cls.trl_config_class}, or set by rlft (output_dir: --out)")
+    hints = _trl_types(cls)
+    return {k: coerce(k, v, hints[k]) if k in hints else v for k, v in trl_values.items()}
+
+
+def _trl_types(cls) -> dict[str, Any]:
+    """The type of each field of the stage's TRL config class (none where TRL's annotations cannot be resolved)."""
+    if not getattr(cls, "trl_config_class", None):
+        return {}
+    import trl
+
+    try:
+        return typing.get_type_hints(getattr(trl, cls.trl_config_class))
+    except (NameError, TypeError):
+        return {}
 
 
 def _coerce_values(cls, names: list[str], yaml_values: dict[str, Any],
