@@ -225,3 +225,22 @@ def test_an_rlft4rl_line_with_a_list_as_role_is_named(cli, tmp_path):
                                                {"role": "assistant", "content": "1"}]}) + "\n")
     result = cli("data", "import", "rlft4rl", source, "--env", "CartPole-v1", "--out", tmp_path / "d")
     assert result.exit_code == 2 and "not an RLFT4RL record" in result.output, result.output
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["eval", "--policy", "random", "--env", "CartPole-v1", "--temperature", "0.5"], "--temperature"),
+    (["eval", "--policy", "random", "--env", "CartPole-v1", "--constrained"], "--constrained"),
+    (["eval", "--policy", "random", "--env", "CartPole-v1", "--concurrency", "4"], "--concurrency"),
+    (["eval", "--policy", "random", "--env", "CartPole-v1", "--video-episodes", "5"], "--video-episodes"),
+    (["eval", "--policy", "random", "--env", "CartPole-v1", "--search-horizon", "4"], "--search-horizon"),
+    (["eval", "--policy", "random", "--env", "CartPole-v1", "--critic-candidates", "8"], "--critic-candidates"),
+    (["eval", "--policy", "random", "--env", "CartPole-v1", "--no-cache"], "--no-cache"),
+    (["data", "export-q", "frozenlake", "--map", "4x4", "--maps", "7", "--out", "never-written"], "--maps"),
+    (["data", "export-q", "frozenlake", "--p", "0.3", "--out", "never-written"], "--p"),
+    (["data", "serialize", "cp/none-v0", "--download-timeout", "5", "--out", "never-written"], "--download-timeout"),
+])
+def test_an_option_that_would_do_nothing_is_refused(cli, args, flag):
+    """B16: options of another policy kind, map kind or mode were accepted and ignored (exit 0, the same output)."""
+    result = cli(*args)
+    assert result.exit_code == 2 and f"{flag} does nothing here" in result.output, result.output
+    assert not Path("never-written").exists()

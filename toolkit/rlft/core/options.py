@@ -50,6 +50,20 @@ def check_values(cls, values: dict[str, Any], extra: list[tuple[str, Any, Any, t
             raise InvalidInputError(f"{flag} must be {span}, got {value}")
 
 
+def check_needed(config, conditions: dict[str, tuple[bool, str]]) -> None:
+    """Refuse a setting given where it does nothing (hostile pass 15, B16: ignored options exited 0): a field declared
+    with ``needs=NAME`` whose value is not its default while ``conditions[NAME]`` is ``(False, what it applies to)``."""
+    for f in dataclasses.fields(config):
+        need = f.metadata.get("needs")
+        if need is None or conditions[need][0] or f.default is dataclasses.MISSING:
+            continue
+        value = getattr(config, f.name)
+        if value != f.default:
+            flag = ("--no-" if value is False else "--") + f.name.replace("_", "-")
+            raise InvalidInputError(f"{flag} does nothing here: it applies {conditions[need][1]}",
+                                    hint=f"leave {flag} out")
+
+
 class Declared:
     """Mixin of a config dataclass that checks its declared choices and bounds when it is made."""
 

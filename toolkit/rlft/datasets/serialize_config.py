@@ -21,6 +21,7 @@ class SerializeConfig:
     format: str = option("raw", "raw | discretized | tokenized | binned (one token per value: quantile bins of both "
                               "spaces, decoded to their data means; made for continuous control).", choices=FORMATS)
     precision: int = option(3, "raw: decimals per value.")
+    # bins, edges and tokens are not refused under another --format: a recipe passes them whatever its {format}
     bins: int = option(32, "discretized, binned: bins per dimension.")
     edges_from: str = option("data", "discretized, binned: bin edges from 'data' quantiles or space 'bounds'.",
                              choices=EDGE_SOURCES)
@@ -40,7 +41,8 @@ class SerializeConfig:
     in_memory_steps: int = option(2_000_000, "Sources of up to this many steps are read in one pass.", cli=False)
     download: bool = option(False, "Download a remote Minari dataset if it is not local.")
     download_timeout: float = option(3600.0, "--download: seconds the download may take in all (a stalled or "
-                                             "dripping server is given up).", min=1.0, max=7 * 24 * 3600.0)
+                                             "dripping server is given up).", min=1.0, max=7 * 24 * 3600.0,
+                                    needs="download")
     card_extra: Path | None = option(None, "Markdown file of dataset-specific prose for the card.")
     # plots/returns.png: opt-in, matplotlib's import is most of a small dataset's run time
     plot: bool = option(False, "Draw plots/returns.png (return histogram and per episode) for the card; importing "

@@ -10,7 +10,7 @@ import numpy as np
 from rlft.codecs.numeric_prompt import PROFILES
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
-from rlft.core.options import check_declared
+from rlft.core.options import check_declared, check_needed
 from rlft.datasets.card import read_extra_markdown
 from rlft.datasets.serialize_config import SerializeConfig
 from rlft.sources.minari_source import datasets_root
@@ -24,6 +24,7 @@ MAX_HISTORY = 1000  # previous steps (--history) or turns (--turns) in one promp
 def validate_config(config: SerializeConfig) -> None:
     """Every option is checked before the source is read."""
     check_declared(config)  # the declared choices and bounds, however the config was made
+    check_needed(config, {"download": (config.download, "with --download")})  # ignored, a typo (pass 15, B16)
     _check_prompt_options(config)
     _check_codec_options(config)
     if config.max_episodes is not None and config.max_episodes < 1:

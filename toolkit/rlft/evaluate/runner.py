@@ -9,6 +9,7 @@ from typing import Any
 from rlft.core.console import console, progress
 from rlft.core.errors import InvalidInputError, OutputExistsError, RlftError
 from rlft.core.io import refuse_overlap
+from rlft.core.options import check_needed
 from rlft.core.output_file import check_output_file, is_json_with
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.datasets.dataset import RlftDataset
@@ -151,6 +152,12 @@ def _check_config(config: EvalConfig) -> None:
         raise InvalidInputError(f"--temperature must be >= 0 (0: greedy), got {config.temperature}")
     if not 0.0 < config.top_p <= 1.0:
         raise InvalidInputError(f"--top-p must be in (0, 1], got {config.top_p}")
+    # after the values: an option that does nothing for this policy is refused, not ignored (hostile pass 15, B16)
+    check_needed(config, {"llm": (config.policy.startswith("llm:"), "to llm: policies"),
+                          "openai": (config.backend == "openai", "with --backend openai"),
+                          "video": (config.video is not None, "with --video FOLDER"),
+                          "search": (config.search > 0, "with --search N"),
+                          "critic": (config.critic is not None, "with --critic RUN")})
     _check_outputs(config)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlft.codecs.choices import PROMPT_STYLES, WORDINGS
-from rlft.core.options import MAX_EPISODES, Declared, option
+from rlft.core.options import MAX_EPISODES, Declared, check_needed, option
 
 MAX_MAPS = 100_000  # each is solved and written out: a billion ran until killed (hostile pass 12, B4)
 
@@ -24,10 +24,11 @@ class ExportQConfig(Declared):
     out: Path = field(metadata={"help": "Dataset folder to write (Hub layout).", "required": True})
     map: str = option("4x4", "4x4, 8x8, a text file with one row of S/F/H/G per line, or randomNxN (a new map every "
                            "episode, drawn into each prompt).")
-    maps: int = option(100, "--map randomNxN: rows from the maps of seeds 0..N-1.", min=1, max=MAX_MAPS)
-    p: float = option(0.8, "--map randomNxN: probability that a cell is ice.")
+    maps: int = option(100, "--map randomNxN: rows from the maps of seeds 0..N-1.", min=1, max=MAX_MAPS,
+                       needs="random")
+    p: float = option(0.8, "--map randomNxN: probability that a cell is ice.", needs="random")
     pool: bool = option(False, "--map randomNxN: the dataset's episodes (training, evaluation with its codec) meet "
-                             "only its --maps maps (seed s: map s mod N).")
+                             "only its --maps maps (seed s: map s mod N).", needs="random")
     slippery: bool = option(True, "Slippery ice (gymnasium default).")
     gamma: float = option(0.99, "Discount factor in (0, 1].")
     csv: Path | None = option(None, "Also write the Gemma-experiment CSV here.")
@@ -45,3 +46,8 @@ class ExportQConfig(Declared):
                               "state's Q-values.")
     card_extra: Path | None = option(None, "Markdown file of dataset-specific prose for the card.")
     overwrite: bool = option(False, "Replace a non-empty --out (atomically).")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # --maps, --p, --pool on a fixed map changed nothing and exited 0 (hostile pass 15, B16)
+        check_needed(self, {"random": (str(self.map).startswith("random"), "with --map randomNxN")})
