@@ -244,3 +244,21 @@ def test_an_option_that_would_do_nothing_is_refused(cli, args, flag):
     result = cli(*args)
     assert result.exit_code == 2 and f"{flag} does nothing here" in result.output, result.output
     assert not Path("never-written").exists()
+
+
+@pytest.mark.parametrize(("text", "args", "message"), [
+    ("name: t\nvars: {quick: maybe, n: 1}\npresets:\n  quick: {n: 2}\nsteps:\n  - command: data export-q frozenlake\n",
+     [], "is switched by 'maybe': true or false"),
+    ("name: t\nvars: {seed: 0}\nseeds: [0, 0]\nsteps:\n  - command: data export-q frozenlake\n", [],
+     "must be a list of distinct integers"),
+    ("name: t\nsteps:\n  - command: data export-q frozenlake\n", ["--set", SECRET],
+     "--set takes NAME=VALUE"),
+])
+def test_pipeline_switches_seeds_and_sets_are_checked_before_any_step(cli, tmp_path, text, args, message):
+    """Pass 15's unclear cases: a preset switched by "maybe" was silently off, seeds: [0, 0] failed after seed 0 ran,
+    and --set with no '=' echoed the value (perhaps a token typed without its name)."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(text)
+    result = cli("pipeline", "run", pipeline, "--out", tmp_path / "o", *args)
+    assert result.exit_code == 2 and message in result.output and SECRET not in result.output, result.output
+    assert not (tmp_path / "o").exists()

@@ -143,7 +143,7 @@ def test_experiment_recipes_run_steps_per_seed_then_final_steps(tmp_path):
         with pytest.raises(InvalidInputError, match="--seeds"):
             parse_seeds(bad)
     path.write_text(yaml.safe_dump({**spec, "seeds": ["a"]}))
-    with pytest.raises(InvalidInputError, match="must be a list of integers"):
+    with pytest.raises(InvalidInputError, match="must be a list of distinct integers"):
         load_pipeline(path, tmp_path / "o", False, [])
 
 

@@ -213,8 +213,8 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
     variables = dict(spec.get("vars") or {})
     for item in overrides:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise InvalidInputError(f"--set {item!r} is not KEY=VALUE")
+        if not sep:  # the value is not echoed: it may be a token typed without its name (hostile pass 15)
+            raise InvalidInputError("--set takes NAME=VALUE: a value was given with no '=' and no variable name")
         if key not in variables:
             raise InvalidInputError(f"--set {key}: pipeline {path.name} has no variable {key!r}",
                                     hint=f"its variables: {sorted(variables)}")
@@ -226,9 +226,10 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
         # a pipeline without seeds runs its final steps after its steps, not never (hostile pass 14, B10)
         return spec, [("", argv) for argv in _step_argvs(spec["steps"], fixed, path, "step")] + \
             [("final", argv) for argv in _step_argvs(spec.get("final") or [], fixed, path, "final step")]
-    if seeds is None and (not isinstance(seed_list, list) or not seed_list
+    if seeds is None and (not isinstance(seed_list, list) or not seed_list or len(set(seed_list)) != len(seed_list)
                           or not all(isinstance(v, int) and v >= 0 for v in seed_list)):
-        raise InvalidInputError(f"'seeds:' of pipeline {path} must be a list of integers >= 0")
+        # [0, 0] ran seed 0 and then failed on its own output (hostile pass 15): refused before any step
+        raise InvalidInputError(f"'seeds:' of pipeline {path} must be a list of distinct integers >= 0")
     runs = []
     for seed in seed_list:
         fixed = {"seed": seed, "out": f"{out}/seed-{seed}", "overwrite": overwrite}
@@ -254,6 +255,9 @@ def apply_presets(spec: dict, variables: dict[str, Any], given: set[str], path: 
         unknown = sorted(set(values) - set(variables))
         if unknown:
             raise InvalidInputError(f"preset {name!r} of pipeline {path} sets unknown variables {unknown}")
-        if _flag_value(variables[name]) is True:
+        switch = _flag_value(variables[name])
+        if not isinstance(switch, bool):  # "maybe" was silently false (hostile pass 15)
+            raise InvalidInputError(f"preset {name!r} of pipeline {path} is switched by {switch!r}: true or false")
+        if switch:
             out.update({k: v for k, v in values.items() if k not in given})
     return out
