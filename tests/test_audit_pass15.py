@@ -18,7 +18,8 @@ def test_a_secret_after_any_white_space_is_masked_in_a_command(command):
     assert SECRET not in redact_command(command) and MASK in redact_command(command)
 
 
-@pytest.mark.parametrize("text", [f"accessToken: {SECRET}", f'{{"authToken": "{SECRET}"}}', f"<token>{SECRET}</token>",
+@pytest.mark.parametrize("text", [f"curl -u user:{SECRET} http://h", f"wandb login {SECRET}", f"Cookie: session={SECRET}",
+                                  f"accessToken: {SECRET}", f'{{"authToken": "{SECRET}"}}', f"<token>{SECRET}</token>",
                                   f"secret: |\n  {SECRET}\n  {SECRET}2\nnext: 1", f"- api_key: >-\n    {SECRET}\n"])
 def test_camel_case_xml_and_block_scalar_keys_are_masked(text):
     """B3: camelCase names, an XML element and a YAML block scalar held the credential unmasked."""

@@ -39,14 +39,17 @@ _KEY_LEAD = r"(?P<lead>(?:^|[\s{,;'\"(\[])(?:--)?)(?P<q1>[\"']?)"
 _KEYED = re.compile(_KEY_LEAD + r"(?P<name>[A-Za-z][A-Za-z0-9_.-]*)(?P=q1)(?P<sep>\s*(?::|=)\s*)(?P<q2>[\"']?)"
                     r"(?P<value>[^\s'\",;}\]]+)(?P=q2)(?=$|[\s,;}\])'\"#])", re.MULTILINE)
 _ITEM_END = re.compile(r"[ \t]*(?:$|#|[,;}\])'\"])", re.MULTILINE)  # what may follow a ":" value: its item ends
-# an Authorization header's value is all of it to the line's (or the quote's) end: "Authorization: token V"
-_AUTHORIZATION = re.compile(_KEY_LEAD + r"(?P<name>(?:proxy-)?authorization)(?P=q1)(?P<sep>\s*[:=]\s*)(?P<q2>[\"']?)"
-                            r"(?P<value>[^\r\n'\"]+)", re.MULTILINE | re.IGNORECASE)
+# an Authorization (or Cookie) header's value is all of it to the line's or the quote's end: "Authorization: token V"
+_AUTHORIZATION = re.compile(_KEY_LEAD + r"(?P<name>(?:proxy-)?authorization|(?:set-)?cookie)(?P=q1)"
+                            r"(?P<sep>\s*[:=]\s*)(?P<q2>[\"']?)(?P<value>[^\r\n'\"]+)", re.MULTILINE | re.IGNORECASE)
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")  # accessToken, apiKey: the names of JSON and JavaScript
 # an XML element of a secret name (<token>V</token>) and a YAML block scalar under one ("secret: |" and its lines)
 _XML_SECRET = re.compile(r"<(?P<name>[A-Za-z][\w.-]*)>(?P<value>[^<]+)</(?P=name)>")
 _YAML_BLOCK = re.compile(r"^(?P<head>[ \t]*-?[ \t]*[\"']?(?P<name>[A-Za-z][\w.-]*)[\"']?[ \t]*:[ \t]*[|>][-+0-9]*"
                          r"[ \t]*)\n(?P<body>(?:[ \t]+\S.*(?:\n|$))+)", re.MULTILINE)
+# credentials by their place on a command line: curl's "-u user:V", "wandb login V", "huggingface-cli login --token"
+_CLI_CREDENTIAL = re.compile(r"(?P<lead>(?:^|\s)(?:(?:-u|--user)\s+[^\s:]+:|(?:wandb|huggingface-cli|hf)\s+(?:auth\s+)?"
+                             r"login\s+))(?P<value>[^\s'\"-][^\s'\"]*)")
 _NOT_A_VALUE = {"null", "none", "~", "true", "false", MASK}
 _QUERY_SECRET = re.compile(r"(?P<key>[?&][^=&#\s]*(token|key|password|secret)[^=&#\s]*=)(?P<value>[^&#\s]+)",
                            re.IGNORECASE)
@@ -90,6 +93,7 @@ def redact_text(text: str) -> str:
         if _secret_env(m["name"]) else m[0], text)
     text = _AUTHORIZATION.sub(lambda m: f"{m['lead']}{m['q1']}{m['name']}{m['q1']}{m['sep']}{m['q2']}{MASK}", text)
     text = _KEYED.sub(_masked_keyed, text)
+    text = _CLI_CREDENTIAL.sub(lambda m: f"{m['lead']}{MASK}", text)
     text = _XML_SECRET.sub(lambda m: f"<{m['name']}>{MASK}</{m['name']}>" if _secret_env(m["name"]) else m[0], text)
     text = _TOKEN_SHAPES.sub(MASK, text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)
