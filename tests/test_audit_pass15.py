@@ -18,8 +18,9 @@ def test_a_secret_after_any_white_space_is_masked_in_a_command(command):
     assert SECRET not in redact_command(command) and MASK in redact_command(command)
 
 
-@pytest.mark.parametrize("text", [f"curl -u user:{SECRET} http://h", f"wandb login {SECRET}", f"Cookie: session={SECRET}",
-                                  f"accessToken: {SECRET}", f'{{"authToken": "{SECRET}"}}', f"<token>{SECRET}</token>",
+@pytest.mark.parametrize("text", [f"curl -u user:{SECRET} http://h", f"wandb login {SECRET}",
+                                  f"Cookie: session={SECRET}", f"accessToken: {SECRET}",
+                                  f'{{"authToken": "{SECRET}"}}', f"<token>{SECRET}</token>",
                                   f"secret: |\n  {SECRET}\n  {SECRET}2\nnext: 1", f"- api_key: >-\n    {SECRET}\n"])
 def test_camel_case_xml_and_block_scalar_keys_are_masked(text):
     """B3: camelCase names, an XML element and a YAML block scalar held the credential unmasked."""
@@ -263,3 +264,13 @@ def test_pipeline_switches_seeds_and_sets_are_checked_before_any_step(cli, tmp_p
     result = cli("pipeline", "run", pipeline, "--out", tmp_path / "o", *args)
     assert result.exit_code == 2 and message in result.output and SECRET not in result.output, result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_a_device_given_as_a_file_is_called_what_it_is(cli, tmp_path):
+    """Pass 15's unclear U7: expert train --hyperparams /dev/zero said "does not exist", results render --readme
+    /dev/zero "no README": refused for the wrong reason."""
+    result = cli("expert", "train", "--env", "CartPole-v1", "--hyperparams", "/dev/zero", "--out", tmp_path / "e.zip")
+    assert result.exit_code == 2 and "is not a regular file" in result.output, result.output
+    (tmp_path / "results").mkdir()
+    result = cli("results", "render", "--readme", "/dev/zero", "--results-dir", tmp_path / "results")
+    assert result.exit_code == 2 and "is not a regular file" in result.output, result.output

@@ -17,7 +17,7 @@ from typing import Any
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
-from rlft.core.reading import read_json_mapping, read_yaml_mapping
+from rlft.core.reading import read_json_mapping, read_yaml_mapping, require_file
 from rlft.results.environment import machine_line
 from rlft.results.reproduce import HEADLINES, expected_range, headline_key
 
@@ -294,7 +294,7 @@ def render_readme(readme: Path, results_dir: Path, check: bool = False) -> list[
     return the names of the blocks that were (or, with ``check``, would be) changed."""
 
     if not readme.is_file():
-        raise InvalidInputError(f"no README at {readme}")
+        require_file(readme, "page", hint="pass a README or docs page holding <!-- results:NAME --> blocks")
     text = readme.read_text(encoding="utf-8")
     check_block_tags(readme, text)
     if not BLOCK.search(text):

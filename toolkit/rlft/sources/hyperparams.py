@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.reading import read_yaml_mapping
+from rlft.core.reading import read_yaml_mapping, require_file
 
 # Inside the package (package data), so an installed rlft (not only a checkout) trains with the tuned settings.
 HYPERPARAMS_DIR = Path(__file__).resolve().parent / "zoo"
@@ -68,8 +68,8 @@ def load_hyperparams(algo: str, env_id: str, path: str | Path | None = None) -> 
     explicit = path is not None
     file = Path(path) if explicit else default_file(algo)
     if not file.is_file():
-        if explicit:
-            raise InvalidInputError(f"--hyperparams {file} does not exist")
+        if explicit:  # missing, a folder, or a pipe or device: said as what it is (hostile pass 15)
+            require_file(file, "--hyperparams")
         return Hyperparams(source="stable-baselines3 defaults (no tuned file)")
     table = read_yaml_mapping(file, "a mapping of env ids to hyperparameters")
     if env_id not in table:
