@@ -274,3 +274,15 @@ def test_a_device_given_as_a_file_is_called_what_it_is(cli, tmp_path):
     (tmp_path / "results").mkdir()
     result = cli("results", "render", "--readme", "/dev/zero", "--results-dir", tmp_path / "results")
     assert result.exit_code == 2 and "is not a regular file" in result.output, result.output
+
+
+def test_an_rlft4rl_line_past_the_limit_is_refused_before_it_is_read_whole(cli, tmp_path, monkeypatch):
+    """Pass 15's unclear case: a 1 GiB one-line file was read whole (2.2 GB) before its error."""
+    from rlft.datasets import import_rlft4rl
+
+    monkeypatch.setattr(import_rlft4rl, "MAX_LINE_CHARS", 1000)
+    source = tmp_path / "in.jsonl"
+    record = '{"observation": "<observation>1,2,3,4</observation>", "action": "<action>0</action>"}\n'
+    source.write_text(record + "x" * 5000 + "\n")
+    result = cli("data", "import", "rlft4rl", source, "--env", "CartPole-v1", "--out", tmp_path / "d")
+    assert result.exit_code == 2 and "line 2 is longer than 1,000 characters" in result.output, result.output

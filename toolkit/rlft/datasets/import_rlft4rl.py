@@ -55,6 +55,9 @@ def _values(pattern: re.Pattern, text: str, what: str, line: int) -> np.ndarray:
     return values
 
 
+MAX_LINE_CHARS = 1_000_000  # one record: an observation and an action as text
+
+
 def read_rlft4rl(path: Path) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """(observations (N, D), actions (N, A), the file line of each row) of an RLFT4RL JSON-lines file, every line
     checked."""
@@ -63,7 +66,10 @@ def read_rlft4rl(path: Path) -> tuple[np.ndarray, np.ndarray, list[int]]:
     observations, actions, lines = [], [], []
     try:
         with path.open(encoding="utf-8") as handle:
-            for line, text in enumerate(handle, start=1):
+            for line, text in enumerate(iter(lambda: handle.readline(MAX_LINE_CHARS + 1), ""), start=1):
+                if len(text) > MAX_LINE_CHARS:  # read in full, a 1 GiB line took 2.2 GB first (hostile pass 15)
+                    raise InvalidInputError(f"{path} line {line} is longer than {MAX_LINE_CHARS:,} characters",
+                                            hint="an RLFT4RL record is one short JSON object a line")
                 if not text.strip():
                     continue
                 try:
