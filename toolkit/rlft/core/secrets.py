@@ -87,10 +87,10 @@ def redact_text(text: str) -> str:
     text = _BARE_USERINFO.sub(lambda m: f"{m['lead']}{MASK}@", text)
     text = _ENV_ASSIGNMENT.sub(lambda m: f"{m['lead']}{m['name']}={MASK}" if _secret_env(m["name"]) else m[0], text)
     text = _BEARER.sub(lambda m: f"{m['lead']}{MASK}", text)
-    # the header's value runs to the line's or the quote's end, which the match leaves in place
     text = _YAML_BLOCK.sub(lambda m: f"{m['head']}\n" + "".join(
         line[:len(line) - len(line.lstrip())] + MASK + "\n" for line in m["body"].splitlines())
         if _secret_env(m["name"]) else m[0], text)
+    # the header's value runs to the line's or the quote's end, which the match leaves in place
     text = _AUTHORIZATION.sub(lambda m: f"{m['lead']}{m['q1']}{m['name']}{m['q1']}{m['sep']}{m['q2']}{MASK}", text)
     text = _KEYED.sub(_masked_keyed, text)
     text = _CLI_CREDENTIAL.sub(lambda m: f"{m['lead']}{MASK}", text)
