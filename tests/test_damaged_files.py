@@ -308,7 +308,7 @@ def test_a_full_disk_while_saving_a_model_is_one_line_and_keeps_nothing(cli, tmp
 
 
 @pytest.mark.parametrize(("key", "value"), [("success_rate", 7.0), ("episodes", -5), ("return_mean", "lots"),
-                                            ("return_std", "Infinity")])
+                                            ("return_std", "Infinity"), ("return_mean", True)])
 def test_a_report_edited_past_what_an_evaluation_writes_is_refused(cli, tmp_path, key, value):
     """eval compare showed them as they were (hostile pass 12, U3)."""
     report = {"rlft_report_version": 1, "env_id": "CartPole-v1", "policy": "random", "episodes": 3,
@@ -317,3 +317,13 @@ def test_a_report_edited_past_what_an_evaluation_writes_is_refused(cli, tmp_path
     path = tmp_path / "r.json"
     path.write_text(json.dumps(report))
     one_line_error(cli("eval", "compare", path), f"{key} is", "which no rlft evaluation writes")
+
+
+def test_a_number_in_a_file_is_an_int_or_a_float_and_never_a_bool():
+    """The one test every reader of reports, records and settings applies (it was written four times)."""
+    from rlft.core.reading import is_number
+
+    assert [is_number(v) for v in (0, -3, 2.5, float("nan"), True, False, "1", None, [1])] == [
+        True, True, True, True, False, False, False, False, False]
+    assert [is_number(v, finite=True) for v in (1.0, float("nan"), float("inf"), -float("inf"), 7)] == [
+        True, False, False, False, True]

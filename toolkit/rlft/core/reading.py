@@ -5,12 +5,21 @@ failure one line naming the file."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
 from rlft.core.errors import InvalidInputError
 
 MAX_TEXT_FILE_BYTES = 16 * 2**20  # a settings, card or pipeline file larger than this is not one
+
+
+def is_number(value, finite: bool = False) -> bool:
+    """``value`` as JSON or YAML gives a number: an int or a float, not a bool (``True`` is an int to Python), and
+    with ``finite`` not NaN or an infinity either. What a file says is a number is checked with this one test."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return not finite or math.isfinite(value)
 
 
 def require_file(path: str | os.PathLike, what: str, hint: str | None = None) -> Path:

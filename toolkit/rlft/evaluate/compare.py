@@ -12,6 +12,7 @@ import numpy as np
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.plotting import figure, save_figure
+from rlft.core.reading import is_number
 from rlft.evaluate.report import SUMMARY_ROWS, _fmt, load_report
 
 
@@ -91,7 +92,7 @@ def compare_table(paths: list[str | os.PathLike], reports: list[dict[str, Any]] 
         if all(v is None for v in values):
             continue
         cells = [_fmt(v) for v in values]
-        numeric = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        numeric = [v for v in values if is_number(v)]
         if key in best_keys and len(reports) > 1 and numeric:
             best = max(numeric)
             cells = [f"[green]{c}[/]" if v == best else c for c, v in zip(cells, values, strict=True)]

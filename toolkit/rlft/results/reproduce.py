@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.reading import read_json_mapping
+from rlft.core.reading import is_number, read_json_mapping
 
 LEVEL = 0.95
 MIN_SEEDS = 3  # with two seeds the interval is wider than any score range: nothing to check against
@@ -81,16 +81,12 @@ def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, A
             "reproduced": all(row["inside"] is not False for row in rows) and any(row["inside"] for row in rows)}
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def data_build(record: dict) -> dict[str, tuple]:
     """Each dataset a seed record trained on, as (episodes, steps, return mean to 0.01): two builds of one recipe
     that differ here hold different data (an expert trained on another CPU stops at another step)."""
     datasets = record.get("datasets") if isinstance(record.get("datasets"), dict) else {}
     return {name: (d.get("episodes"), d.get("steps"), round(float(d["return_mean"]), 2)
-                   if _is_number(d.get("return_mean")) else None)
+                   if is_number(d.get("return_mean")) else None)
             for name, d in datasets.items() if isinstance(d, dict)}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.reading import read_yaml_mapping, require_file
+from rlft.core.reading import is_number, read_yaml_mapping, require_file
 
 # Inside the package (package data), so an installed rlft (not only a checkout) trains with the tuned settings.
 HYPERPARAMS_DIR = Path(__file__).resolve().parent / "zoo"
@@ -99,7 +99,7 @@ def _checked_entry(entry: Any, where: str) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise InvalidInputError(f"{where} must be a mapping of hyperparameters, not a {type(entry).__name__}")
     for key, value in entry.items():
-        number = isinstance(value, int | float) and not isinstance(value, bool)
+        number = is_number(value)
         if key in COUNT_KEYS and not (number or (isinstance(value, str) and _is_float(value))):
             raise InvalidInputError(f"{where}: {key} is {value!r}, not a number")
         if key in RATE_KEYS and not (number or (isinstance(value, str) and (value.startswith(("lin_", "auto"))))):
