@@ -50,7 +50,7 @@ def compare(
     """Print evaluation reports side by side; for FrozenLake LLM reports, say whether the LLM matched the
     optimal policy (agreement 1.0 and success within noise of the exact optimal rate)."""
     from rlft.evaluate.compare import compare_table
-    from rlft.evaluate.report import load_report
+    from rlft.evaluate.report_shape import load_report
 
     if png is not None and png.suffix.lower() != ".png":  # before any output: the error is the only line
         raise InvalidInputError(f"--png must name a .png file, got {png}")

@@ -17,20 +17,27 @@ from typing import Any
 MASK = "***"
 # by name: a token of a service (never a tokenizer's pad_token or max_new_tokens), keys, passwords and the like
 _SECRET_NAME = re.compile(r"^(?:token|(?!.*(?:^|_)(?:pad|eos|bos|unk|sep|cls|mask|per)_token$).*_token)$"
-                          r"|api_?key|passw(?:or)?d|secret|credential|authorization")
+                          r"|^(?:.*_)?token_?value$|api_?key|passw(?:or)?d|passphrase|secret|credential|authorization"
+                          r"|(?:^|_)(?:private|access|wandb|ssh|signing|encryption|master|account|storage|license"
+                          r"|subscription|client|auth)_?key$|(?:^|_)auth$")
+# an option whose bare name is a credential on a command line ("--key V", "--pass V"); not as a key of a mapping,
+# where rlft's own records use "key" for a column's name
+_SECRET_OPTION = re.compile(r"^(?:key|pass|sig)$")
 # an environment variable (upper case, as a shell line writes it) names a secret by its suffix too: OPENAI_KEY,
 # WANDB_KEY, AWS_SECRET_ACCESS_KEY, a personal access token (GH_PAT)
-_SECRET_ENV = re.compile(r"(?:^|_)(?:KEY|PAT|PASS)$")
+_SECRET_ENV = re.compile(r"(?:(?:^|_)(?:KEY|PAT|PASS)|TOKEN)$")  # MYTOKEN too: an upper-case name ending so
 # an HTTP credential as a header or a curl line writes it: "Authorization: Bearer X", "Bearer X", "Basic X"
 _BEARER = re.compile(r"(?P<lead>\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+)(?P<value>[A-Za-z0-9._~+/=-]{6,})")
 # the userinfo of a URL runs to the last "@" before the next space: a password may hold "/" or "@" as typed; with no
 # ":" the whole userinfo is the secret (https://TOKEN@host, git's way)
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>\S*)@")
 # the same without a scheme (``user:TOKEN@host``, ``//user:TOKEN@host``), as a word of its own or quoted
-_BARE_USERINFO = re.compile(r"(?P<lead>(?:^|[\s'\"(=])(?://)?)(?P<user>[^\s:/@'\"]+):(?P<secret>[^\s@'\"/]+)@")
+# (the password may hold "/" as typed, oauth2:ab/V@host, but not begin with one: C:/path/name@2x.png is a path)
+_BARE_USERINFO = re.compile(r"(?P<lead>(?:^|[\s'\"(=])(?://)?)(?P<user>[^\s:/@'\"]+):(?P<secret>[^\s@'\"/][^\s@'\"]*)@")
 # an environment assignment as a shell line writes it (``HF_TOKEN=hf_... make experiment``), masked when its name
 # says secret, and the tokens of the services rlft meets, recognised by their shape wherever they stand
-_ENV_ASSIGNMENT = re.compile(r"(?P<lead>(?:^|[\s;'\"(]))(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\s;'\")]+)")
+_ENV_ASSIGNMENT = re.compile(r"(?P<lead>(?:^|[\s;'\"(]))(?P<name>[A-Za-z_][A-Za-z0-9_]*)="
+                             r"(?P<value>\$?'[^'\n]*'|\$?\"[^\"\n]*\"|[^\s;'\")]+)")  # HF_TOKEN=$'V', "V", V
 _TOKEN_SHAPES = re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,})")
 # a secret-named key written as a header, JSON, YAML or an assignment: ``X-Api-Key: V``, ``PRIVATE-TOKEN: V``,
 # ``"api_key": "V"``, ``token: V``, ``HF_TOKEN="V"``, ``--hub-token=V``. After ":" the value must end its line, its
@@ -51,8 +58,16 @@ _YAML_BLOCK = re.compile(r"^(?P<head>[ \t]*-?[ \t]*[\"']?(?P<name>[A-Za-z][\w.-]
 _CLI_CREDENTIAL = re.compile(r"(?P<lead>(?:^|\s)(?:(?:-u|--user)\s+[^\s:]+:|(?:wandb|huggingface-cli|hf)\s+(?:auth\s+)?"
                              r"login\s+))(?P<value>[^\s'\"-][^\s'\"]*)")
 _NOT_A_VALUE = {"null", "none", "~", "true", "false", MASK}
-_QUERY_SECRET = re.compile(r"(?P<key>[?&][^=&#\s]*(token|key|password|secret)[^=&#\s]*=)(?P<value>[^&#\s]+)",
-                           re.IGNORECASE)
+# in a URL's query or its fragment (an OAuth redirect's #access_token=V), a storage signature (?sig=V) included
+_QUERY_SECRET = re.compile(r"(?P<key>[?&#](?:[^=&#\s]*(?:token|key|password|secret|auth(?!or))[^=&#\s]*|sig)=)"
+                           r"(?P<value>[^&#\s]+)", re.IGNORECASE)
+# a secret option and its value as a command line writes them, in prose (a card, a title, a run name): "--hub-token
+# V", quoted or not, after any white space; a value that is another option, a variable or a placeholder is none
+_OPTION_VALUE = re.compile(r"(?P<lead>(?:^|[\s`'\"(\[])--?(?P<name>[A-Za-z][A-Za-z0-9_-]*)[\s\u00a0]+)(?P<q>['\"]?)"
+                           r"(?P<value>[^\s'\"`$<{\-][^\s'\"`]*)(?P=q)")
+_PROSE_WORD = re.compile(r"[a-z]{1,7}[.,:;!?)]?$")  # "use --token or HF_TOKEN", "the --token option": a word goes on
+# a .netrc line ("machine h login u password V")
+_NETRC = re.compile(r"(?P<lead>\blogin\s+\S+\s+password\s+)(?P<value>\S+)")
 
 
 def is_secret_name(name: str) -> bool:
@@ -60,6 +75,11 @@ def is_secret_name(name: str) -> bool:
     ``accessToken``...)."""
     snake = _CAMEL.sub(r"\1_\2", str(name).lstrip("-"))
     return bool(_SECRET_NAME.search(snake.lower().replace("-", "_")))
+
+
+def is_secret_option(name: str) -> bool:
+    """True for an option that holds a secret: a secret name, or a bare credential word (``--key``, ``--pass``)."""
+    return is_secret_name(name) or bool(_SECRET_OPTION.match(str(name).lstrip("-").lower()))
 
 
 def _masked_userinfo(match: re.Match) -> str:
@@ -72,7 +92,8 @@ def _secret_env(name: str) -> bool:
 
 
 def _masked_keyed(match: re.Match) -> str:
-    if not _secret_env(match["name"].replace("-", "_")) or match["value"].strip().lower() in _NOT_A_VALUE:
+    name = match["name"].replace("-", "_")
+    if not (_secret_env(name) or name.lower() == "pass") or match["value"].strip().lower() in _NOT_A_VALUE:
         return match[0]
     if ":" in match["sep"] and not match["q2"] and not _ITEM_END.match(match.string, match.end()):
         return match[0]  # "this token: wait and push": a sentence goes on after a word, an item does not
@@ -94,6 +115,9 @@ def redact_text(text: str) -> str:
     text = _AUTHORIZATION.sub(lambda m: f"{m['lead']}{m['q1']}{m['name']}{m['q1']}{m['sep']}{m['q2']}{MASK}", text)
     text = _KEYED.sub(_masked_keyed, text)
     text = _CLI_CREDENTIAL.sub(lambda m: f"{m['lead']}{MASK}", text)
+    text = _OPTION_VALUE.sub(lambda m: f"{m['lead']}{m['q']}{MASK}{m['q']}" if is_secret_option(m["name"])
+                             and m["value"] != MASK and not _PROSE_WORD.match(m["value"]) else m[0], text)
+    text = _NETRC.sub(lambda m: f"{m['lead']}{MASK}", text)
     text = _XML_SECRET.sub(lambda m: f"<{m['name']}>{MASK}</{m['name']}>" if _secret_env(m["name"]) else m[0], text)
     text = _TOKEN_SHAPES.sub(MASK, text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)
@@ -128,9 +152,9 @@ def _secret_options(argv: list[str]) -> Iterator[tuple[int, str, str]]:
     forms (``--token VALUE``, ``--token=VALUE``)."""
     for i, word in enumerate(argv):
         name, eq, value = word.partition("=")
-        if word.startswith("--") and eq and is_secret_name(name):
+        if word.startswith("--") and eq and is_secret_option(name):
             yield i, f"{name}={MASK}", value
-        elif i and argv[i - 1].startswith("--") and "=" not in argv[i - 1] and is_secret_name(argv[i - 1]):
+        elif i and argv[i - 1].startswith("--") and "=" not in argv[i - 1] and is_secret_option(argv[i - 1]):
             yield i, MASK, word
 
 

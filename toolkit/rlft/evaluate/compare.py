@@ -13,7 +13,8 @@ import numpy as np
 from rlft.core.errors import InvalidInputError
 from rlft.core.plotting import figure, save_figure
 from rlft.core.reading import is_number
-from rlft.evaluate.report import SUMMARY_ROWS, _fmt, load_report
+from rlft.evaluate.report import SUMMARY_ROWS, _fmt
+from rlft.evaluate.report_shape import load_report
 
 
 def headline(report: dict[str, Any]) -> tuple[str, float, float]:

@@ -4,7 +4,6 @@ a rich table (``rlft eval compare`` prints several side by side: :mod:`rlft.eval
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_text
 from rlft.core.output_file import is_png
-from rlft.core.reading import is_number, read_json_mapping
 from rlft.core.secrets import redact
 from rlft.core.trackers import check_log_folder
 from rlft.envs.frozenlake import is_frozenlake, map_rows
@@ -293,36 +291,3 @@ def without_timings(report: dict[str, Any]) -> dict[str, Any]:
         out["constrained_precompute"] = {k: v for k, v in out["constrained_precompute"].items()
                                          if k != "precompute_seconds"}
     return out
-
-
-def load_report(path: str | os.PathLike) -> dict[str, Any]:
-    data = read_json_mapping(path, "report")
-    if "rlft_report_version" not in data:
-        raise InvalidInputError(f"{path} is not an rlft eval report (no rlft_report_version)")
-    for key, low, high in REPORT_RANGES:
-        value = data.get(key)  # what no rlft evaluation writes (a NaN score, a rate of 7, -5 episodes): edited
-        if value is None:
-            continue
-        if not is_number(value, finite=True) or not low <= value <= high:
-            raise InvalidInputError(f"{path}: {key} is {value!r}, which no rlft evaluation writes",
-                                    hint="evaluate again (rlft eval) instead of editing the report")
-    _check_report_lists(data, path)
-    return data
-
-
-def _check_report_lists(data: dict[str, Any], path) -> None:
-    """Names as text, returns and seeds one finite number per episode (pass 15, B7/B8: tracebacks in compare)."""
-    bad = [k for k in ("env_id", "policy", "policy_kind") if data.get(k) is not None and not isinstance(data[k], str)]
-    bad += [k for k in ("returns", "seeds") if data.get(k) is not None and not (
-        isinstance(data[k], list) and len(data[k]) == data.get("episodes", len(data[k])) and all(
-            is_number(v, finite=True) for v in data[k]))]
-    if bad:
-        raise InvalidInputError(f"{path}: {', '.join(bad)} not as rlft eval writes it",
-                                hint="evaluate again (rlft eval) instead of editing the report")
-
-
-INF = float("inf")
-# the numbers a report's readers (compare, results record) show, and the values an evaluation can give them
-REPORT_RANGES = [("return_mean", -INF, INF), ("return_std", 0.0, INF), ("normalized_score", -INF, INF),
-                 ("success_rate", 0.0, 1.0), ("expert_agreement", 0.0, 1.0), ("invalid_action_rate", 0.0, 1.0),
-                 ("episodes", 1, INF)]

@@ -22,7 +22,7 @@ from rlft.core.manifest import RUN_FILE
 from rlft.core.output_file import check_output_file, is_png
 from rlft.core.secrets import redact_command
 from rlft.evaluate.compare import expert_scores
-from rlft.evaluate.report import load_report
+from rlft.evaluate.report_shape import load_report
 from rlft.evaluate.verdict import verdicts
 from rlft.results.environment import environment
 
@@ -251,7 +251,11 @@ def paired_difference(a: dict[str, Any], b: dict[str, Any], labels: tuple[str, s
     if not seeds_a or seeds_a != seeds_b or a.get("env_id") != b.get("env_id"):
         raise InvalidInputError(f"--paired {labels[0]},{labels[1]}: the two reports were not played on the same "
                                 "episodes (env and episode seeds must match)")
-    # load_report checked them: one finite return per episode
+    missing = [label for label, report in zip(labels, (a, b), strict=True) if report.get("returns") is None]
+    if missing:  # load_report checked those there: one finite return per episode
+        raise InvalidInputError(f"--paired {labels[0]},{labels[1]}: report {missing[0]} holds no returns per "
+                                "episode, which every rlft evaluation writes",
+                                hint="evaluate again (rlft eval) instead of editing the report")
     diff = np.asarray(a["returns"], dtype=float) - np.asarray(b["returns"], dtype=float)
     stderr = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
     out = {"episodes": len(diff), "return_diff": float(diff.mean()), "return_diff_stderr": stderr,

@@ -1,0 +1,113 @@
+"""Hostile pass 16's findings (an independent rerun of the third audit's kinds), each the case that found it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SECRET = "SEKRETvalue4242XYZ"  # shaped like no service's token: only its name or its place can give it away
+
+
+def _lake_report(path: Path, kind: str, **changes) -> Path:
+    """A FrozenLake report as rlft eval writes one (the fields the verdict and the paired difference read)."""
+    report = {"rlft_report_version": 1, "env_id": "FrozenLake-v1", "policy": kind, "policy_kind": kind,
+              "episodes": 3, "seed": 0, "seeds": [0, 1, 2], "returns": [1.0, 0.0, 1.0], "return_mean": 2 / 3,
+              "success_rate": 2 / 3, "optimal_success_exact": 0.74, "expert_agreement": 1.0,
+              "reference_scores": {"random": 0.0, "expert": 0.74, "source": "rlft"}}
+    for key, value in changes.items():
+        if value is _DROP:
+            report.pop(key)
+        else:
+            report[key] = value
+    path.write_text(json.dumps(report))
+    return path
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize("changes", [{"seed": [1, "a"]}, {"seed": {"a": 1}}, {"seed": True}, {"seed": 1.5},
+                                     {"seed": -1}, {"episodes": _DROP}, {"episodes": 2.5},
+                                     {"success_rate": _DROP}, {"optimal_success_exact": "x"},
+                                     {"optimal_success_exact": [1, "a"]}, {"reference_scores": "x"},
+                                     {"reference_scores": [0.0, 1.0]},
+                                     {"reference_scores": {"random": 0.0, "expert": float("nan")}},
+                                     {"reference_scores": {"random": 1.0, "expert": 1.0}}])
+def test_a_report_with_a_damaged_field_its_readers_use_is_one_line(cli, tmp_path, changes):
+    """B1: a list seed, a missing episodes or success_rate, a text optimal_success_exact and a damaged
+    reference_scores were tracebacks in eval compare (the table, the verdict) and results record --paired."""
+    good = _lake_report(tmp_path / "q.json", "q-greedy")
+    bad = _lake_report(tmp_path / "llm.json", "llm", **changes)
+    result = cli("eval", "compare", bad, good)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "llm.json" in result.output and "rlft eval" in result.output, result.output
+    result = cli("results", "record", "exp", "--seed", "0", "--report", f"a={bad}", "--report", f"b={good}",
+                 "--paired", "a,b", "--results-dir", tmp_path / "res", "--reproduce", "make x")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert not (tmp_path / "res").exists()
+
+
+def test_paired_reports_need_their_returns_and_good_reports_still_pair(cli, tmp_path):
+    """B1: a report without returns was a KeyError in results record --paired."""
+    good = _lake_report(tmp_path / "q.json", "q-greedy")
+    llm = _lake_report(tmp_path / "llm.json", "llm")
+    result = cli("results", "record", "exp", "--seed", "0", "--report", f"a={llm}", "--report", f"b={good}",
+                 "--paired", "a,b", "--results-dir", tmp_path / "res", "--reproduce", "make x")
+    assert result.exit_code == 0, result.output
+    paired = json.loads((tmp_path / "res" / "exp" / "seed-0.json").read_text())["paired"]["a - b"]
+    assert paired["episodes"] == 3 and paired["return_diff"] == 0.0
+    bare = _lake_report(tmp_path / "bare.json", "llm", returns=_DROP)
+    result = cli("results", "record", "exp2", "--seed", "0", "--report", f"a={bare}", "--report", f"b={good}",
+                 "--paired", "a,b", "--results-dir", tmp_path / "res", "--reproduce", "make x")
+    assert result.exit_code == 2 and "report a holds no returns per episode" in " ".join(result.output.split())
+    assert not (tmp_path / "res" / "exp2").exists()
+
+
+S = SECRET
+_SPELLINGS = [f"Pushed with `rlft data push d --repo-id me/fl --hub-token {S}`.", f"x --hub-token {S}R",
+              f"--api-key\u00a0{S}", f"--token '{S}'", f"--HUB-TOKEN {S}", f"--hub_token {S}", f"--private-key {S}",
+              f"--wandb-key {S}", f"--access-key {S}", f"--key {S}", f"--pass {S}", f"pass={S}",
+              f"curl 'https://h/cb#access_token={S}'", f"git clone oauth2:ab/{S}@gitlab.com:x",
+              f'{{"private_key": "{S}", "passphrase": "{S}"}}', f"t passphrase={S}", f"privateKey: {S}",
+              f"tokenValue={S}", f"MYTOKEN={S}", f"HF_AUTH={S}", f"X-Auth: {S}", f"https://h/x?sig={S}",
+              f"https://h/x?auth={S}", f"machine h login u password {S}", f"HF_TOKEN=$'{S}'"]
+
+
+@pytest.mark.parametrize("text", _SPELLINGS)
+def test_every_spelling_of_a_secret_is_masked_in_prose_and_in_a_command(text):
+    """B2: prose (a card extra, a run name) masked only the --x=V form; B3: private/access/wandb keys, passphrases,
+    a URL fragment, a signature, a .netrc line, a password holding "/" and $'V' quoting were not recognised."""
+    from rlft.core.secrets import MASK, redact_command, redact_text
+
+    for redacted in (redact_text(text), redact_command(text)):
+        assert SECRET not in redacted and MASK in redacted, redacted
+
+
+@pytest.mark.parametrize("text", ["--credit-key local", "the --token option", "use --hub-token or HF_TOKEN",
+                                  "--api-key $OPENAI_API_KEY", "--token {tok}", "C:/path/name@2x.png",
+                                  "https://h/x?author=me", "key: return_mean", "MAX_NEW_TOKENS=64", "pad_token_id=0"])
+def test_prose_and_settings_that_only_look_like_secrets_are_left_alone(text):
+    from rlft.core.secrets import redact_text
+
+    assert redact_text(text) == text
+
+
+def test_a_card_extra_and_a_run_name_never_carry_an_option_form_secret(cli, tmp_path):
+    """B2: `--hub-token V` in --card-extra reached README.md (what data push publishes), and in --run-name
+    rlft_run.json, TensorBoard's events and training_args.bin."""
+    extra = tmp_path / "extra.md"
+    extra.write_text(f"Pushed with `rlft data push datasets/fl --repo-id me/fl --hub-token {SECRET}`.\n")
+    data = tmp_path / "fl"
+    result = cli("data", "export-q", "frozenlake", "--out", data, "--episodes", "5", "--card-extra", extra)
+    assert result.exit_code == 0, result.output
+    assert "--hub-token ***" in (data / "README.md").read_text()
+    model = tmp_path / "m"
+    assert cli("model", "init", "--dataset", data, "--out", model).exit_code == 0
+    run = tmp_path / "run"
+    result = cli("train", "sft", "--dataset", data, "--model", model, "--out", run, "--max-steps", "1",
+                 "--run-name", f"x --hub-token {SECRET}R")
+    assert result.exit_code == 0, result.output
+    leaks = [p for p in [data, run] for p in p.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert not leaks and SECRET not in result.output, leaks
