@@ -111,3 +111,13 @@ def test_a_card_extra_and_a_run_name_never_carry_an_option_form_secret(cli, tmp_
     assert result.exit_code == 0, result.output
     leaks = [p for p in [data, run] for p in p.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert not leaks and SECRET not in result.output, leaks
+
+
+def test_a_pipelines_name_is_masked_in_its_banners(cli, tmp_path):
+    """B4: the step banner printed the pipeline's name as written, a token in it included."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(f'name: "sec2 --hub-token {SECRET}N"\nsteps:\n'
+                        "  - command: data export-q frozenlake\n    args: {episodes: 2, out: '{out}'}\n")
+    result = cli("pipeline", "run", pipeline, "--out", tmp_path / "o")
+    assert result.exit_code == 0, result.output
+    assert SECRET not in result.output and "sec2 --hub-token ***" in result.output

@@ -32,7 +32,7 @@ from rlft.cli.pipeline_spec import load_pipeline
 from rlft.cli.train import check_trl_flags
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError, RlftError
-from rlft.core.secrets import known_secrets, mask_known, redact_argv, secret_values
+from rlft.core.secrets import known_secrets, mask_known, redact_argv, redact_command, secret_values
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -229,9 +229,10 @@ def run(
     spec, runs = load_pipeline(path, out, overwrite, set_, seeds)
     with known_secrets(pipeline_secrets(runs)):  # a token a variable passes is masked wherever the steps use it
         preflight(runs, root, sources=[path])  # a missing model or a misspelled reward fails here, before any step
+        title = escape(redact_command(str(spec.get("name", path.stem))))  # a banner masks what its name holds too
         for i, (label, argv) in enumerate(runs, 1):
             where = f" {label}," if label else ""
-            console.rule(f"[bold]{escape(str(spec.get('name', path.stem)))}[/]{escape(where)} step {i}/{len(runs)}: "
+            console.rule(f"[bold]{title}[/]{escape(where)} step {i}/{len(runs)}: "
                          f"rlft {escape(' '.join(mask_secrets(argv)))}")
             # standalone_mode=False: click returns a step's exit code instead of exiting the process.
             code = root.main(argv, prog_name="rlft", standalone_mode=False)
