@@ -121,3 +121,84 @@ def test_a_pipelines_name_is_masked_in_its_banners(cli, tmp_path):
     result = cli("pipeline", "run", pipeline, "--out", tmp_path / "o")
     assert result.exit_code == 0, result.output
     assert SECRET not in result.output and "sec2 --hub-token ***" in result.output
+
+
+@pytest.fixture(scope="module")
+def lake_model(tmp_path_factory):
+    """A FrozenLake Q dataset and a tiny model on it (what the ignored-option cases train)."""
+    from typer.testing import CliRunner
+
+    from rlft.cli.main import app
+
+    root = tmp_path_factory.mktemp("pass16")
+    for args in (["data", "export-q", "frozenlake", "--out", str(root / "fl"), "--episodes", "5"],
+                 ["model", "init", "--dataset", str(root / "fl"), "--out", str(root / "m")]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+    return root / "fl", root / "m"
+
+
+@pytest.mark.parametrize(("option", "where"), [
+    ("--map", "map file"), ("--expert", "expert checkpoint"), ("--policy expert:", "expert checkpoint"),
+    ("--policy bc:", "behaviour-cloning policy"), ("--policy llm:", "is not a folder"),
+    ("--results-dir", "is not a folder")])
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_pipe_a_device_or_a_folder_given_as_a_file_is_named_as_such(cli, tmp_path, lake_model, option, where, kind):
+    """B5: a FIFO, /dev/zero or a folder given where a file is read was 'does not exist' or 'unknown map'."""
+    import os
+
+    if kind == "fifo":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    else:
+        path = tmp_path / "adir"
+        path.mkdir()
+    data, _ = lake_model
+    commands = {"--map": ["data", "export-q", "frozenlake", "--episodes", "2", "--out", tmp_path / "o", "--map", path],
+                "--expert": ["data", "improve", data, "--expert", path, "--out", tmp_path / "o"],
+                "--results-dir": ["results", "summarize", "e", "--results-dir", path]}
+    if option.startswith("--policy"):
+        args = ["eval", "--policy", f"{option.split()[1]}{path}", "--env", "CartPole-v1", "--episodes", "1",
+                "--out", tmp_path / "r.json"]
+    else:
+        args = commands[option]
+    result = cli(*args)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    if kind == "folder" and option in ("--results-dir", "--policy llm:"):
+        return  # a folder is what these take: its contents are what is wrong
+    assert "does not exist" not in text and "unknown map" not in text, text
+    assert where in text or "not a regular file" in text or "a folder, not" in text, text
+
+
+@pytest.mark.parametrize("args", [
+    ["sft", "--lora-r", "8"], ["sft", "--lora-target-modules", "q_proj"], ["sft", "--awr-temperature", "2"],
+    ["sft", "--awr-max-weight", "5"], ["sft", "--check-steps", "1", "--check-tolerance", "0.2"],
+    ["grpo", "--target-temperature", "0.5"], ["grpo", "--env-samples", "3"], ["grpo", "--env-gamma", "0.5"],
+    ["grpo", "--step-weight", "2"], ["grpo", "--credit-window", "2"], ["grpo", "--credit-gamma", "0.5"],
+    ["grpo", "--lora-dropout", "0.1"]])
+def test_a_training_option_that_does_nothing_here_is_refused(cli, tmp_path, lake_model, args):
+    """B6: LoRA settings on a model trained whole, AWR settings without --critic, a tolerance on discrete actions and
+    the settings of other GRPO modes exited 0 and were written into rlft_run.json as given."""
+    data, model = lake_model
+    out = tmp_path / "run"
+    result = cli("train", args[0], "--dataset", data, "--model", model, "--max-steps", "1", "--out", out, *args[1:])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"{args[-2]} does nothing here: it applies" in text, text
+    assert not out.exists()
+
+
+def test_check_settings_without_checks_are_named_and_grpo_epsilon_is_bounded(cli, tmp_path, lake_model):
+    """B6: --check-states without --check-steps (a recipe passes it beside a --check-steps its user may set to 0) is
+    said, not silent; B7: --epsilon 1e300 was an overflow traceback in the first step, the run left behind."""
+    data, model = lake_model
+    result = cli("train", "sft", "--dataset", data, "--model", model, "--max-steps", "1", "--out", tmp_path / "s",
+                 "--check-states", "5")
+    assert result.exit_code == 0, result.output
+    assert "--check-states is not used: it applies with the decision checks" in " ".join(result.output.split())
+    result = cli("train", "grpo", "--dataset", data, "--model", model, "--max-steps", "1", "--out", tmp_path / "g",
+                 "--epsilon", "1e300")
+    assert result.exit_code == 2 and "Traceback" not in result.output and "--epsilon" in result.output
+    assert not (tmp_path / "g").exists()

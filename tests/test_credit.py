@@ -207,7 +207,8 @@ def test_pooled_credits_train_through_trl(tmp_path, credit):
 
     data, model = _lake(tmp_path)
     out = tmp_path / "run"
-    info = run_grpo(lake_episode_config(data, model, out, credit=credit, credit_window=2, max_steps=3))
+    window = {"credit_window": 2} if credit == "action" else {}  # elsewhere it does nothing, and is refused
+    info = run_grpo(lake_episode_config(data, model, out, credit=credit, max_steps=3, **window))
     assert "credit/state_groups_last" in info["metrics"]
     saved = json.loads((out / "rlft_run.json").read_text())
     assert saved["credit"] == credit and saved.get("credit_window") == (2 if credit == "action" else None)

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from rlft.core.errors import InvalidInputError
-from rlft.train.configs import build_config, merge_config, read_yaml_config
+from rlft.train.config_values import read_yaml_config
+from rlft.train.configs import build_config, merge_config
 from rlft.train.grpo.config import GRPOStageConfig
 from rlft.train.sft_config import SFTStageConfig
 

@@ -52,16 +52,24 @@ def check_values(cls, values: dict[str, Any], extra: list[tuple[str, Any, Any, t
 
 def check_needed(config, conditions: dict[str, tuple[bool, str]]) -> None:
     """Refuse a setting given where it does nothing (hostile pass 15, B16: ignored options exited 0): a field declared
-    with ``needs=NAME`` whose value is not its default while ``conditions[NAME]`` is ``(False, what it applies to)``."""
+    with ``needs=NAME`` whose value is not its default while ``conditions[NAME]`` is ``(False, what it applies to)``.
+    A need not among ``conditions`` is checked where it is known (training's LoRA once the model is loaded)."""
+    for flag, applies in unused_settings(config, conditions):
+        raise InvalidInputError(f"{flag} does nothing here: it applies {applies}", hint=f"leave {flag} out")
+
+
+def unused_settings(config, conditions: dict[str, tuple[bool, str]]) -> list[tuple[str, str]]:
+    """(flag, what it applies to) of each setting :func:`check_needed` refuses."""
+    out = []
     for f in dataclasses.fields(config):
         need = f.metadata.get("needs")
-        if need is None or conditions[need][0] or f.default is dataclasses.MISSING:
+        if need not in conditions or conditions[need][0]:
             continue
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         value = getattr(config, f.name)
-        if value != f.default:
-            flag = ("--no-" if value is False else "--") + f.name.replace("_", "-")
-            raise InvalidInputError(f"{flag} does nothing here: it applies {conditions[need][1]}",
-                                    hint=f"leave {flag} out")
+        if default is not dataclasses.MISSING and value != default:
+            out.append((("--no-" if value is False else "--") + f.name.replace("_", "-"), conditions[need][1]))
+    return out
 
 
 class Declared:

@@ -92,8 +92,7 @@ def load_map(spec: str) -> LakeMap:
     if spec in MAPS:
         return LakeMap(spec, tuple(MAPS[spec]))
     path = Path(spec)
-    if path.is_file():
-
+    if path.exists() or path.is_symlink():  # a folder, a pipe or a device is named as such by the reader
         return LakeMap(path.name, validate_rows(read_text_file(path, "map file").splitlines(), str(path)))
     raise InvalidInputError(
         f"unknown map {spec!r}", hint=f"use one of {sorted(MAPS)} or the path of a text file of S/F/H/G rows"

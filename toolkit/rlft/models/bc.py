@@ -18,6 +18,7 @@ import numpy as np
 from rlft.codecs.structured import flat_box, flatten, is_structured, leaves
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_file
+from rlft.core.reading import require_file
 
 BC_FORMAT = "rlft-bc-v1"
 
@@ -157,10 +158,7 @@ def load_bc(path: str | os.PathLike) -> BCModel:
     """Load a file written by :func:`train_bc`, with a clear error for anything else."""
     import torch
 
-    path = Path(path)
-    if not path.is_file():
-        raise InvalidInputError(f"behaviour-cloning policy {path} does not exist",
-                                hint="train one with: rlft train bc --dataset DIR --out FILE")
+    path = require_file(path, "behaviour-cloning policy", hint="train one with: rlft train bc --dataset DIR --out FILE")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - not a torch file, or not ours

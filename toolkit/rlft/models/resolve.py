@@ -33,7 +33,9 @@ def resolve_model(name: str | os.PathLike) -> str:
             )
         return str(path)
     text = str(name)
-    if path.exists() or not looks_like_hub_id(text):
+    if path.exists():  # a file, a pipe, a device: a model is a folder
+        raise InvalidInputError(f"model {text!r} is not a folder", hint="pass a model folder or a Hub id")
+    if not looks_like_hub_id(text):
         raise InvalidInputError(f"model {text!r} does not exist", hint="pass a model folder or a Hub id")
     return hub_snapshot(text, "model")
 

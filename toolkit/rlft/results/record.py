@@ -20,6 +20,7 @@ from rlft.core.errors import InvalidInputError, OutputExistsError
 from rlft.core.io import REPLACE_FOREIGN_ENV, atomic_write_text
 from rlft.core.manifest import RUN_FILE
 from rlft.core.output_file import check_output_file, is_png
+from rlft.core.reading import require_file
 from rlft.core.secrets import redact_command
 from rlft.evaluate.compare import expert_scores
 from rlft.evaluate.report_shape import load_report
@@ -231,8 +232,7 @@ def dataset_record(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_json(path: Path, what: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise InvalidInputError(f"{what} {path} does not exist", hint="did the experiment's earlier steps run?")
+    require_file(path, what, hint="did the experiment's earlier steps run?")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -128,6 +128,9 @@ def load_seed_records(folder: Path) -> list[dict[str, Any]]:
         err_console.print(f"[yellow]Note:[/] {escape(str(other))} is not a seed record's name (seed-N.json): left out",
                           highlight=False, soft_wrap=True)
     if not files:
+        for place in (folder.parent, folder):  # --results-dir /dev/zero: not "no records" but no folder
+            if place.exists() and not place.is_dir():
+                raise InvalidInputError(f"{place} is not a folder", hint="--results-dir is a folder of experiments")
         raise InvalidInputError(f"{folder} holds no seed-*.json records", hint="run the experiment first")
     records = []
     for path in files:

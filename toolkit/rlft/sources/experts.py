@@ -19,7 +19,7 @@ from rlft.core.console import progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_file, atomic_write_text
 from rlft.core.output_file import check_output_file, is_json_with, is_zip
-from rlft.core.reading import read_json_mapping
+from rlft.core.reading import read_json_mapping, require_file
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.envs.registry import check_env_id, make_env, normalized_score, reference_scores
 from rlft.envs.spaces import space_to_dict
@@ -307,8 +307,7 @@ def load_expert(path: str | Path) -> tuple[Any, dict]:
     if path.is_dir():
         raise InvalidInputError(f"expert checkpoint {path} is a folder, not an SB3 checkpoint (.zip)",
                                 hint="give the .zip that rlft expert train wrote")
-    if not path.is_file():
-        raise InvalidInputError(f"expert checkpoint {path} does not exist")
+    require_file(path, "expert checkpoint", hint="give the .zip that rlft expert train wrote")  # a pipe, a device
     metadata = read_metadata(path)
     custom = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
     known = metadata.get("algo") or _algo_from_zip(path)

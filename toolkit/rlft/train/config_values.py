@@ -1,6 +1,6 @@
 """A stage config's values converted to their fields' types, from YAML or the command line: ``1e-4`` written as a string
 becomes a float, ``"a,b"`` a list, ``off`` a bool; a value that is not one (a NaN rate, a fractional count) is refused
-with the field's name."""
+with the field's name; and the values a ``--config`` file holds."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.reading import read_yaml_mapping, require_file
 
 
 def _strip_optional(tp) -> tuple[Any, bool]:
@@ -107,3 +108,23 @@ def _to_dict(value: Any) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"{value!r} is not a mapping")
     return dict(value)
+
+
+PIPELINE_KEYS = ("name", "vars", "steps", "description")  # a pipeline file's own keys, not a stage's
+
+
+def read_yaml_config(path: Path, section: str) -> dict[str, Any]:
+    """The stage fields of a config file (flat mapping, or the ``section`` key of a pipeline file)."""
+    path = Path(path)
+    require_file(path, "config file", hint="see pipelines/sft.yaml and pipelines/grpo.yaml")
+    data = read_yaml_mapping(path, "a mapping of config fields")
+    if section in data:
+        if not isinstance(data[section], dict):  # the section meant, written wrong: not an "unknown key"
+            raise InvalidInputError(f"config file {path}: '{section}:' must hold a mapping of config fields, not "
+                                    f"{type(data[section]).__name__} {str(data[section])[:40]}",
+                                    hint=f"write it as {section}: {{learning_rate: 1.0e-4, ...}}, or the fields "
+                                         "at the top level")
+        return dict(data[section])
+    if "steps" in data:
+        raise InvalidInputError(f"pipeline file {path} has no '{section}:' section of config fields")
+    return {k: v for k, v in data.items() if k not in PIPELINE_KEYS}

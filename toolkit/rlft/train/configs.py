@@ -29,9 +29,8 @@ from typing import Any, ClassVar
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.options import MAX_EPISODE_STEPS, check_values
-from rlft.core.reading import read_yaml_mapping, require_file
 from rlft.core.seeding import MAX_SEED
-from rlft.train.config_values import coerce
+from rlft.train.config_values import coerce, read_yaml_config
 from rlft.train.trl_config import (
     MAX_ACCUMULATION,
     MAX_BATCH,
@@ -46,7 +45,6 @@ from rlft.train.trl_config import (
     trl_value,
 )
 
-PIPELINE_KEYS = ("name", "vars", "steps", "description")
 # TRL fields rlft sets itself and a user may not: the RUN folder layout (--out) decides where checkpoints go.
 RESERVED_TRL_FIELDS = ("output_dir",)
 
@@ -91,12 +89,12 @@ class StageConfig:
         metadata={"help": "Train a LoRA adapter (False: full fine-tuning; default: LoRA for pretrained models of 20M "
                           "parameters or more, full fine-tuning for smaller ones, which are trained from scratch)."},
     )
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (scale = alpha / r)."})
-    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "needs": "lora"})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (scale = alpha / r).", "needs": "lora"})
+    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout.", "needs": "lora"})
     lora_target_modules: list[str] = field(
         default_factory=lambda: ["all-linear"],
-        metadata={"help": "Modules that get adapters: 'all-linear' or names such as q_proj,v_proj."},
+        metadata={"help": "Modules that get adapters: 'all-linear' or names such as q_proj,v_proj.", "needs": "lora"},
     )
     check_steps: int = field(
         default=0,
@@ -137,13 +135,14 @@ class StageConfig:
                           "beats it on the same episodes by more than twice the standard error of their paired "
                           "difference, so a run ends below its start only by the check episodes' noise."},
     )
-    check_states: int = field(default=256, metadata={"help": "Decision states checked (a seeded sample beyond)."})
+    check_states: int = field(default=256, metadata={"help": "Decision states checked (a seeded sample beyond).",
+                                                      "needs": "checks"})
     check_constrained: bool = field(
-        default=True, metadata={"help": "Check with constrained decoding (rlft eval --constrained)."}
+        default=True, metadata={"help": "Check with constrained decoding (rlft eval --constrained).", "needs": "checks"}
     )
     check_tolerance: float = field(
         default=0.05, metadata={"help": "Continuous actions: right when every dimension is within this fraction "
-                                        "of the action range of the recorded action."},
+                                        "of the action range of the recorded action.", "needs": "continuous"},
     )
     allow_tokenizer_mismatch: bool = field(
         default=False, metadata={"help": "Train even when the tokenizer maps over 1% of the dataset's text to its "
@@ -188,23 +187,6 @@ class StageConfig:
 
 def field_types(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
-
-
-def read_yaml_config(path: Path, section: str) -> dict[str, Any]:
-    """The stage fields of a config file (flat mapping, or the ``section`` key of a pipeline file)."""
-    path = Path(path)
-    require_file(path, "config file", hint="see pipelines/sft.yaml and pipelines/grpo.yaml")
-    data = read_yaml_mapping(path, "a mapping of config fields")
-    if section in data:
-        if not isinstance(data[section], dict):  # the section meant, written wrong: not an "unknown key"
-            raise InvalidInputError(f"config file {path}: '{section}:' must hold a mapping of config fields, not "
-                                    f"{type(data[section]).__name__} {str(data[section])[:40]}",
-                                    hint=f"write it as {section}: {{learning_rate: 1.0e-4, ...}}, or the fields "
-                                         "at the top level")
-        return dict(data[section])
-    if "steps" in data:
-        raise InvalidInputError(f"pipeline file {path} has no '{section}:' section of config fields")
-    return {k: v for k, v in data.items() if k not in PIPELINE_KEYS}
 
 
 def trl_field_names(cls) -> set[str]:

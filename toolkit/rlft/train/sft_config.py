@@ -50,5 +50,7 @@ class SFTStageConfig(StageConfig):
                           "extraction), so the model moves toward the data's better actions (off: plain SFT)."},
     )
     awr_temperature: float = field(default=3.0, metadata={"help": "With --critic: beta of exp(beta * A), in the "
-                                                                  "critic's reward units (IQL's temperature)."})
-    awr_max_weight: float = field(default=100.0, metadata={"help": "With --critic: cap on a row's weight (IQL's)."})
+                                                                  "critic's reward units (IQL's temperature).",
+                                                          "needs": "critic"})
+    awr_max_weight: float = field(default=100.0, metadata={"help": "With --critic: cap on a row's weight (IQL's).",
+                                                           "needs": "critic"})

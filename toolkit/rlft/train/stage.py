@@ -19,6 +19,7 @@ from rlft.core.errors import FaultError, InvalidInputError
 from rlft.core.faults import as_disk_full, is_output_fault, output_error
 from rlft.core.io import atomic_write_text
 from rlft.core.manifest import write_manifest
+from rlft.core.options import check_needed, unused_settings
 from rlft.core.secrets import redact
 from rlft.core.trackers import finish_library_trackers
 from rlft.datasets.layout import HELD_OUT_SPLITS
@@ -86,6 +87,9 @@ def model_defaults(config: StageConfig, model, learning_rates: tuple[float, floa
         config = config.with_trl(learning_rate=learning_rates[0] if small else learning_rates[1])
     if config.lora:
         check_lora_targets(config.lora_target_modules, model)
+    # known only now: --lora-r on a small model trained whole (hostile pass 16, B6)
+    check_needed(config, {"lora": (bool(config.lora), "with LoRA (--lora; the default for a pretrained model of "
+                                                      f"{SMALL_MODEL_PARAMETERS / 1e6:g}M parameters or more)")})
     return config
 
 
@@ -133,6 +137,9 @@ def training_args(config: StageConfig, run_dir: Path, n_params: int) -> dict[str
     }
 
 
+_CHECKS = "with the decision checks (--check-steps N, --stop-at-accuracy or --stop-at-action-error)"
+
+
 def criterion_callback(config: StageConfig, inputs: StageInputs):
     """The decision-state check of ``config`` (:mod:`rlft.train.criterion`), or None when it is off. Built
     before anything is written, so bad settings fail first."""
@@ -142,6 +149,9 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
     if (config.stop_at_accuracy is not None or config.stop_at_action_error is not None) and every == 0:
         every = 10
     if every == 0:
+        # a recipe passes --check-states beside a --check-steps its user may set to 0: said, not refused
+        for flag, applies in unused_settings(config, {"checks": (False, _CHECKS), "continuous": (False, _CHECKS)}):
+            console.print(f"[yellow]Note:[/] {flag} is not used: it applies {applies}", highlight=False)
         if config.check_episodes or config.stop_at_return is not None or config.keep_best_check:
             raise InvalidInputError("--check-episodes, --stop-at-return and --keep-best-check play episodes every "
                                     "--check-steps N",
@@ -152,6 +162,7 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
 
     rows, split = check_rows(inputs)
     check = decision_check(rows, inputs.codec, config.check_states, config.seed, config.check_tolerance, split)
+    check_needed(config, {"continuous": (not check.discrete, "to continuous actions (this dataset's are discrete)")})
     return CriterionCallback(check, every, config.stop_at_accuracy, config.check_constrained,
                              config.stop_at_action_error, return_check(config, inputs), config.keep_best_check)
 

@@ -45,6 +45,14 @@ TRL_LIMITS: dict[str, tuple[float | None, float | None]] = {
     "generation_batch_size": (1, MAX_BATCH),
     "steps_per_generation": (1, MAX_ACCUMULATION),
     "num_completions_to_print": (0, 1_000),
+    # GRPO's ratio clips: past these they clip nothing, and a value beyond float32 overflowed in the first step
+    "epsilon_high": (0.0, 10.0),
+    "delta": (1.0, 1e6),
+    "min_p": (0.0, 1.0),
+    "top_entropy_quantile": (0.0, 1.0),
+    "repetition_penalty": (0.0, 100.0),
+    "label_smoothing_factor": (0.0, 1.0),
+    "ref_model_mixup_alpha": (0.0, 1.0),
 }
 
 

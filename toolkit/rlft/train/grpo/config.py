@@ -39,7 +39,7 @@ class GRPOStageConfig(StageConfig):
         "beta": TrlDefault(None, "KL coefficient against the reference (start) model (0: none; default: 0.05 for "
                                  "continuous actions, a trust region around the start, 0 for discrete ones).",
                            type=float | None, min=0.0),
-        "epsilon": TrlDefault(0.2, "Clipping range of the policy ratio.", min=0.0),
+        "epsilon": TrlDefault(0.2, "Clipping range of the policy ratio.", min=0.0, max=10.0),
         "num_iterations": TrlDefault(1, "Optimisation passes per generated batch.", min=1, max=MAX_ACCUMULATION),
         "scale_rewards": TrlDefault("group", "Advantage scaling: group, batch or none.", choices=SCALE_REWARDS),
         "loss_type": TrlDefault("dapo", "grpo, dapo, dr_grpo, bnpo... (TRL loss types)."),
@@ -77,7 +77,7 @@ class GRPOStageConfig(StageConfig):
     target_temperature: float = field(
         default=0.0, metadata={"help": "--advantage target: 0 is greedy (the best answers share the target); above 0, "
                                        "a softmax of the group's standardized rewards at this temperature.",
-                               "min": 0.0},
+                               "min": 0.0, "needs": "target"},
     )
     stall_steps: int = field(
         default=20,
@@ -87,11 +87,15 @@ class GRPOStageConfig(StageConfig):
     q_bonus: float = field(default=0.1, metadata={"help": "q-advantage: bonus of an optimal action."})
     critic: str | None = field(default=None, metadata={"help": "critic reward: an rlft train offline RUN on this "
                                                                "dataset whose Q(s, a) scores each answer."})
-    env_horizon: int = field(default=1, metadata={"help": "env reward: steps rolled out (1: the action only)."})
+    env_horizon: int = field(default=1, metadata={"help": "env reward: steps rolled out (1: the action only).",
+                                                  "needs": "env"})
     env_policy: str = field(default="repeat", metadata={
-        "help": "env reward lookahead policy: repeat, random or an SB3 checkpoint (.zip, the expert's Q)."})
-    env_gamma: float = field(default=1.0, metadata={"help": "env reward: discount of the lookahead steps."})
-    env_samples: int = field(default=1, metadata={"help": "env reward: seeded rollouts averaged per completion."})
+        "help": "env reward lookahead policy: repeat, random or an SB3 checkpoint (.zip, the expert's Q).",
+        "needs": "env"})
+    env_gamma: float = field(default=1.0, metadata={"help": "env reward: discount of the lookahead steps.",
+                                                    "needs": "env"})
+    env_samples: int = field(default=1, metadata={"help": "env reward: seeded rollouts averaged per completion.",
+                                                  "needs": "env"})
     rollout: str = field(
         default="step",
         metadata={"help": "step: one answer per recorded state, scored by the rewards; episode: whole episodes "
@@ -115,14 +119,17 @@ class GRPOStageConfig(StageConfig):
                   "choices": CREDITS},
     )
     credit_gamma: float = field(default=0.95, metadata={"help": "--credit state|action|model|answers: discount of the "
-                                                                 "return-to-go.", "min": 0.0, "max": 1.0})
+                                                                 "return-to-go.", "min": 0.0, "max": 1.0,
+                                                                 "needs": "credit"})
     step_weight: float = field(default=1.0, metadata={"help": "--credit state|action|model: weight of the step "
-                                                               "advantage.", "min": 0.0})
+                                                               "advantage.", "min": 0.0, "needs": "step credit"})
     episode_weight: float = field(default=1.0, metadata={"help": "--credit state|action|model: weight of the "
                                                                    "episode's own GRPO advantage (0: the step "
-                                                                   "credit alone).", "min": 0.0})
+                                                                   "credit alone).", "min": 0.0,
+                                                                   "needs": "step credit"})
     credit_window: int = field(default=1, metadata={"help": "--credit action: steps whose turns are pooled into "
-                                                             "the estimates (1: this step's only).", "min": 1})
+                                                             "the estimates (1: this step's only).", "min": 1,
+                                                             "needs": "action credit"})
     allow_format_change: bool = field(default=False, metadata={
         "help": "episode rollout: play whole episodes as conversations even when --model was trained on one-step "
                 "prompts (refused by default: row 9b's SFT start fell from 24.7 to -1.3 when prompted so)."})
@@ -140,5 +147,6 @@ class GRPOStageConfig(StageConfig):
                           "see rlft.train.grpo.sampling)."},
     )
     env_bounds: list[float] | None = field(
-        default=None, metadata={"help": "env reward: per-step reward bounds low,high (default per env)."}
+        default=None, metadata={"help": "env reward: per-step reward bounds low,high (default per env).",
+                                "needs": "env"}
     )

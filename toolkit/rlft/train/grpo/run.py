@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
+from rlft.core.options import check_needed
 from rlft.train.configs import trl_overrides
 from rlft.train.grpo.action_targets import check_advantage
 from rlft.train.grpo.answers import EveryAnswerGRPO
@@ -68,6 +69,7 @@ class GRPOStage(TRLStage):
         # accelerate launch sets WORLD_SIZE for every process it starts
         check_advantage(config.advantage, self.group, int(os.environ.get("WORLD_SIZE", "1")))
         warn_forced_kl(config, self.group)
+        check_needed(config, mode_conditions(config, self.episodic, self.group, self.names))
 
     def load_data(self) -> None:
         check_inputs = self.inputs  # the criterion checks decisions on the dataset's rows
@@ -107,6 +109,18 @@ class GRPOStage(TRLStage):
         for callback in self.watch:
             metrics.update(callback.summary())
         return metrics
+
+
+def mode_conditions(config: GRPOStageConfig, episodic: bool, group: str, names: list[str]) -> dict[str, tuple]:
+    """Where each mode's settings apply (their fields' ``needs``): one given where it does nothing is refused
+    (hostile pass 16, B6: --env-samples without the env reward, --credit-window under --credit episode exited 0)."""
+    credit = config.credit if episodic else None
+    return {"target": (group == "actions" and config.advantage == "target", "with --group actions --advantage target"),
+            "env": (not episodic and "env" in names, "with the env reward (--reward ...,env) of step rollouts"),
+            "credit": (credit not in (None, "episode"), "with --rollout episode --credit state|action|model|answers"),
+            "step credit": (credit in ("state", "action", "model"),
+                            "with --rollout episode --credit state|action|model"),
+            "action credit": (credit == "action", "with --rollout episode --credit action")}
 
 
 def run_grpo(config: GRPOStageConfig, callbacks: list | None = None) -> dict[str, Any]:
