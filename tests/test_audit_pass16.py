@@ -202,3 +202,98 @@ def test_check_settings_without_checks_are_named_and_grpo_epsilon_is_bounded(cli
                  "--epsilon", "1e300")
     assert result.exit_code == 2 and "Traceback" not in result.output and "--epsilon" in result.output
     assert not (tmp_path / "g").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["train", "online", "--env", "CartPole-v1", "--backbone", "mlp", "--timesteps", "64", "--num-envs", "100000"],
+    ["train", "online", "--env", "CartPole-v1", "--backbone", "mlp", "--timesteps", "64", "--eval-episodes",
+     "100000000"],
+    ["expert", "train", "--env", "CartPole-v1", "--algo", "ppo", "--timesteps", "64", "--num-envs", "100000"],
+    ["expert", "eval", "x.zip", "--num-envs", "100000"], ["expert", "eval", "x.zip", "--episodes", "100000000"],
+    ["train", "sft", "--lora", "--lora-r", "100000000"], ["train", "grpo", "--episode-starts", "1000000000000"],
+    ["train", "grpo", "--rollout", "episode", "--max-turns", "1000000000000"]])
+def test_a_count_past_what_a_machine_can_hold_is_refused_before_any_work(cli, tmp_path, lake_model, args):
+    """B8: these ran until a timeout, or filled memory (a LoRA rank of 10^8) into a traceback."""
+    data, model = lake_model
+    option = args[-2]  # the flag given the count
+    if args[0] == "train" and args[1] in ("sft", "grpo"):
+        args = [*args[:2], "--dataset", str(data), "--model", str(model), "--max-steps", "1", *args[2:]]
+    if args[1] != "eval":
+        args = [*args, "--out", str(tmp_path / ("o.zip" if args[0] == "expert" else "o"))]
+    result = cli(*args)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Traceback" not in result.output, text
+    assert option in text, text
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_tokenizer_with_no_padding_token_is_one_line(cli, tmp_path, lake_model):
+    """B9: a tokenizer with neither a pad nor an eos token was a ValueError traceback at the first batched
+    generate."""
+    import shutil
+
+    data, model = lake_model
+    bare = tmp_path / "m"
+    shutil.copytree(model, bare)
+    (bare / ".rlft_manifest.json").unlink()
+    (bare / "tokenizer_config.json").write_text("{}")
+    result = cli("eval", "--policy", f"llm:{bare}", "--codec", data, "--episodes", "1", "--out", tmp_path / "x.json")
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "defines neither a padding nor an end-of-sequence token" in text, text
+
+
+def test_a_nested_pipeline_named_after_its_options_is_checked(cli, tmp_path):
+    """U1: 'pipeline run --overwrite inner.yaml' as a step: the preflight took --overwrite for the file."""
+    inner = tmp_path / "inner.yaml"
+    inner.write_text("name: inner\nsteps:\n  - command: data export-q frozenlake\n"
+                     "    args: {episodes: 2, out: '{out}/fl', overwrite: true}\n")
+    outer = tmp_path / "outer.yaml"
+    outer.write_text(f"name: outer\nsteps:\n  - command: pipeline run --overwrite {inner}\n"
+                     "    args: {out: '{out}/inner'}\n")
+    result = cli("pipeline", "run", outer, "--out", tmp_path / "o")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "o" / "inner" / "fl" / "rlft_codec.json").is_file()
+
+
+def test_a_dataset_whose_overwrite_was_killed_between_its_renames_is_named_by_its_readers(cli, tmp_path, lake_model):
+    """U2: killed between atomic_output_dir's two renames, the dataset waits aside; a reader said it did not
+    exist."""
+    import shutil
+
+    from rlft.core.io import REPLACED
+
+    data, _ = lake_model
+    aside = tmp_path / f".d2{REPLACED}abc" / "content"
+    shutil.copytree(data, aside)
+    result = cli("model", "init", "--dataset", tmp_path / "d2", "--out", tmp_path / "m")
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"the previous one is kept whole at {aside}" in text, text
+    assert aside.is_dir() and not (tmp_path / "m").exists()
+
+
+def test_a_users_file_named_like_a_lock_helper_is_never_written(cli, tmp_path):
+    """U3: the lock's helper files were named by the pid alone (.rlft-lock-PID.new), written through a link."""
+    import os
+
+    target = tmp_path / "mine.txt"
+    target.write_text("mine")
+    for kind in ("new", "stale"):
+        (tmp_path / f".rlft-lock-{os.getpid()}.{kind}").symlink_to(target)
+    assert cli("data", "export-q", "frozenlake", "--episodes", "1", "--out", tmp_path / "q").exit_code == 0
+    assert target.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.glob(".rlft-lock-*")) == [f".rlft-lock-{os.getpid()}.new",
+                                                                     f".rlft-lock-{os.getpid()}.stale"]
+
+
+def test_model_weights_are_as_readable_as_the_rest_of_their_folder(cli, tmp_path, lake_model):
+    """U5: model.safetensors was written 0600 (transformers' private temporary file), every other file 0644."""
+    import os
+
+    data, _ = lake_model
+    umask = os.umask(0o022)
+    try:
+        assert cli("model", "init", "--dataset", data, "--out", tmp_path / "m").exit_code == 0
+    finally:
+        os.umask(umask)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "m").iterdir() if p.is_file()}
+    assert modes["model.safetensors"] == 0o644 and set(modes.values()) == {0o644}, modes

@@ -9,6 +9,7 @@ import typer
 from rlft.cli.common import command
 from rlft.cli.options import config_command
 from rlft.core.console import console, kv_table
+from rlft.core.options import MAX_ENVS, MAX_EPISODES
 from rlft.core.seeding import MAX_SEED
 from rlft.envs.registry import normalized_score
 from rlft.sources.expert_config import ExpertConfig
@@ -41,10 +42,11 @@ config_command(app, "train", ExpertConfig, _run_train, doc=ExpertConfig.__doc__)
 @command(app, "eval")
 def evaluate(
     checkpoint: Path = typer.Argument(..., help="FILE.zip written by `rlft expert train` (needs FILE.json)."),
-    episodes: int = typer.Option(10, "--episodes", help="Deterministic evaluation episodes."),
+    episodes: int = typer.Option(10, "--episodes", min=1, max=MAX_EPISODES, help="Deterministic evaluation episodes."),
     seed: int | None = typer.Option(None, "--seed", min=0, max=MAX_SEED,
                                     help="Seed of the first episode (default: the training one)."),
-    num_envs: int = typer.Option(8, "--num-envs", help="Envs stepped together with batched inference."),
+    num_envs: int = typer.Option(8, "--num-envs", min=1, max=MAX_ENVS, help="Envs stepped together with batched "
+                                                                          "inference."),
 ) -> None:
     """Evaluate a saved expert: mean/std return and normalized score."""
     from rlft.core.seeding import limit_threads

@@ -168,7 +168,7 @@ def _preflight_nested(argv: list[str], options, where: str, root, produced: list
     sets = [v for k, v in options if k == "--set"]
     seeds = next((v for k, v in options if k == "--seeds"), None)
     out = next(v for k, v in options if k == "--out")
-    nested_path = Path(argv[2])
+    nested_path = Path(_nested_file(argv))
     if nested_path.resolve() in [s.resolve() for s in sources]:
         raise InvalidInputError(f"{where}: the pipeline {nested_path} runs itself, through "
                                 f"{' -> '.join(s.name for s in sources)}")
@@ -176,6 +176,16 @@ def _preflight_nested(argv: list[str], options, where: str, root, produced: list
         raise InvalidInputError(f"{where}: pipelines nested more than {MAX_NESTING} deep")
     _, nested = load_pipeline(nested_path, Path(out), "--overwrite" in argv, sets, seeds)
     preflight(nested, root, produced, [*sources, nested_path], counted)
+
+
+def _nested_file(argv: list[str]) -> str:
+    """The pipeline file a ``pipeline run`` step names: its one word that is no option nor an option's value (click
+    takes options before it too: ``pipeline run --overwrite inner.yaml``, hostile pass 16, U1)."""
+    words, i = argv[2:], 0
+    while i < len(words) and words[i].startswith("-"):
+        flag = words[i] in ("--overwrite", "--no-overwrite") or "=" in words[i]
+        i += 1 if flag else 2
+    return words[i] if i < len(words) else argv[2]
 
 
 def _check_rewards(value: str, episodic: bool, where: str) -> None:

@@ -12,6 +12,7 @@ import shutil
 import stat
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from rlft.core.console import err_console
@@ -134,6 +135,17 @@ def replaced_mode(path: Path) -> int:
     return 0o666 & ~umask
 
 
+def usual_modes(folder: Path) -> None:
+    """A file a library wrote through a private temporary file (transformers' model.safetensors: 0600) gets the
+    usual permissions of its folder's other files, 0666 less the umask (hostile pass 16, U5: the weights were the
+    one file a shared group could not read)."""
+    usual = replaced_mode(folder / "\0")  # no such file: the umask's mode
+    with contextlib.suppress(OSError):
+        for path in folder.rglob("*"):
+            if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o7777 == 0o600 != usual:
+                path.chmod(usual)
+
+
 def keep_modes(old: Path, new: Path) -> None:
     """Give a folder about to replace ``old`` the permissions of ``old``, and each of its files those of the file of
     the same name in ``old``: --overwrite replaces the content, not who may read it."""
@@ -221,8 +233,11 @@ def _create_lock(lock: Path) -> bool:
     """Make ``lock`` holding this process's pid, or return False if it exists. The pid is written to a file of its
     own first and linked into place, so no other writer ever reads the lock empty and takes it for stale
     (hostile pass 14, B13: two writers both won in that window)."""
-    tmp = lock.with_name(f".rlft-lock-{os.getpid()}.new")  # short: the output's own name may be near the limit
-    tmp.write_text(f"{os.getpid()}\n", encoding="utf-8")
+    tmp = _helper_name(lock, "new")
+    # made new, never through a link: a user's file (or a link) of that name beside the output is not written over
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(f"{os.getpid()}\n")
     try:
         os.link(tmp, lock)
         return True
@@ -239,6 +254,12 @@ def _create_lock(lock: Path) -> bool:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def _helper_name(lock: Path, kind: str) -> Path:
+    """A lock's helper file beside it, named by this process and a random part (hostile pass 16, U3: a name made of
+    the pid alone could be a user's file); short, as the output's own name may be near the limit."""
+    return lock.with_name(f".rlft-lock-{os.getpid()}-{uuid.uuid4().hex[:8]}.{kind}")
 
 
 MAX_PID = 4_194_304  # Linux's largest pid_max: a larger number in a lock is no process (and overflows os.kill)
@@ -279,7 +300,7 @@ def _take_over_stale(lock: Path) -> None:
     """Remove a stale ``lock`` (its process is gone, or the pid now belongs to another program). It is renamed away
     first and checked there: if another writer replaced it with its own live lock in the meantime, that one is put
     back, so the next try refuses instead of two writers winning."""
-    aside = lock.with_name(f".rlft-lock-{os.getpid()}.stale")
+    aside = _helper_name(lock, "stale")
     try:
         os.replace(lock, aside)
     except OSError:

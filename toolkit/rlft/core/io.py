@@ -17,7 +17,16 @@ import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rlft.core.claims import claim_output, keep_modes, pid_alive, recover_set_aside, release_output, replaced_mode
+from rlft.core.claims import (
+    claim_output,
+    keep_modes,
+    kept_aside,
+    pid_alive,
+    recover_set_aside,
+    release_output,
+    replaced_mode,
+    usual_modes,
+)
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OutputError, OutputExistsError
 from rlft.core.faults import as_disk_full, is_output_fault, output_error, signals_held
@@ -30,62 +39,7 @@ from rlft.core.manifest import (
     unlisted_files,
     write_manifest,
 )
-
-# ".NAME.unfinished-XXXXXXXX": the longest name rlft gives a sibling of an output (temp, aside, lock), less NAME
-SIBLING_ROOM = 24
-
-
-def check_output_name(path: str | os.PathLike, option: str = "--out") -> None:
-    """A name that is not UTF-8 (bytes the shell passed through as they were) is refused before any work: Arrow,
-    safetensors and the JSON and TensorBoard writers cannot name such a file, and failed half-way through. So is a
-    name holding a control character, and a link that leads nowhere (training failed on it in a traceback; other
-    commands gave a false reason)."""
-    try:
-        os.fspath(path).encode("utf-8")
-    except UnicodeEncodeError:
-        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
-        raise OutputError(f"cannot write {option} {shown}: the name is not valid UTF-8, and the files rlft writes "
-                          "(Parquet, safetensors, JSON) cannot be given it", hint="choose a name in UTF-8") from None
-    name = os.fspath(path)
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):  # a newline or a terminal escape: every listing is garbled
-        raise OutputError(f"cannot write {option} {name!r}: the name holds a control character (a newline, a tab, "
-                          "a terminal escape)", hint="choose a name without control characters")
-    if os.path.islink(path) and not os.path.exists(path):  # rlft never writes through a link, nor replaces one
-        raise OutputExistsError(f"{option} {path} is a symbolic link to {os.readlink(path)}, which does not exist",
-                                hint="remove the link, or choose another path")
-
-
-def check_output_parent(path: str | os.PathLike, option: str = "--out") -> None:
-    """The nearest existing ancestor of ``path`` must be a folder we may write into, and every name still to be made
-    short enough for the file system (the last one with room for rlft's siblings): said before any work is done,
-    not when the finished output is moved into place."""
-    check_output_name(path, option)
-    path = Path(path)
-    for parent in path.absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise OutputError(f"cannot write {option} {path}: {parent} is a file, not a folder",
-                                  hint="choose another path")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise OutputError(f"cannot write {option} {path}: no permission to write in {parent}",
-                                  hint="choose another path")
-            _check_name_lengths(path, parent, option)
-            return
-
-
-def _check_name_lengths(path: Path, parent: Path, option: str) -> None:
-    try:
-        name_max = os.pathconf(parent, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        name_max = 255
-    parts = path.absolute().relative_to(parent).parts
-    for i, part in enumerate(parts):
-        room = name_max - (SIBLING_ROOM if i == len(parts) - 1 else 0)
-        if len(os.fsencode(part)) > room:
-            raise OutputError(f"cannot write {option} {path}: the name {part[:24]}... is {len(os.fsencode(part))} "
-                              f"bytes, the most this file system allows rlft there is {room}",
-                              hint="choose a shorter name")
-
+from rlft.core.output_names import check_output_name, check_output_parent
 
 Inputs = Iterable[tuple[str, "str | os.PathLike | None"]]
 
@@ -211,6 +165,17 @@ def recover_replaced(out: str | os.PathLike) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
+def kept_content(out: str | os.PathLike) -> Path | None:
+    """Where the previous content of ``out`` waits after a killed ``--overwrite`` (a training run's set aside, or a
+    folder killed between :func:`atomic_output_dir`'s two renames), for a reader of ``out`` to name; None when it
+    is not waiting (the next rlft command that writes ``out`` puts it back)."""
+    out = Path(out).absolute()
+    if out.exists() or not out.parent.is_dir():
+        return kept_aside(out)
+    replaced = [a / "content" for a in sorted(out.parent.glob(f".{out.name}{REPLACED}*")) if (a / "content").is_dir()]
+    return replaced[0] if replaced else kept_aside(out)
+
+
 def check_output_dir(out: str | os.PathLike, overwrite: bool, option: str = "--out", inputs: Inputs = ()) -> Path:
     """Refuse an ``out`` that is, contains or lies inside an input (:func:`refuse_overlap`), that exists and is not an
     empty folder (unless ``overwrite``, and then only a folder rlft wrote: :func:`refuse_foreign`), or that cannot be
@@ -271,6 +236,7 @@ def _swap_in(tmp: Path, out: Path, held: bool) -> None:
     try:
         with signals_held():  # Ctrl-C between the two renames would leave no folder at ``out``
             refuse_arrival(out, held)
+            usual_modes(tmp)
             if out.exists():  # not ".old-": recover_set_aside would bring a replaced folder back
                 keep_modes(out, tmp)
                 old = Path(tempfile.mkdtemp(prefix=f".{out.name}{REPLACED}", dir=out.parent))

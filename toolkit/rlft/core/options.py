@@ -16,6 +16,8 @@ MAX_WAIT_SECONDS = 86_400.0
 MAX_EPISODES = 1_000_000  # episodes one command may play or record: more is a typo that would run for days
 MAX_ENV_STEPS = 1_000_000_000  # env steps of an online run or an expert's training (a billion: weeks on a CPU)
 MAX_GRADIENT_STEPS = 10_000_000  # an offline run's gradient steps (the papers: 1,000,000)
+MAX_LORA_RANK = 4096  # an adapter's rank (a rank of 10^8 asked for petabytes); a model's width is far less
+MAX_ENVS = 1024  # environments stepped together (1,000,000 filled memory before the first step)
 MAX_EPISODE_STEPS = 10_000_000  # an episode's time limit (gymnasium's longest are 10,000s): more is a typo
 
 

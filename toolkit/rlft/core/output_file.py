@@ -9,8 +9,9 @@ from pathlib import Path
 
 from rlft.core.claims import claim_output
 from rlft.core.errors import OutputExistsError
-from rlft.core.io import Inputs, check_output_name, check_output_parent, refuse_overlap
+from rlft.core.io import Inputs, refuse_overlap
 from rlft.core.manifest import read_manifest
+from rlft.core.output_names import check_output_name, check_output_parent
 
 
 def check_output_file(path: str | os.PathLike, overwrite: bool, option: str = "--out", inputs: Inputs = (),

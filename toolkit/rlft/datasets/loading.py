@@ -15,6 +15,7 @@ import numpy as np
 
 from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
+from rlft.core.io import kept_content
 from rlft.core.net import (
     HUB_TIMEOUT_VARIABLE,
     DeadlineError,
@@ -43,6 +44,12 @@ def resolve_dataset(name: str | os.PathLike) -> Path:
     """A local rlft dataset folder for ``name``: the folder itself, or a Hub dataset id downloaded (or taken
     from the cache when offline). Raises InvalidInputError / OfflineError with what to do."""
     path = Path(name).expanduser()
+    kept = kept_content(path) if not (path / CODEC_FILENAME).is_file() else None
+    if kept is not None:  # a killed --overwrite: the dataset the user had is whole, beside it (hostile pass 16, U2)
+        raise InvalidInputError(f"{path} holds no dataset: an --overwrite of it was killed before the new one was "
+                                f"complete, and the previous one is kept whole at {kept}",
+                                hint=f"the next rlft command that writes {path} (--out {path}) puts it back; or use "
+                                     "that folder")
     if path.is_dir():
         if not (path / CODEC_FILENAME).is_file():
             raise InvalidInputError(

@@ -9,7 +9,7 @@ from typing import Any
 from rlft.core.console import console, progress
 from rlft.core.errors import InvalidInputError, OutputExistsError, RlftError
 from rlft.core.io import refuse_overlap
-from rlft.core.options import check_needed
+from rlft.core.options import MAX_ENVS, check_needed
 from rlft.core.output_file import check_output_file, is_json_with
 from rlft.core.seeding import limit_threads, seed_everything
 from rlft.datasets.dataset import RlftDataset
@@ -133,7 +133,6 @@ def _action_error(setup, held_out) -> dict[str, Any]:
     return {**policy_action_error(setup.policy, observations, actions, space), "action_error_split": split}
 
 
-MAX_ENVS = 1024  # environments stepped together (1,000,000 filled memory before the first step)
 
 
 def _check_config(config: EvalConfig) -> None:

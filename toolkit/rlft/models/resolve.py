@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rlft.core.claims import kept_aside
 from rlft.core.errors import InvalidInputError
+from rlft.core.io import kept_content
 from rlft.datasets.loading import hub_snapshot, looks_like_hub_id
 
 MODEL_INFO_FILENAME = "rlft_model.json"  # what rlft model init / fetch write about the model in its folder
@@ -18,7 +18,7 @@ MODEL_INFO_FILENAME = "rlft_model.json"  # what rlft model init / fetch write ab
 def resolve_model(name: str | os.PathLike) -> str:
     """A local folder holding a model (config.json) or a LoRA adapter for ``name`` (local path or Hub id)."""
     path = Path(name).expanduser()
-    kept = kept_aside(path) if not (path / "config.json").is_file() else None
+    kept = kept_content(path) if not (path / "config.json").is_file() else None
     if kept is not None:  # a killed --overwrite: the run the user had is whole, beside it; say where
         raise InvalidInputError(
             f"{path} holds no model: an --overwrite of it was killed before the new run was complete, and the "
@@ -51,6 +51,10 @@ def load_tokenizer(path: str):
                                 hint="the model folder is damaged: make or fetch it again") from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if tokenizer.pad_token is None:  # a batch of prompts is padded: a ValueError at the first generate (pass 16, B9)
+        raise InvalidInputError(f"the tokenizer of {path} defines neither a padding nor an end-of-sequence token, and "
+                                "rlft pads its batches with one", hint="the model folder is damaged: make or fetch it "
+                                "again, or set pad_token in its tokenizer_config.json")
     _check_chat_template(tokenizer, path)
     return tokenizer
 

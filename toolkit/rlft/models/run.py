@@ -27,14 +27,9 @@ from rlft.codecs.base import CODEC_FILENAME, Codec, load_codec
 from rlft.core.claims import claim_output, recover_set_aside, set_aside
 from rlft.core.console import console, kv_table
 from rlft.core.errors import InvalidInputError, OutputExistsError
-from rlft.core.io import (
-    atomic_output_dir,
-    atomic_write_text,
-    check_output_dir,
-    check_output_parent,
-    refuse_foreign,
-)
+from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir, refuse_foreign
 from rlft.core.manifest import RUN_FILE, run_foreign
+from rlft.core.output_names import check_output_parent
 from rlft.core.reading import read_json_mapping
 from rlft.core.secrets import redact
 from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model

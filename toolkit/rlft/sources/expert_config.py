@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import MAX_ENV_STEPS, MAX_EPISODES, check_declared, option
+from rlft.core.options import MAX_ENV_STEPS, MAX_ENVS, MAX_EPISODES, check_declared, option
 
 ALGOS = ("ppo", "sac", "tqc", "dqn")
 AUTO_ALGO = "auto"
@@ -24,7 +24,7 @@ class ExpertConfig:
                             "the algorithm with tuned settings for the env.", choices=(*ALGOS, AUTO_ALGO))
     timesteps: int | None = option(None, "Env steps (default: n_timesteps of the file).", min=1, max=MAX_ENV_STEPS)
     seed: int = option(0, "Seed of training envs, networks and evaluation.", min=0)
-    num_envs: int | None = option(None, "Vectorised training envs (default: file).")
+    num_envs: int | None = option(None, "Vectorised training envs (default: file).", min=1, max=MAX_ENVS)
     stop_at_return: float | None = option(None, "Stop once the periodic evaluation's mean return reaches this.")
     eval_episodes: int = option(10, "Episodes of the final evaluation.", min=1, max=MAX_EPISODES)
     eval_freq: int = option(10_000, "Env steps between periodic evaluations (0: none).", min=0, max=MAX_ENV_STEPS)

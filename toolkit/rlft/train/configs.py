@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import MAX_EPISODE_STEPS, check_values
+from rlft.core.options import MAX_EPISODE_STEPS, MAX_LORA_RANK, check_values
 from rlft.core.seeding import MAX_SEED
 from rlft.train.config_values import coerce, read_yaml_config
 from rlft.train.trl_config import (
@@ -89,8 +89,9 @@ class StageConfig:
         metadata={"help": "Train a LoRA adapter (False: full fine-tuning; default: LoRA for pretrained models of 20M "
                           "parameters or more, full fine-tuning for smaller ones, which are trained from scratch)."},
     )
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "needs": "lora"})
-    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (scale = alpha / r).", "needs": "lora"})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "needs": "lora", "min": 1, "max": MAX_LORA_RANK})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (scale = alpha / r).", "needs": "lora", "min": 1,
+                                                  "max": 1_000_000})
     lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout.", "needs": "lora"})
     lora_target_modules: list[str] = field(
         default_factory=lambda: ["all-linear"],

@@ -9,7 +9,8 @@ from typing import Any
 
 from rlft.codecs.base import Codec
 from rlft.core.errors import InvalidInputError, OutputExistsError
-from rlft.core.io import check_output_parent, refuse_overlap
+from rlft.core.io import refuse_overlap
+from rlft.core.output_names import check_output_parent
 from rlft.datasets.dataset import RlftDataset, recorded_name
 from rlft.datasets.loading import column_array
 from rlft.datasets.row_checks import check_finite_rows

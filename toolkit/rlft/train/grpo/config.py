@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from rlft.core.options import MAX_EPISODE_STEPS, MAX_EPISODES
 from rlft.train.configs import StageConfig
 from rlft.train.trl_config import MAX_ACCUMULATION, MAX_BATCH, MAX_LEARNING_RATE, MAX_TRAIN_STEPS, TrlDefault
 
@@ -88,14 +89,14 @@ class GRPOStageConfig(StageConfig):
     critic: str | None = field(default=None, metadata={"help": "critic reward: an rlft train offline RUN on this "
                                                                "dataset whose Q(s, a) scores each answer."})
     env_horizon: int = field(default=1, metadata={"help": "env reward: steps rolled out (1: the action only).",
-                                                  "needs": "env"})
+                                                  "needs": "env", "min": 1, "max": MAX_EPISODE_STEPS})
     env_policy: str = field(default="repeat", metadata={
         "help": "env reward lookahead policy: repeat, random or an SB3 checkpoint (.zip, the expert's Q).",
         "needs": "env"})
     env_gamma: float = field(default=1.0, metadata={"help": "env reward: discount of the lookahead steps.",
-                                                    "needs": "env"})
+                                                    "needs": "env", "min": 0.0, "max": 1.0})
     env_samples: int = field(default=1, metadata={"help": "env reward: seeded rollouts averaged per completion.",
-                                                  "needs": "env"})
+                                                  "needs": "env", "min": 1, "max": 10_000})
     rollout: str = field(
         default="step",
         metadata={"help": "step: one answer per recorded state, scored by the rewards; episode: whole episodes "
@@ -103,8 +104,9 @@ class GRPOStageConfig(StageConfig):
                   "choices": ROLLOUTS},
     )
     max_turns: int = field(default=16, metadata={"help": "episode rollout: turns (actions) per episode at most.",
-                                                 "min": 1})
-    episode_starts: int = field(default=64, metadata={"help": "episode rollout: distinct reset seeds to train on."})
+                                                 "min": 1, "max": MAX_EPISODE_STEPS})
+    episode_starts: int = field(default=64, metadata={"help": "episode rollout: distinct reset seeds to train on.",
+                                                      "min": 1, "max": MAX_EPISODES})
     credit: str = field(
         default="episode",
         metadata={"help": "episode rollout: episode (every answer gets its episode's GRPO advantage), state (GiGPO: "
