@@ -153,6 +153,13 @@ def _guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
                           "recursion limit); nothing was written. Check the JSON/YAML files this command reads.",
                           markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_USAGE) from exc
+    except ValueError as exc:  # Python's bound on a number's digits (4,300), met in a JSON or YAML file rlft reads
+        if "integer string conversion" not in str(exc):
+            raise
+        err_console.print("[bold red]Error:[/] an input file holds a number of more than 4,300 digits, which no rlft "
+                          "file holds (a damaged or hostile file); nothing was written. Check the JSON/YAML files "
+                          "this command reads.", markup=True, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from exc
     except KeyboardInterrupt as exc:
         err_console.print(
             f"[bold red]{'Terminated' if isinstance(exc, Terminated) else 'Interrupted'}:[/] dataset folders "

@@ -244,6 +244,8 @@ def codec_from_dict(data: dict[str, Any], source: str = "the codec") -> Codec:
         for what in ("observation_space", "action_space"):
             _check_space(data[what], what)
         _check_env_kwargs(codec.env_kwargs)
+        if codec.env_id is not None and not isinstance(codec.env_id, str):  # a list: a traceback at the env (pass 17)
+            raise InvalidInputError(f"env_id must be a gymnasium id (text), got {codec.env_id!r}")
         return codec
     except InvalidInputError as exc:
         raise InvalidInputError(f"{source}: {exc.message}", hint=exc.hint) from exc

@@ -62,6 +62,8 @@ def read_json_mapping(path: str | os.PathLike, what: str = "JSON file") -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except ValueError as exc:  # a number of more than 4,300 digits (Python's bound on int())
+        raise InvalidInputError(f"{what} {path} is not a file rlft reads: {exc.args[0].split(';')[0]}") from exc
     if not isinstance(data, dict):
         raise InvalidInputError(f"{what} {path} must hold a JSON object, not a {type(data).__name__}")
     return data
@@ -109,6 +111,8 @@ def _bounded_yaml(text: str, what: str, hint: str | None = None):
             raise InvalidInputError(f"{what} holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are "
                                     "expanded", hint=hint)
         return loader.construct_document(node)
+    except ValueError as exc:  # a number of more than 4,300 digits (Python's bound on int())
+        raise InvalidInputError(f"{what}: {exc.args[0].split(';')[0]}", hint=hint) from exc
     finally:
         loader.dispose()
 

@@ -36,14 +36,17 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>
 _BARE_USERINFO = re.compile(r"(?P<lead>(?:^|[\s'\"(=])(?://)?)(?P<user>[^\s:/@'\"]+):(?P<secret>[^\s@'\"/][^\s@'\"]*)@")
 # an environment assignment as a shell line writes it (``HF_TOKEN=hf_... make experiment``), masked when its name
 # says secret, and the tokens of the services rlft meets, recognised by their shape wherever they stand
-_ENV_ASSIGNMENT = re.compile(r"(?P<lead>(?:^|[\s;'\"(]))(?P<name>[A-Za-z_][A-Za-z0-9_]*)="
+_ENV_ASSIGNMENT = re.compile(r"(?P<lead>(?:^|[\s;'\"(:]))(?P<name>[A-Za-z_][A-Za-z0-9_]*)="
                              r"(?P<value>\$?'[^'\n]*'|\$?\"[^\"\n]*\"|[^\s;'\")]+)")  # HF_TOKEN=$'V', "V", V
-_TOKEN_SHAPES = re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,})")
+# the shapes of GitHub's, GitLab's, Slack's, AWS's and Google's tokens, and a JWT
+_TOKEN_SHAPES = re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}"
+                           r"|github_pat_\w{20,}|glpat-[\w-]{20,}|xox[abpors]-[\w-]{10,}|AKIA[0-9A-Z]{16}"
+                           r"|AIza[\w-]{35}|eyJ[\w-]{5,}\.[\w-]{5,}\.[\w-]*)")
 # a secret-named key written as a header, JSON, YAML or an assignment: ``X-Api-Key: V``, ``PRIVATE-TOKEN: V``,
 # ``"api_key": "V"``, ``token: V``, ``HF_TOKEN="V"``, ``--hub-token=V``. After ":" the value must end its line, its
 # quote or its item (a header, a YAML or JSON entry), so prose ("rate-limiting this token: wait and push") is left alone
 _KEY_LEAD = r"(?P<lead>(?:^|[\s{,;'\"(\[])(?:--)?)(?P<q1>[\"']?)"
-_KEYED = re.compile(_KEY_LEAD + r"(?P<name>[A-Za-z][A-Za-z0-9_.-]*)(?P=q1)(?P<sep>\s*(?::|=)\s*)(?P<q2>[\"']?)"
+_KEYED = re.compile(_KEY_LEAD + r"(?P<name>[A-Za-z][A-Za-z0-9_.-]*)(?P=q1)(?P<sep>\s*(?::|=>?)\s*)(?P<q2>[\"']?)"
                     r"(?P<value>[^\s'\",;}\]]+)(?P=q2)(?=$|[\s,;}\])'\"#])", re.MULTILINE)
 _ITEM_END = re.compile(r"[ \t]*(?:$|#|[,;}\])'\"])", re.MULTILINE)  # what may follow a ":" value: its item ends
 # an Authorization (or Cookie) header's value is all of it to the line's or the quote's end: "Authorization: token V"
@@ -55,12 +58,18 @@ _XML_SECRET = re.compile(r"<(?P<name>[A-Za-z][\w.-]*)>(?P<value>[^<]+)</(?P=name
 _YAML_BLOCK = re.compile(r"^(?P<head>[ \t]*-?[ \t]*[\"']?(?P<name>[A-Za-z][\w.-]*)[\"']?[ \t]*:[ \t]*[|>][-+0-9]*"
                          r"[ \t]*)\n(?P<body>(?:[ \t]+\S.*(?:\n|$))+)", re.MULTILINE)
 # credentials by their place on a command line: curl's "-u user:V", "wandb login V", "huggingface-cli login --token"
-_CLI_CREDENTIAL = re.compile(r"(?P<lead>(?:^|\s)(?:(?:-u|--user)\s+[^\s:]+:|(?:wandb|huggingface-cli|hf)\s+(?:auth\s+)?"
-                             r"login\s+))(?P<value>[^\s'\"-][^\s'\"]*)")
+# (curl's -uU:V and --user=U:V too, login's own options before the key, a password option of mysql or sshpass)
+_CLI_CREDENTIAL = re.compile(r"(?P<lead>(?:^|\s)(?:(?:-u\s*|--user[\s=]+)[^\s:'\"]+:|(?:wandb|huggingface-cli|hf)\s+"
+                             r"(?:auth\s+)?login\s+(?:--[a-z-]+\s+)*|(?:mysql|mysqldump|mariadb|sshpass)\b[^\n;|&]*?\s-p\s*))"
+                             r"(?P<value>[^\s'\"-][^\s'\"]*)")
 _NOT_A_VALUE = {"null", "none", "~", "true", "false", MASK}
 # in a URL's query or its fragment (an OAuth redirect's #access_token=V), a storage signature (?sig=V) included
-_QUERY_SECRET = re.compile(r"(?P<key>[?&#](?:[^=&#\s]*(?:token|key|password|secret|auth(?!or))[^=&#\s]*|sig)=)"
-                           r"(?P<value>[^&#\s]+)", re.IGNORECASE)
+# (a presigned S3/GCS/CloudFront link's signature is a credential as much: X-Amz-Signature, Signature; ;jsessionid=)
+_QUERY_SECRET = re.compile(r"(?P<key>[?&#;](?:[^=&#;\s]*(?:token|key|passw|pwd|secret|signature|session|jwt|auth(?!or))"
+                           r"[^=&#;\s]*|sig|pass)=)(?P<value>[^&#;\s]+)", re.IGNORECASE)
+# a quoted key with spaces in its name ({"API Key": "V"})
+_SPACED_KEY = re.compile(r"(?P<q>[\"'])(?P<name>[A-Za-z][\w.-]*(?: [\w.-]+)+)(?P=q)(?P<sep>\s*[:=]\s*)(?P<q2>[\"'])"
+                         r"(?P<value>[^\"'\n]+)(?P=q2)")
 # a secret option and its value as a command line writes them, in prose (a card, a title, a run name): "--hub-token
 # V", quoted or not, after any white space; a value that is another option, a variable or a placeholder is none
 _OPTION_VALUE = re.compile(r"(?P<lead>(?:^|[\s`'\"(\[])--?(?P<name>[A-Za-z][A-Za-z0-9_-]*)[\s\u00a0]+)(?P<q>['\"]?)"
@@ -118,6 +127,8 @@ def redact_text(text: str) -> str:
     text = _OPTION_VALUE.sub(lambda m: f"{m['lead']}{m['q']}{MASK}{m['q']}" if is_secret_option(m["name"])
                              and m["value"] != MASK and not _PROSE_WORD.match(m["value"]) else m[0], text)
     text = _NETRC.sub(lambda m: f"{m['lead']}{MASK}", text)
+    text = _SPACED_KEY.sub(lambda m: f"{m['q']}{m['name']}{m['q']}{m['sep']}{m['q2']}{MASK}{m['q2']}"
+                           if _secret_env(m["name"].replace(" ", "_")) else m[0], text)
     text = _XML_SECRET.sub(lambda m: f"<{m['name']}>{MASK}</{m['name']}>" if _secret_env(m["name"]) else m[0], text)
     text = _TOKEN_SHAPES.sub(MASK, text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)

@@ -153,6 +153,9 @@ def import_rlft4rl(config: ImportConfig) -> dict:
     n = len(obs)
     order = np.random.default_rng(config.seed).permutation(n)
     n_val = int(round(config.validation * n)) if n > 1 else 0
+    if n_val >= n > 1:  # every row rounded into validation: no train split (pass 17, B8: a KeyError)
+        raise InvalidInputError(f"--validation {config.validation:g} of {n} rows leaves none to train on",
+                                hint=f"give at most {(n - 1) / n:.2f}, or more rows")
     parts = {"train": np.sort(order[n_val:]), "validation": np.sort(order[:n_val])}
     parts = {k: v for k, v in parts.items() if len(v)}
 

@@ -28,16 +28,16 @@ class EvalConfig(Declared):
     codec: str | None = option(None, "Dataset folder whose codec/prompt template to use (default: the RUN folder's); "
                                    "also the Q-values for q-greedy and agreement, and the few-shot examples.")
     allow_codec_mismatch: bool = option(False, "Evaluate a RUN with a --codec for another environment, codec kind or "
-                                             "spaces than its own.")
+                                             "spaces than its own.", needs="llm")
     backend: str = option("transformers", "transformers or openai.", choices=BACKENDS)
     device: str = option("auto", "transformers: where the model runs: auto (cuda when torch sees a GPU, else cpu), "
-                               "cpu, cuda or cuda:N.")
+                               "cpu, cuda or cuda:N.", needs="transformers")
     api_url: str | None = option(None, "openai: server URL, e.g. http://127.0.0.1:8000/v1.", needs="openai")
     api_model: str | None = option(None, "openai: model name on the server.", needs="openai")
     api_key: str | None = option(None, "openai: API key (default: OPENAI_API_KEY).")  # a key may be set for all
     concurrency: int = option(8, "openai: requests in flight at once.", needs="openai")
     api_timeout: float = option(60.0, "openai: seconds a server may take to answer a request (3 tries).", min=0.001,
-                                max=MAX_WAIT_SECONDS)
+                                max=MAX_WAIT_SECONDS, needs="openai")
     constrained: bool = option(False, "Only allow tokens that keep a valid answer (transformers).", needs="llm")
     fallback_action: str | None = option(None, "Action taken when the output does not parse (counted as invalid) "
                                              "(default: 0 / the first action).", needs="llm")
@@ -51,7 +51,7 @@ class EvalConfig(Declared):
                                      "(generate text); auto: mean when every bin is one token of the "
                                      "model's tokenizer, else off.", needs="llm")
     temperature: float = option(0.0, "0 = greedy decoding.", needs="llm")
-    top_p: float = option(1.0, "Nucleus sampling (temperature > 0).", needs="llm")
+    top_p: float = option(1.0, "Nucleus sampling (temperature > 0).", needs="sampling")
     max_new_tokens: int | None = option(None, "Token budget per answer (default: the longest valid answer + 8).",
                                         needs="llm")
     cache: bool = option(True, "Greedy decoding: generate each distinct prompt once (FrozenLake: 11 generations, not "

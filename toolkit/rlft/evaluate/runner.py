@@ -152,8 +152,11 @@ def _check_config(config: EvalConfig) -> None:
     if not 0.0 < config.top_p <= 1.0:
         raise InvalidInputError(f"--top-p must be in (0, 1], got {config.top_p}")
     # after the values: an option that does nothing for this policy is refused, not ignored (hostile pass 15, B16)
-    check_needed(config, {"llm": (config.policy.startswith("llm:"), "to llm: policies"),
+    llm = config.policy.startswith("llm:")
+    check_needed(config, {"llm": (llm, "to llm: policies"),
                           "openai": (config.backend == "openai", "with --backend openai"),
+                          "transformers": (llm and config.backend != "openai", "to llm: policies run by transformers"),
+                          "sampling": (llm and config.temperature > 0, "with sampling (--temperature above 0)"),
                           "video": (config.video is not None, "with --video FOLDER"),
                           "search": (config.search > 0, "with --search N"),
                           "critic": (config.critic is not None, "with --critic RUN")})

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from rlft.core.errors import InvalidInputError
 from rlft.core.seeding import threads_setting
 
 PACKAGES = ("rlft", "torch", "transformers", "trl", "peft", "datasets", "gymnasium", "minari", "stable-baselines3",
@@ -76,6 +78,11 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
     who copied it says which commit it is."""
     copied = os.environ.get("RLFT_SOURCE_COMMIT", "").strip()
     if copied:
+        # a commit's hash and nothing else: a CI's repository URL there carried its job token into results/ (pass 17)
+        if not re.fullmatch(r"[0-9a-f]{7,40}(\+dirty)?", copied):
+            raise InvalidInputError("RLFT_SOURCE_COMMIT is not a commit hash (7 to 40 hex digits, +dirty allowed); "
+                                    "its value is not shown, as it may hold a credential",
+                                    hint="set it to the copied tree's commit: git rev-parse --short=12 HEAD")
         return f"{copied} (copied tree)"
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True, text=True,

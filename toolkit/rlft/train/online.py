@@ -20,6 +20,7 @@ import numpy as np
 from rlft.core.console import console, progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
+from rlft.core.options import check_needed
 from rlft.core.plotting import figure, save_figure
 from rlft.core.trackers import move_logs, scratch_logdir
 from rlft.envs.registry import check_env_id, make_env, normalized_score
@@ -61,6 +62,14 @@ def check_config(config: OnlineConfig) -> None:
     if config.backbone == "mlp" and config.codec is not None:
         raise InvalidInputError("--codec is read by an LLM backbone; --backbone mlp reads the observations as numbers",
                                 hint="drop --codec, or give --backbone MODEL_DIR")
+    llm = config.backbone != "mlp"  # settings of another backbone or of checks that are off (pass 17, B6)
+    check_needed(config, {"transformer": (llm, "to an LLM backbone (--backbone MODEL_DIR)"),
+                          "trainable": (llm and config.backbone_mode != "frozen", "to a trained LLM backbone "
+                                        "(--backbone-mode lora or full)"),
+                          "lora": (llm and config.backbone_mode == "lora", "with --backbone-mode lora"),
+                          "text": (llm and config.codec is None, "to the raw codec an LLM backbone makes without "
+                                   "--codec"),
+                          "checks": (config.check_freq > 0, "with --check-freq N")})
     if config.format != "raw" and config.codec is None:
         raise InvalidInputError(f"--format {config.format} needs --codec DATASET_DIR (its bins or tokens come from "
                                 "data); without a dataset use --format raw")

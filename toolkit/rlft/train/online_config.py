@@ -18,16 +18,17 @@ class OnlineConfig(Declared):
     out: Path = field(metadata={"help": "RUN folder to write."})
     algo: str = field(default="ppo", metadata={"help": "ppo or trpo.", "choices": ONLINE_ALGOS})
     backbone: str = field(default="mlp", metadata={"help": "A model folder (rlft model init / fetch) or mlp."})
-    backbone_mode: str = field(default="full", metadata={"help": "frozen, lora or full (trainable transformer)."})
+    backbone_mode: str = field(default="full", metadata={"help": "frozen, lora or full (trainable transformer).",
+                                                         "needs": "transformer"})
     backbone_lr_scale: float | None = field(default=None, metadata={
         "help": "The transformer's learning rate as a multiple of the algorithm's, its heads at the full rate "
                 "(default: 0.1 for PPO, whose RL-Zoo rates are tuned for an MLP and made a transformer collapse, "
-                "row 10e; 1.0 for TRPO; see rlft.policy.backbone.BackboneScaledAdam)."})
+                "row 10e; 1.0 for TRPO; see rlft.policy.backbone.BackboneScaledAdam).", "needs": "trainable"})
     lora_r: int = field(default=8, metadata={"help": "LoRA rank with --backbone-mode lora.", "min": 1,
-                                             "max": MAX_LORA_RANK})
+                                             "max": MAX_LORA_RANK, "needs": "lora"})
     codec: str | None = field(default=None, metadata={"help": "Dataset folder whose codec writes observations."})
     format: str = field(default="raw", metadata={"help": "Without --codec: a raw codec (fixed-precision numbers)."})
-    precision: int = field(default=2, metadata={"help": "Decimals of the raw codec.", "min": 0})
+    precision: int = field(default=2, metadata={"help": "Decimals of the raw codec.", "min": 0, "needs": "text"})
     timesteps: int | None = field(default=None, metadata={"help": "Environment steps (default: the Zoo's).", "min": 1,
                                                           "max": MAX_ENV_STEPS})
     num_envs: int | None = field(default=None, metadata={"help": "Parallel envs (default: the Zoo's).", "min": 1,
@@ -40,6 +41,7 @@ class OnlineConfig(Declared):
                 "seeds each time and apart from the final evaluation's, and keep the best policy seen as the run's "
                 "(RL-Zoo's best model; 0: off, the last policy is kept).", "min": 0})
     check_episodes: int = field(default=10, metadata={"help": "Episodes of each check (--check-freq).", "min": 1,
+                                                      "needs": "checks",
                                                       "max": MAX_EPISODES})
     report_to: str = field(default="none", metadata={"help": "none or tensorboard (RUN/logs: SB3's training "
                                                              "curves)."})

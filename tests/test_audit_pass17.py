@@ -1,0 +1,142 @@
+"""Hostile pass 17's findings (an independent rerun after pass 16's fixes), each the case that found it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SECRET = "SEKRETvalue4242XYZ"
+S = SECRET
+
+
+@pytest.mark.parametrize("text", [
+    f"https://b.s3.amazonaws.com/o?X-Amz-Signature={S}&X-Amz-Credential=x", f"T https://x/y?X-Goog-Signature={S}",
+    f"https://d.cloudfront.net/x?Signature={S}&Key-Pair-Id=k", f"http://h/x;jsessionid={S}",
+    f'$env:HF_TOKEN="{S}"', f"curl --user=me:{S} https://b", f"curl -uu:{S} https://b", f"mysql -p{S}",
+    f"sshpass -p {S} ssh h", f"wandb login --relogin {S}", f"echo github_pat_{S}abcdefgh",
+    f"glpat-{S}abcdef", f"eyJhbGciOiJIUzI1NiJ9.{S}.sig", f"password => '{S}'", f'{{"API Key": "{S}"}}'])
+def test_signed_links_and_command_line_credentials_are_masked(text):
+    """B1: presigned S3/GCS/CloudFront signatures; B2: PowerShell's $env:, curl's --user=/-uU:V, mysql -pV,
+    sshpass -p, wandb login --relogin, GitHub/GitLab token shapes, a JWT, Perl's =>, a key with a space."""
+    from rlft.core.secrets import MASK, redact_command, redact_text
+
+    for redacted in (redact_text(text), redact_command(text)):
+        assert SECRET not in redacted and MASK in redacted, redacted
+    assert "=*** '" not in redact_text(text)  # "password => 'V'" was garbled to "password =*** 'V'"
+
+
+@pytest.mark.parametrize("text", ["a => b", "pip install -p x", "mysql -h host db", "curl -u user https://h",
+                                  "https://h/x?sort=asc&page=2", "https://h/x?author=me", "x = {'a b': 'c'}"])
+def test_look_alikes_of_the_new_spellings_are_left_alone(text):
+    from rlft.core.secrets import redact_text
+
+    assert redact_text(text) == text
+
+
+def _one_line(result, *words):
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Traceback" not in result.output and text.count("Error:") == 1, text
+    for word in words:
+        assert word in text, text
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    from typer.testing import CliRunner
+
+    from rlft.cli.main import app
+
+    root = tmp_path_factory.mktemp("pass17")
+    for args in (["data", "export-q", "frozenlake", "--out", str(root / "fl"), "--episodes", "5"],
+                 ["model", "init", "--dataset", str(root / "fl"), "--out", str(root / "m")]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+    return root / "fl", root / "m"
+
+
+def test_a_number_of_thousands_of_digits_in_a_file_is_one_line(cli, tmp_path, lake):
+    """B3: json and PyYAML raise ValueError past 4,300 digits; it escaped every reader as a traceback."""
+    import shutil
+
+    data, _ = lake
+    big = "1" + "0" * 5000
+    report = tmp_path / "big.json"
+    report.write_text(f'{{"x": {big}}}')
+    _one_line(cli("eval", "compare", report), "big.json")
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(f"name: p\nvars:\n  n: {big}\nsteps:\n  - command: data info x\n")
+    _one_line(cli("pipeline", "run", pipeline, "--out", tmp_path / "o"), "4300")
+    codec = tmp_path / "fq"
+    shutil.copytree(data, codec)
+    (codec / "rlft_codec.json").write_text(f'{{"x": {big}}}')
+    _one_line(cli("eval", "--policy", "q-greedy", "--codec", codec, "--episodes", "1", "--out", tmp_path / "r.json"))
+
+
+@pytest.mark.parametrize("env_id", [[1], 5, {}, True])
+def test_a_codec_whose_env_id_is_not_text_is_one_line(cli, tmp_path, lake, env_id):
+    """B4: an AttributeError ('startswith') at the env."""
+    import shutil
+
+    data, _ = lake
+    codec = tmp_path / "fq"
+    shutil.copytree(data, codec)
+    saved = json.loads((codec / "rlft_codec.json").read_text())
+    (codec / "rlft_codec.json").write_text(json.dumps({**saved, "env_id": env_id}))
+    _one_line(cli("eval", "--policy", "q-greedy", "--codec", codec, "--episodes", "1", "--out", tmp_path / "r.json"),
+              "env_id must be a gymnasium id")
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--policy", "random", "--env", "FrozenLake-v1", "--api-timeout", "5"], "--api-timeout"),
+    (["--policy", "random", "--env", "FrozenLake-v1", "--device", "cpu"], "--device"),
+    (["--policy", "random", "--env", "FrozenLake-v1", "--allow-codec-mismatch"], "--allow-codec-mismatch"),
+    (["--policy", "llm:{model}", "--codec", "{data}", "--top-p", "0.5"], "--top-p"),
+    (["--policy", "llm:{model}", "--codec", "{data}", "--api-timeout", "5"], "--api-timeout")])
+def test_an_eval_option_that_does_nothing_here_is_refused(cli, tmp_path, lake, args, flag):
+    """B5: these exited 0 and nothing said they were dropped."""
+    data, model = lake
+    args = [a.format(model=model, data=data) for a in args]
+    _one_line(cli("eval", *args, "--episodes", "1", "--out", tmp_path / "r.json"), f"{flag} does nothing here")
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--backbone-mode", "lora"], "--backbone-mode"), (["--lora-r", "4"], "--lora-r"),
+    (["--backbone-lr-scale", "0.5"], "--backbone-lr-scale"), (["--precision", "3"], "--precision"),
+    (["--check-episodes", "3"], "--check-episodes"),
+    (["--backbone", "{model}", "--backbone-mode", "frozen", "--backbone-lr-scale", "0.5"], "--backbone-lr-scale")])
+def test_an_online_option_that_does_nothing_here_is_refused(cli, tmp_path, lake, args, flag):
+    """B6: train online recorded these as if they were used (backbone mlp, checks off, a frozen backbone)."""
+    _, model = lake
+    args = [a.format(model=model) for a in args]
+    _one_line(cli("train", "online", "--env", "CartPole-v1", "--timesteps", "64", "--out", tmp_path / "o", *args),
+              f"{flag} does nothing here")
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_import_whose_validation_takes_every_row_is_one_line(cli, tmp_path):
+    """B8: --validation 0.99 of 10 rows left no train split: a KeyError."""
+    rows = tmp_path / "rows.jsonl"
+    line = {"observation": "<observation>0.1,0.2,0.3,0.4</observation>", "action": "<action>1</action>"}
+    rows.write_text("".join(json.dumps(line) + "\n" for _ in range(10)))
+    _one_line(cli("data", "import", "rlft4rl", rows, "--env", "CartPole-v1", "--out", tmp_path / "d",
+                  "--validation", "0.99"), "leaves none to train on")
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_source_commit_that_is_no_hash_is_refused_unshown(cli, tmp_path, monkeypatch):
+    """B10: RLFT_SOURCE_COMMIT (a CI's repository URL holds its job token) was copied into seed-N.json as given."""
+    report = tmp_path / "r.json"
+    assert cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "2", "--out", report).exit_code == 0
+    monkeypatch.setenv("RLFT_SOURCE_COMMIT", f"https://u:{S}@github.com/x {S}")
+    result = cli("results", "record", "e", "--seed", "0", "--report", f"a={report}", "--reproduce", "make x",
+                 "--results-dir", tmp_path / "res")
+    _one_line(result, "RLFT_SOURCE_COMMIT is not a commit hash")
+    assert SECRET not in result.output and not (tmp_path / "res").exists()
+    monkeypatch.setenv("RLFT_SOURCE_COMMIT", "e325a76a358f")
+    assert cli("results", "record", "e", "--seed", "0", "--report", f"a={report}", "--reproduce", "make x",
+               "--results-dir", tmp_path / "res").exit_code == 0
+    assert json.loads(Path(tmp_path / "res" / "e" / "seed-0.json").read_text())["commit"] == \
+        "e325a76a358f (copied tree)"
