@@ -211,14 +211,15 @@ def test_check_settings_without_checks_are_named_and_grpo_epsilon_is_bounded(cli
     ["expert", "train", "--env", "CartPole-v1", "--algo", "ppo", "--timesteps", "64", "--num-envs", "100000"],
     ["expert", "eval", "x.zip", "--num-envs", "100000"], ["expert", "eval", "x.zip", "--episodes", "100000000"],
     ["train", "sft", "--lora", "--lora-r", "100000000"], ["train", "grpo", "--episode-starts", "1000000000000"],
-    ["train", "grpo", "--rollout", "episode", "--max-turns", "1000000000000"]])
+    ["train", "grpo", "--rollout", "episode", "--max-turns", "1000000000000"],
+    ["data", "collect", "--env", "CartPole-v1", "--episodes", "1", "--dataset-id", "tt/x-v0", "--num-envs", "100000"]])
 def test_a_count_past_what_a_machine_can_hold_is_refused_before_any_work(cli, tmp_path, lake_model, args):
     """B8: these ran until a timeout, or filled memory (a LoRA rank of 10^8) into a traceback."""
     data, model = lake_model
     option = args[-2]  # the flag given the count
     if args[0] == "train" and args[1] in ("sft", "grpo"):
         args = [*args[:2], "--dataset", str(data), "--model", str(model), "--max-steps", "1", *args[2:]]
-    if args[1] != "eval":
+    if args[1] not in ("eval", "collect"):
         args = [*args, "--out", str(tmp_path / ("o.zip" if args[0] == "expert" else "o"))]
     result = cli(*args)
     text = " ".join(result.output.split())

@@ -140,3 +140,40 @@ def test_a_source_commit_that_is_no_hash_is_refused_unshown(cli, tmp_path, monke
                "--results-dir", tmp_path / "res").exit_code == 0
     assert json.loads(Path(tmp_path / "res" / "e" / "seed-0.json").read_text())["commit"] == \
         "e325a76a358f (copied tree)"
+
+
+@pytest.mark.parametrize(("file", "changes", "said"), [
+    ("tokenizer_config.json", {"model_max_length": "zz"}, "model_max_length"),
+    ("generation_config.json", {"eos_token_id": "zz"}, "eos_token_id"),
+    ("generation_config.json", {"bos_token_id": 10**30}, "bos_token_id"),
+    ("config.json", {"num_hidden_layers": -1}, "")])
+def test_a_model_folder_with_damaged_sizes_or_token_ids_is_one_line(cli, tmp_path, lake, file, changes, said):
+    """B9: these were tracebacks at the first generate (one in rlft's own constrained decoding)."""
+    import shutil
+
+    data, model = lake
+    bad = tmp_path / "m"
+    shutil.copytree(model, bad)
+    (bad / ".rlft_manifest.json").unlink()
+    saved = json.loads((bad / file).read_text()) if (bad / file).is_file() else {}
+    (bad / file).write_text(json.dumps({**saved, **changes}))
+    _one_line(cli("eval", "--policy", f"llm:{bad}", "--codec", data, "--episodes", "1", "--out", tmp_path / "r.json"),
+              said)
+
+
+@pytest.mark.parametrize("metadata", ["[]", "null", '"x"', "NaN", '{"dataset_id": "zz"}'])
+def test_a_minari_dataset_whose_metadata_is_no_object_is_one_line(cli, tmp_path, monkeypatch, metadata):
+    """B7: Minari read it as a mapping (AttributeError) or parsed a missing version (TypeError)."""
+    import shutil
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    assert cli("data", "collect", "--env", "CartPole-v1", "--policy", "random", "--episodes", "2",
+               "--dataset-id", "tt/cp-v0").exit_code == 0
+    good = tmp_path / "minari" / "tt" / "cp-v0"
+    bad = tmp_path / "minari" / "tt" / "bad-v0"
+    shutil.copytree(good, bad)
+    meta = bad / "data" / "metadata.json"
+    meta.write_text(metadata if metadata != '{"dataset_id": "zz"}' else json.dumps(
+        {**json.loads((good / "data" / "metadata.json").read_text()), "dataset_id": "zz"}))
+    for args in (["data", "info", "tt/bad-v0"], ["data", "serialize", "tt/bad-v0", "--out", tmp_path / "s"]):
+        _one_line(cli(*args), "metadata.json")

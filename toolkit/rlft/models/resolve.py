@@ -151,12 +151,60 @@ def load_model(path: str, dtype=None):
     from transformers import AutoModelForCausalLM
 
     check_model_fits(path, dtype)
+    _check_sizes(path)
     try:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except Exception as exc:  # noqa: BLE001 - report which folder failed
         raise InvalidInputError(f"cannot load a causal LM from {path}: {first_sentence(exc)}",
                                 hint="its config.json names a model type or files this transformers cannot load: "
                                      "is it a model folder (rlft model init / model fetch)?") from exc
+    check_model_numbers(model, path)
+    return model
+
+
+def check_model_numbers(model, path: str, tokenizer=None) -> None:
+    """The sizes and token ids a model folder's config files give, checked where they are loaded: a layer count of
+    -1, a text or too large end-of-sequence id, a special token past the vocabulary were tracebacks at the first
+    generate (hostile pass 17, B9)."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    vocab = getattr(config, "vocab_size", None)
+    bad = []
+    generation = getattr(model, "generation_config", None)
+    for key in ("eos_token_id", "bos_token_id", "pad_token_id"):
+        value = getattr(generation, key, None)
+        ids = value if isinstance(value, list) else [value]
+        if value is not None and not all(_token_id(v, vocab) for v in ids):
+            bad.append(f"generation_config.json {key} is {value!r}")
+    if tokenizer is not None:
+        if not isinstance(tokenizer.model_max_length, int | float) or isinstance(tokenizer.model_max_length, bool):
+            bad.append(f"tokenizer_config.json model_max_length is {tokenizer.model_max_length!r}")
+        past = [t for t, i in zip(tokenizer.all_special_tokens, tokenizer.all_special_ids, strict=False)
+                if not _token_id(i, vocab)]
+        bad += [f"the special token {t!r} lies past the model's vocabulary" for t in past]
+    if bad:
+        raise InvalidInputError(f"{path}: {'; '.join(bad)}, which no model folder of rlft's holds",
+                                hint="the model folder is damaged: make or fetch it again")
+
+
+def _check_sizes(path: str) -> None:
+    """A layer count or vocabulary of 0 or less, before the weights are read (the load would warn of every weight
+    as unexpected first)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except Exception:  # noqa: BLE001 - from_pretrained names the damage
+        return
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    bad = [f"config.json {key} is {getattr(text, key)!r}" for key in ("num_hidden_layers", "vocab_size")
+           if hasattr(text, key) and not (isinstance(getattr(text, key), int) and getattr(text, key) > 0)]
+    if bad:
+        raise InvalidInputError(f"{path}: {'; '.join(bad)}, which no model folder of rlft's holds",
+                                hint="the model folder is damaged: make or fetch it again")
+
+
+def _token_id(value, vocab) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0 and (vocab is None or value < vocab)
 
 
 def first_sentence(exc: Exception, limit: int = 300) -> str:

@@ -32,7 +32,13 @@ from rlft.core.manifest import RUN_FILE, run_foreign
 from rlft.core.output_names import check_output_parent
 from rlft.core.reading import read_json_mapping
 from rlft.core.secrets import redact
-from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
+from rlft.models.resolve import (
+    MODEL_INFO_FILENAME,
+    check_model_numbers,
+    load_model,
+    load_tokenizer,
+    resolve_model,
+)
 
 RUN_FILENAME = RUN_FILE
 SUMMARY_FILENAME = "summary.json"
@@ -245,6 +251,7 @@ def load_policy_model(path: str | os.PathLike, *, merge: bool = True, dtype=None
     if is_adapter_folder(local) and not (Path(local) / "tokenizer_config.json").is_file():
         tokenizer_dir = resolve_model(base_model_of(local))
     tokenizer = load_tokenizer(tokenizer_dir)
+    check_model_numbers(model, local, tokenizer)
     codec_file = Path(local) / CODEC_FILENAME
     codec: Codec | None = load_codec(codec_file) if codec_file.is_file() else None
     model.eval()

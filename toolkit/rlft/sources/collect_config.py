@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlft.core.options import MAX_EPISODE_STEPS, MAX_EPISODES, Declared, option
+from rlft.core.options import MAX_ENVS, MAX_EPISODE_STEPS, MAX_EPISODES, Declared, option
 
 DATA_FORMATS = ("hdf5", "arrow")
 # What a noisy collection records as the action: the one the env was stepped with, or the policy's own (DART).
@@ -25,7 +25,7 @@ class CollectConfig(Declared):
     episodes: int = field(metadata={"help": "Episodes to record.", "required": True, "min": 1,
                                      "max": MAX_EPISODES})
     policy: str = option("random", "An SB3 checkpoint FILE.zip, or 'random'.")
-    num_envs: int = option(1, "Envs stepped together with batched policy inference.", min=1)
+    num_envs: int = option(1, "Envs stepped together with batched policy inference.", min=1, max=MAX_ENVS)
     seed: int = option(0, "Episode i is reset with seed + i (stored in the dataset).", min=0)
     noise: float = option(0.0, "Box actions: Gaussian std in half action ranges, clipped. Discrete: epsilon-random.")
     stochastic: bool = option(False, "Record the policy's own sampled actions (SB3 predict with deterministic=False: "

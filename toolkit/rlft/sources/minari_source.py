@@ -207,8 +207,13 @@ def check_counts(data: Path, source: str) -> None:
         meta = json.loads((data / "metadata.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # Minari's own reading names this damage
+    if not isinstance(meta, dict):  # a list, null or text: an AttributeError inside Minari (hostile pass 17, B7)
+        raise damaged(source, ValueError(f"metadata.json holds a {type(meta).__name__}, not a JSON object"))
+    dataset_id = meta.get("dataset_id")
+    if dataset_id is not None and not (isinstance(dataset_id, str) and re.search(r"-v\d+$", dataset_id)):
+        raise damaged(source, ValueError(f"metadata.json's dataset_id {dataset_id!r} is not namespace/name-vN"))
     check_reference_scores(meta, data / "metadata.json", source)
-    if not isinstance(meta, dict) or "total_episodes" not in meta:
+    if "total_episodes" not in meta:
         return
     episodes, steps = meta["total_episodes"], meta.get("total_steps")
     if not _whole(episodes) or (steps is not None and (not _whole(steps) or episodes > max(steps, 1))):
