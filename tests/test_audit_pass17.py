@@ -177,3 +177,33 @@ def test_a_minari_dataset_whose_metadata_is_no_object_is_one_line(cli, tmp_path,
         {**json.loads((good / "data" / "metadata.json").read_text()), "dataset_id": "zz"}))
     for args in (["data", "info", "tt/bad-v0"], ["data", "serialize", "tt/bad-v0", "--out", tmp_path / "s"]):
         _one_line(cli(*args), "metadata.json")
+
+
+@pytest.mark.parametrize("text", [f"MYSQL_PWD={S}", f"--creds {S}", f"--pat {S}",
+                                  f"//registry.npmjs.org/:_authToken={S}", f"X-Api-Key:{S}",
+                                  f"-----BEGIN PRIVATE KEY-----\n{S}\n-----END PRIVATE KEY-----"])
+def test_the_unclear_spellings_are_masked_too(text):
+    """U5: a password variable, credential options, .npmrc's token, a PEM private key, an unquoted header."""
+    from rlft.core.secrets import redact_text
+
+    assert SECRET not in redact_text(text)
+
+
+@pytest.mark.parametrize(("changes", "said"), [("name: [1, 2]", "'name:' of pipeline"),
+                                               ("seeds: [0, 99999999999999999999]", "'seeds:' of pipeline")])
+def test_a_pipeline_name_or_seed_of_the_wrong_kind_is_refused(cli, tmp_path, changes, said):
+    """U2, U3: a list as the name ran; a seed past every --seed range was a late error at best."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(f"{changes}\nsteps:\n  - command: data export-q frozenlake\n"
+                        "    args: {episodes: 1, out: '{out}/fl'}\n")
+    _one_line(cli("pipeline", "run", pipeline, "--out", tmp_path / "o"), said)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("algo", "args"), [("iql", ["--alpha", "3"]), ("iql", ["--policy-freq", "3"]),
+                                            ("td3bc", ["--expectile", "0.9"]), ("td3bc", ["--no-normalize-rewards"]),
+                                            ("iql", ["--check-episodes", "3"])])
+def test_an_offline_option_of_the_other_algorithm_is_refused(cli, tmp_path, algo, args):
+    """U6: a TD3+BC setting under IQL (or the reverse), checks' episodes without checks."""
+    _one_line(cli("train", "offline", "--dataset", tmp_path / "none", "--algo", algo, "--out", tmp_path / "o", *args),
+              "does nothing here")

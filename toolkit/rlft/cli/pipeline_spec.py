@@ -184,6 +184,9 @@ def read_pipeline_spec(path: Path, chain: tuple[Path, ...] = ()) -> dict:
         raise InvalidInputError(f"pipeline {path} has no steps")
     if not isinstance(spec.get("final") or [], list):
         raise InvalidInputError(f"'final:' of pipeline {path} must be a list of steps")
+    for key in ("name", "description"):  # a banner's title: text (hostile pass 17, U2)
+        if spec.get(key) is not None and not isinstance(spec[key], str):
+            raise InvalidInputError(f"'{key}:' of pipeline {path} must be text, got {type(spec[key]).__name__}")
     return spec
 
 
@@ -227,9 +230,12 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
         return spec, [("", argv) for argv in _step_argvs(spec["steps"], fixed, path, "step")] + \
             [("final", argv) for argv in _step_argvs(spec.get("final") or [], fixed, path, "final step")]
     if seeds is None and (not isinstance(seed_list, list) or not seed_list or len(set(seed_list)) != len(seed_list)
-                          or not all(isinstance(v, int) and v >= 0 for v in seed_list)):
+                          or len(seed_list) > MAX_SEEDS
+                          or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_SEED
+                                     for v in seed_list)):
         # [0, 0] ran seed 0 and then failed on its own output (hostile pass 15): refused before any step
-        raise InvalidInputError(f"'seeds:' of pipeline {path} must be a list of distinct integers >= 0")
+        raise InvalidInputError(f"'seeds:' of pipeline {path} must be a list of at most {MAX_SEEDS:,} distinct "
+                                f"integers from 0 to {MAX_SEED}")
     runs = []
     for seed in seed_list:
         fixed = {"seed": seed, "out": f"{out}/seed-{seed}", "overwrite": overwrite}

@@ -22,10 +22,10 @@ _SECRET_NAME = re.compile(r"^(?:token|(?!.*(?:^|_)(?:pad|eos|bos|unk|sep|cls|mas
                           r"|subscription|client|auth)_?key$|(?:^|_)auth$")
 # an option whose bare name is a credential on a command line ("--key V", "--pass V"); not as a key of a mapping,
 # where rlft's own records use "key" for a column's name
-_SECRET_OPTION = re.compile(r"^(?:key|pass|sig)$")
+_SECRET_OPTION = re.compile(r"^(?:key|pass|sig|pw|pwd|pat|creds?)$")
 # an environment variable (upper case, as a shell line writes it) names a secret by its suffix too: OPENAI_KEY,
 # WANDB_KEY, AWS_SECRET_ACCESS_KEY, a personal access token (GH_PAT)
-_SECRET_ENV = re.compile(r"(?:(?:^|_)(?:KEY|PAT|PASS)|TOKEN)$")  # MYTOKEN too: an upper-case name ending so
+_SECRET_ENV = re.compile(r"(?:(?:^|_)(?:KEY|PAT|PASS)|_PWD|TOKEN)$")  # MYTOKEN too: an upper-case name ending so
 # an HTTP credential as a header or a curl line writes it: "Authorization: Bearer X", "Bearer X", "Basic X"
 _BEARER = re.compile(r"(?P<lead>\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+)(?P<value>[A-Za-z0-9._~+/=-]{6,})")
 # the userinfo of a URL runs to the last "@" before the next space: a password may hold "/" or "@" as typed; with no
@@ -75,6 +75,8 @@ _SPACED_KEY = re.compile(r"(?P<q>[\"'])(?P<name>[A-Za-z][\w.-]*(?: [\w.-]+)+)(?P
 _OPTION_VALUE = re.compile(r"(?P<lead>(?:^|[\s`'\"(\[])--?(?P<name>[A-Za-z][A-Za-z0-9_-]*)[\s\u00a0]+)(?P<q>['\"]?)"
                            r"(?P<value>[^\s'\"`$<{\-][^\s'\"`]*)(?P=q)")
 _PROSE_WORD = re.compile(r"[a-z]{1,7}[.,:;!?)]?$")  # "use --token or HF_TOKEN", "the --token option": a word goes on
+# a PEM private key, whole
+_PEM = re.compile(r"-----BEGIN (?P<kind>[A-Z ]*PRIVATE KEY)-----.*?(?:-----END (?P=kind)-----|$)", re.DOTALL)
 # a .netrc line ("machine h login u password V")
 _NETRC = re.compile(r"(?P<lead>\blogin\s+\S+\s+password\s+)(?P<value>\S+)")
 
@@ -127,6 +129,7 @@ def redact_text(text: str) -> str:
     text = _OPTION_VALUE.sub(lambda m: f"{m['lead']}{m['q']}{MASK}{m['q']}" if is_secret_option(m["name"])
                              and m["value"] != MASK and not _PROSE_WORD.match(m["value"]) else m[0], text)
     text = _NETRC.sub(lambda m: f"{m['lead']}{MASK}", text)
+    text = _PEM.sub(lambda m: f"-----BEGIN {m['kind']}-----{MASK}-----END {m['kind']}-----", text)
     text = _SPACED_KEY.sub(lambda m: f"{m['q']}{m['name']}{m['q']}{m['sep']}{m['q2']}{MASK}{m['q2']}"
                            if _secret_env(m["name"].replace(" ", "_")) else m[0], text)
     text = _XML_SECRET.sub(lambda m: f"<{m['name']}>{MASK}</{m['name']}>" if _secret_env(m["name"]) else m[0], text)

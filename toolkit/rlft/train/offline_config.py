@@ -31,23 +31,27 @@ class OfflineConfig:
     discount: float = field(default=0.99, metadata={"help": "Discount of the critic's targets."})
     tau: float = field(default=0.005, metadata={"help": "Polyak rate of the target networks."})
     alpha: float = field(default=2.5, metadata={"help": "td3bc: weight of Q against the BC term (lambda = alpha / "
-                                                        "mean |Q|).", "min": 0})
-    policy_noise: float = field(default=0.2, metadata={"help": "td3bc: target policy smoothing noise.", "min": 0})
-    noise_clip: float = field(default=0.5, metadata={"help": "td3bc: clip of that noise.", "min": 0})
+                                                        "mean |Q|).", "min": 0, "needs": "td3bc"})
+    policy_noise: float = field(default=0.2, metadata={"help": "td3bc: target policy smoothing noise.", "min": 0,
+                                                          "needs": "td3bc"})
+    noise_clip: float = field(default=0.5, metadata={"help": "td3bc: clip of that noise.", "min": 0, "needs": "td3bc"})
     policy_freq: int = field(default=2, metadata={"help": "td3bc: one actor update per N critic updates.",
-                                                  "min": 1})
-    expectile: float = field(default=0.7, metadata={"help": "iql: expectile of V's regression on Q."})
+                                                  "min": 1, "needs": "td3bc"})
+    expectile: float = field(default=0.7, metadata={"help": "iql: expectile of V's regression on Q.",
+                                                         "needs": "iql"})
     temperature: float = field(default=3.0, metadata={"help": "iql: inverse temperature of advantage-weighted "
-                                                              "regression (beta).", "min": 0})
+                                                              "regression (beta).", "min": 0, "needs": "iql"})
     normalize_rewards: bool = field(default=True, metadata={"help": "iql: scale rewards by 1000 / (max - min "
-                                                                    "episode return), as IQL does on locomotion."})
+                                                                    "episode return), as IQL does on locomotion.",
+                                                                    "needs": "iql"})
     split: str = field(default="train", metadata={"help": "Dataset split to train on."})
     max_train_samples: int | None = field(default=None, metadata={
         "help": "Train on the split's first N rows only (as train sft's and train bc's option).", "min": 1})
     check_steps: int = field(default=0, metadata={"help": "Every N steps, play --check-episodes episodes with the "
                                                           "actor and log their normalized score (0: never).",
                                                   "min": 0})
-    check_episodes: int = field(default=5, metadata={"help": "Episodes of each closed-loop check.", "min": 1})
+    check_episodes: int = field(default=5, metadata={"help": "Episodes of each closed-loop check.", "min": 1,
+                                                     "needs": "checks"})
     report_to: str = field(default="none", metadata={"help": "Trackers, comma-separated: none, tensorboard (RUN/logs), "
                                                              "wandb, trackio."})
     seed: int = field(default=0, metadata={"help": "Seeds the networks, the batches and the checks' episodes.",
