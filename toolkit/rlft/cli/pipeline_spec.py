@@ -234,8 +234,8 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
                           or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_SEED
                                      for v in seed_list)):
         # [0, 0] ran seed 0 and then failed on its own output (hostile pass 15): refused before any step
-        raise InvalidInputError(f"'seeds:' of pipeline {path} must be a list of at most {MAX_SEEDS:,} distinct "
-                                f"integers from 0 to {MAX_SEED}")
+        raise InvalidInputError(f"'seeds:' of pipeline {path} must be a list of distinct integers from 0 to "
+                                f"{MAX_SEED} (at most {MAX_SEEDS:,})")
     runs = []
     for seed in seed_list:
         fixed = {"seed": seed, "out": f"{out}/seed-{seed}", "overwrite": overwrite}
