@@ -57,6 +57,21 @@ def _isolated_data_paths(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(root / "minari"))
 
 
+@pytest.fixture(scope="module")
+def lake_model(tmp_path_factory):
+    """A FrozenLake Q dataset and a tiny model on it, made once a module (the audits' bad-input cases read them)."""
+    from typer.testing import CliRunner
+
+    from rlft.cli.main import app
+
+    root = tmp_path_factory.mktemp("lake-model")
+    for args in (["data", "export-q", "frozenlake", "--out", str(root / "fl"), "--episodes", "5"],
+                 ["model", "init", "--dataset", str(root / "fl"), "--out", str(root / "m")]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+    return root / "fl", root / "m"
+
+
 @pytest.fixture
 def cli():
     """Invoke ``rlft`` in-process; returns the click Result (exit_code, output, stderr)."""

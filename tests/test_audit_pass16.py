@@ -123,21 +123,6 @@ def test_a_pipelines_name_is_masked_in_its_banners(cli, tmp_path):
     assert SECRET not in result.output and "sec2 --hub-token ***" in result.output
 
 
-@pytest.fixture(scope="module")
-def lake_model(tmp_path_factory):
-    """A FrozenLake Q dataset and a tiny model on it (what the ignored-option cases train)."""
-    from typer.testing import CliRunner
-
-    from rlft.cli.main import app
-
-    root = tmp_path_factory.mktemp("pass16")
-    for args in (["data", "export-q", "frozenlake", "--out", str(root / "fl"), "--episodes", "5"],
-                 ["model", "init", "--dataset", str(root / "fl"), "--out", str(root / "m")]):
-        result = CliRunner().invoke(app, args)
-        assert result.exit_code == 0, result.output
-    return root / "fl", root / "m"
-
-
 @pytest.mark.parametrize(("option", "where"), [
     ("--map", "map file"), ("--expert", "expert checkpoint"), ("--policy expert:", "expert checkpoint"),
     ("--policy bc:", "behaviour-cloning policy"), ("--policy llm:", "is not a folder"),

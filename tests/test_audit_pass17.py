@@ -42,25 +42,11 @@ def _one_line(result, *words):
         assert word in text, text
 
 
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory):
-    from typer.testing import CliRunner
-
-    from rlft.cli.main import app
-
-    root = tmp_path_factory.mktemp("pass17")
-    for args in (["data", "export-q", "frozenlake", "--out", str(root / "fl"), "--episodes", "5"],
-                 ["model", "init", "--dataset", str(root / "fl"), "--out", str(root / "m")]):
-        result = CliRunner().invoke(app, args)
-        assert result.exit_code == 0, result.output
-    return root / "fl", root / "m"
-
-
-def test_a_number_of_thousands_of_digits_in_a_file_is_one_line(cli, tmp_path, lake):
+def test_a_number_of_thousands_of_digits_in_a_file_is_one_line(cli, tmp_path, lake_model):
     """B3: json and PyYAML raise ValueError past 4,300 digits; it escaped every reader as a traceback."""
     import shutil
 
-    data, _ = lake
+    data, _ = lake_model
     big = "1" + "0" * 5000
     report = tmp_path / "big.json"
     report.write_text(f'{{"x": {big}}}')
@@ -75,11 +61,11 @@ def test_a_number_of_thousands_of_digits_in_a_file_is_one_line(cli, tmp_path, la
 
 
 @pytest.mark.parametrize("env_id", [[1], 5, {}, True])
-def test_a_codec_whose_env_id_is_not_text_is_one_line(cli, tmp_path, lake, env_id):
+def test_a_codec_whose_env_id_is_not_text_is_one_line(cli, tmp_path, lake_model, env_id):
     """B4: an AttributeError ('startswith') at the env."""
     import shutil
 
-    data, _ = lake
+    data, _ = lake_model
     codec = tmp_path / "fq"
     shutil.copytree(data, codec)
     saved = json.loads((codec / "rlft_codec.json").read_text())
@@ -94,9 +80,9 @@ def test_a_codec_whose_env_id_is_not_text_is_one_line(cli, tmp_path, lake, env_i
     (["--policy", "random", "--env", "FrozenLake-v1", "--allow-codec-mismatch"], "--allow-codec-mismatch"),
     (["--policy", "llm:{model}", "--codec", "{data}", "--top-p", "0.5"], "--top-p"),
     (["--policy", "llm:{model}", "--codec", "{data}", "--api-timeout", "5"], "--api-timeout")])
-def test_an_eval_option_that_does_nothing_here_is_refused(cli, tmp_path, lake, args, flag):
+def test_an_eval_option_that_does_nothing_here_is_refused(cli, tmp_path, lake_model, args, flag):
     """B5: these exited 0 and nothing said they were dropped."""
-    data, model = lake
+    data, model = lake_model
     args = [a.format(model=model, data=data) for a in args]
     _one_line(cli("eval", *args, "--episodes", "1", "--out", tmp_path / "r.json"), f"{flag} does nothing here")
     assert not (tmp_path / "r.json").exists()
@@ -107,9 +93,9 @@ def test_an_eval_option_that_does_nothing_here_is_refused(cli, tmp_path, lake, a
     (["--backbone-lr-scale", "0.5"], "--backbone-lr-scale"), (["--precision", "3"], "--precision"),
     (["--check-episodes", "3"], "--check-episodes"),
     (["--backbone", "{model}", "--backbone-mode", "frozen", "--backbone-lr-scale", "0.5"], "--backbone-lr-scale")])
-def test_an_online_option_that_does_nothing_here_is_refused(cli, tmp_path, lake, args, flag):
+def test_an_online_option_that_does_nothing_here_is_refused(cli, tmp_path, lake_model, args, flag):
     """B6: train online recorded these as if they were used (backbone mlp, checks off, a frozen backbone)."""
-    _, model = lake
+    _, model = lake_model
     args = [a.format(model=model) for a in args]
     _one_line(cli("train", "online", "--env", "CartPole-v1", "--timesteps", "64", "--out", tmp_path / "o", *args),
               f"{flag} does nothing here")
@@ -147,11 +133,11 @@ def test_a_source_commit_that_is_no_hash_is_refused_unshown(cli, tmp_path, monke
     ("generation_config.json", {"eos_token_id": "zz"}, "eos_token_id"),
     ("generation_config.json", {"bos_token_id": 10**30}, "bos_token_id"),
     ("config.json", {"num_hidden_layers": -1}, "")])
-def test_a_model_folder_with_damaged_sizes_or_token_ids_is_one_line(cli, tmp_path, lake, file, changes, said):
+def test_a_model_folder_with_damaged_sizes_or_token_ids_is_one_line(cli, tmp_path, lake_model, file, changes, said):
     """B9: these were tracebacks at the first generate (one in rlft's own constrained decoding)."""
     import shutil
 
-    data, model = lake
+    data, model = lake_model
     bad = tmp_path / "m"
     shutil.copytree(model, bad)
     (bad / ".rlft_manifest.json").unlink()
