@@ -52,15 +52,17 @@ def check_values(cls, values: dict[str, Any], extra: list[tuple[str, Any, Any, t
             raise InvalidInputError(f"{flag} must be {span}, got {value}")
 
 
-def check_needed(config, conditions: dict[str, tuple[bool, str]]) -> None:
+def check_needed(config, conditions: dict[str, tuple[bool, str]], values: dict[str, Any] | None = None) -> None:
     """Refuse a setting given where it does nothing (hostile pass 15, B16: ignored options exited 0): a field declared
     with ``needs=NAME`` whose value is not its default while ``conditions[NAME]`` is ``(False, what it applies to)``.
-    A need not among ``conditions`` is checked where it is known (training's LoRA once the model is loaded)."""
-    for flag, applies in unused_settings(config, conditions):
+    A need not among ``conditions`` is checked where it is known (training's LoRA once the model is loaded).
+    ``config`` is a config, or its class with its ``values`` (a training stage's config stays in its layer)."""
+    for flag, applies in unused_settings(config, conditions, values):
         raise InvalidInputError(f"{flag} does nothing here: it applies {applies}", hint=f"leave {flag} out")
 
 
-def unused_settings(config, conditions: dict[str, tuple[bool, str]]) -> list[tuple[str, str]]:
+def unused_settings(config, conditions: dict[str, tuple[bool, str]],
+                    values: dict[str, Any] | None = None) -> list[tuple[str, str]]:
     """(flag, what it applies to) of each setting :func:`check_needed` refuses."""
     out = []
     for f in dataclasses.fields(config):
@@ -68,7 +70,7 @@ def unused_settings(config, conditions: dict[str, tuple[bool, str]]) -> list[tup
         if need not in conditions or conditions[need][0]:
             continue
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        value = getattr(config, f.name)
+        value = values[f.name] if values is not None else getattr(config, f.name)
         if default is not dataclasses.MISSING and value != default:
             out.append((("--no-" if value is False else "--") + f.name.replace("_", "-"), conditions[need][1]))
     return out

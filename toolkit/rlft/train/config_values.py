@@ -4,6 +4,7 @@ with the field's name; and the values a ``--config`` file holds."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import types
 import typing
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.options import check_needed, unused_settings
 from rlft.core.reading import read_yaml_mapping, require_file
 
 
@@ -128,3 +130,18 @@ def read_yaml_config(path: Path, section: str) -> dict[str, Any]:
     if "steps" in data:
         raise InvalidInputError(f"pipeline file {path} has no '{section}:' section of config fields")
     return {k: v for k, v in data.items() if k not in PIPELINE_KEYS}
+
+
+def refuse_unneeded(config, conditions: dict[str, tuple[bool, str]]) -> None:
+    """:func:`rlft.core.options.check_needed` of a stage's settings, handed down as values: a run's config stays in
+    the training layer (tests/test_config_travel.py)."""
+    check_needed(type(config), conditions, _field_values(config))
+
+
+def unneeded(config, conditions: dict[str, tuple[bool, str]]) -> list[tuple[str, str]]:
+    """:func:`rlft.core.options.unused_settings` of a stage's settings, handed down as values."""
+    return unused_settings(type(config), conditions, _field_values(config))
+
+
+def _field_values(config) -> dict[str, Any]:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}

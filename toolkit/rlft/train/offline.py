@@ -22,7 +22,6 @@ from rlft.codecs.base import CODEC_FILENAME
 from rlft.core.console import console, err_console, kv_table, progress
 from rlft.core.errors import InvalidInputError, require
 from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
-from rlft.core.options import check_needed
 from rlft.core.trackers import Trackers, move_logs, parse_report_to, scratch_logdir
 from rlft.datasets.dataset import RlftDataset
 from rlft.datasets.row_checks import check_box_actions, check_finite_rows
@@ -39,6 +38,7 @@ from rlft.models.offline import (
 )
 from rlft.sources.experts import EVAL_SEED_OFFSET
 from rlft.sources.rollouts import run_episodes
+from rlft.train.config_values import refuse_unneeded
 from rlft.train.lifecycle import Stage
 from rlft.train.offline_config import OfflineConfig
 
@@ -69,7 +69,7 @@ class OfflineStage(Stage):
         require("torchrl", package="torchrl")
         self.trackers = parse_report_to(self.config.report_to)
         config = self.config  # another algorithm's settings, or checks that are off (hostile pass 17, U6)
-        check_needed(config, {"td3bc": (config.algo == "td3bc", "with --algo td3bc"),
+        refuse_unneeded(config, {"td3bc": (config.algo == "td3bc", "with --algo td3bc"),
                               "iql": (config.algo == "iql", "with --algo iql"),
                               "checks": (config.check_steps > 0, "with --check-steps N")})
         check_output_dir(self.config.out, self.config.overwrite, inputs=[("--dataset", self.config.dataset)])

@@ -20,7 +20,6 @@ import numpy as np
 from rlft.core.console import console, progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_output_dir, atomic_write_text, check_output_dir
-from rlft.core.options import check_needed
 from rlft.core.plotting import figure, save_figure
 from rlft.core.trackers import move_logs, scratch_logdir
 from rlft.envs.registry import check_env_id, make_env, normalized_score
@@ -38,6 +37,7 @@ from rlft.policy.backbone import (
 )
 from rlft.sources.experts import EVAL_SEED_OFFSET, check_sb3_trackers, evaluate, quiet_logger
 from rlft.sources.hyperparams import load_hyperparams
+from rlft.train.config_values import refuse_unneeded
 from rlft.train.lifecycle import Stage
 from rlft.train.online_config import OnlineConfig
 
@@ -63,7 +63,7 @@ def check_config(config: OnlineConfig) -> None:
         raise InvalidInputError("--codec is read by an LLM backbone; --backbone mlp reads the observations as numbers",
                                 hint="drop --codec, or give --backbone MODEL_DIR")
     llm = config.backbone != "mlp"  # settings of another backbone or of checks that are off (pass 17, B6)
-    check_needed(config, {"transformer": (llm, "to an LLM backbone (--backbone MODEL_DIR)"),
+    refuse_unneeded(config, {"transformer": (llm, "to an LLM backbone (--backbone MODEL_DIR)"),
                           "trainable": (llm and config.backbone_mode != "frozen", "to a trained LLM backbone "
                                         "(--backbone-mode lora or full)"),
                           "lora": (llm and config.backbone_mode == "lora", "with --backbone-mode lora"),

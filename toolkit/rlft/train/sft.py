@@ -15,10 +15,10 @@ from rich.markup import escape
 
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import check_needed
 from rlft.models.offline import load_checked_critic
 from rlft.train.awr import WEIGHT_COLUMN, advantage_weights, weighted_sampling_trainer
 from rlft.train.bin_targets import BinTargets, bin_smoothing_trainer
+from rlft.train.config_values import refuse_unneeded
 from rlft.train.configs import trl_overrides
 from rlft.train.inputs import StageInputs, load_inputs, pick_eval_split, prompt_token_metrics
 from rlft.train.lifecycle import TRLStage
@@ -140,7 +140,7 @@ def dropped_rows(rows: int, trainer, config: SFTStageConfig) -> int | None:
 
 def check_sft_settings(config: SFTStageConfig) -> None:
     """Refuse SFT-only settings that cannot work (the shared ones are checked by ``load_inputs``)."""
-    check_needed(config, {"critic": (config.critic is not None, "with --critic (advantage-weighted SFT)")})
+    refuse_unneeded(config, {"critic": (config.critic is not None, "with --critic (advantage-weighted SFT)")})
     if config.max_length < 8:
         raise InvalidInputError(f"--max-length must be at least 8, got {config.max_length}")
     if config.early_stopping_patience is not None and config.early_stopping_patience < 1:

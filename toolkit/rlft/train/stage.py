@@ -19,7 +19,6 @@ from rlft.core.errors import FaultError, InvalidInputError
 from rlft.core.faults import as_disk_full, is_output_fault, output_error
 from rlft.core.io import atomic_write_text
 from rlft.core.manifest import write_manifest
-from rlft.core.options import check_needed, unused_settings
 from rlft.core.secrets import redact
 from rlft.core.trackers import finish_library_trackers
 from rlft.datasets.layout import HELD_OUT_SPLITS
@@ -34,6 +33,7 @@ from rlft.models.run import (
     write_run_info,
 )
 from rlft.train.closed_loop import ReturnCheck
+from rlft.train.config_values import refuse_unneeded, unneeded
 from rlft.train.configs import StageConfig, config_to_dict
 from rlft.train.criterion import CriterionCallback, decision_check
 from rlft.train.inputs import StageInputs
@@ -88,7 +88,7 @@ def model_defaults(config: StageConfig, model, learning_rates: tuple[float, floa
     if config.lora:
         check_lora_targets(config.lora_target_modules, model)
     # known only now: --lora-r on a small model trained whole (hostile pass 16, B6)
-    check_needed(config, {"lora": (bool(config.lora), "with LoRA (--lora; the default for a pretrained model of "
+    refuse_unneeded(config, {"lora": (bool(config.lora), "with LoRA (--lora; the default for a pretrained model of "
                                                       f"{SMALL_MODEL_PARAMETERS / 1e6:g}M parameters or more)")})
     return config
 
@@ -150,7 +150,7 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
         every = 10
     if every == 0:
         # a recipe passes --check-states beside a --check-steps its user may set to 0: said, not refused
-        for flag, applies in unused_settings(config, {"checks": (False, _CHECKS), "continuous": (False, _CHECKS)}):
+        for flag, applies in unneeded(config, {"checks": (False, _CHECKS), "continuous": (False, _CHECKS)}):
             console.print(f"[yellow]Note:[/] {flag} is not used: it applies {applies}", highlight=False)
         if config.check_episodes or config.stop_at_return is not None or config.keep_best_check:
             raise InvalidInputError("--check-episodes, --stop-at-return and --keep-best-check play episodes every "
@@ -162,7 +162,7 @@ def criterion_callback(config: StageConfig, inputs: StageInputs):
 
     rows, split = check_rows(inputs)
     check = decision_check(rows, inputs.codec, config.check_states, config.seed, config.check_tolerance, split)
-    check_needed(config, {"continuous": (not check.discrete, "to continuous actions (this dataset's are discrete)")})
+    refuse_unneeded(config, {"continuous": (not check.discrete, "to continuous actions (this dataset's are discrete)")})
     return CriterionCallback(check, every, config.stop_at_accuracy, config.check_constrained,
                              config.stop_at_action_error, return_check(config, inputs), config.keep_best_check)
 

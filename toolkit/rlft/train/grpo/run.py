@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import check_needed
+from rlft.train.config_values import refuse_unneeded
 from rlft.train.configs import trl_overrides
 from rlft.train.grpo.action_targets import check_advantage
 from rlft.train.grpo.answers import EveryAnswerGRPO
@@ -69,7 +69,7 @@ class GRPOStage(TRLStage):
         # accelerate launch sets WORLD_SIZE for every process it starts
         check_advantage(config.advantage, self.group, int(os.environ.get("WORLD_SIZE", "1")))
         warn_forced_kl(config, self.group)
-        check_needed(config, mode_conditions(config, self.episodic, self.group, self.names))
+        refuse_unneeded(config, mode_conditions(config, self.episodic, self.group, self.names))
 
     def load_data(self) -> None:
         check_inputs = self.inputs  # the criterion checks decisions on the dataset's rows
