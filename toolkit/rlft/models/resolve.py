@@ -115,12 +115,13 @@ def check_model_fits(path: str, dtype=None) -> None:
     from_pretrained, which names the damage."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    available = available_memory()
-    if available is None:
-        return
     try:
         config = AutoConfig.from_pretrained(path)
     except Exception:  # noqa: BLE001 - from_pretrained reports it
+        return
+    _check_sizes(config, path)
+    available = available_memory()
+    if available is None:
         return
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     hidden, layers = _whole(text, "hidden_size", "n_embd", "d_model"), _whole(text, "num_hidden_layers", "n_layer")
@@ -150,8 +151,7 @@ def load_model(path: str, dtype=None):
     the machine's memory is refused first (:func:`check_model_fits`)."""
     from transformers import AutoModelForCausalLM
 
-    check_model_fits(path, dtype)
-    _check_sizes(path)
+    check_model_fits(path, dtype)  # its sizes checked too, from the config read once
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except Exception as exc:  # noqa: BLE001 - report which folder failed
@@ -186,15 +186,9 @@ def check_model_numbers(model, path: str, tokenizer=None) -> None:
                                 hint="the model folder is damaged: make or fetch it again")
 
 
-def _check_sizes(path: str) -> None:
+def _check_sizes(config, path: str) -> None:
     """A layer count or vocabulary of 0 or less, before the weights are read (the load would warn of every weight
     as unexpected first)."""
-    from transformers import AutoConfig
-
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except Exception:  # noqa: BLE001 - from_pretrained names the damage
-        return
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     bad = [f"config.json {key} is {getattr(text, key)!r}" for key in ("num_hidden_layers", "vocab_size")
            if hasattr(text, key) and not (isinstance(getattr(text, key), int) and getattr(text, key) > 0)]

@@ -135,13 +135,13 @@ def read_yaml_config(path: Path, section: str) -> dict[str, Any]:
 def refuse_unneeded(config, conditions: dict[str, tuple[bool, str]]) -> None:
     """:func:`rlft.core.options.check_needed` of a stage's settings, handed down as values: a run's config stays in
     the training layer (tests/test_config_travel.py)."""
-    check_needed(type(config), conditions, _field_values(config))
+    check_needed(type(config), conditions, field_values(config))
 
 
 def unneeded(config, conditions: dict[str, tuple[bool, str]]) -> list[tuple[str, str]]:
     """:func:`rlft.core.options.unused_settings` of a stage's settings, handed down as values."""
-    return unused_settings(type(config), conditions, _field_values(config))
+    return unused_settings(type(config), conditions, field_values(config))
 
 
-def _field_values(config) -> dict[str, Any]:
+def field_values(config) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from rlft.core.errors import InvalidInputError
 from rlft.core.options import MAX_EPISODE_STEPS, MAX_LORA_RANK, check_values
 from rlft.core.seeding import MAX_SEED
-from rlft.train.config_values import coerce, read_yaml_config
+from rlft.train.config_values import coerce, field_values, read_yaml_config
 from rlft.train.trl_config import (
     MAX_ACCUMULATION,
     MAX_BATCH,
@@ -239,7 +239,7 @@ def check_bounds(config) -> None:
     code (:class:`StageConfig` checks itself when made)."""
     trl, trl_values = trl_checks(config)
     # the values go down to the check, not the config (a stage's config stays in the training layer)
-    check_values(type(config), {**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)},
+    check_values(type(config), {**field_values(config),
                                 **trl_values}, trl)
 
 
