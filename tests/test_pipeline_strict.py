@@ -134,3 +134,30 @@ def test_a_step_may_not_write_over_the_pipeline_file_being_run(tmp_path):
     result = CliRunner().invoke(root, ["pipeline", "run", str(path), "--out", str(folder)])
     assert result.exit_code == 2 and "holds the pipeline file" in result.output
     assert path.is_file() and "Traceback" not in result.output
+
+
+def test_a_step_command_may_write_its_options_key_equals_value(tmp_path):
+    """``--out=X`` in a step's command string: a nested ``pipeline run`` step was a StopIteration traceback (its
+    options were read by hand, in the two-word form only), and an ``--out=`` step escaped the check that it does
+    not write over the pipeline file. Click's own parse of the step is used now."""
+    from typer.testing import CliRunner
+
+    (tmp_path / "inner.yaml").write_text("name: inner\nsteps:\n  - command: data export-q frozenlake --episodes 2"
+                                         " --out={out}/q\n")
+    outer = _pipeline(tmp_path, """
+        name: outer
+        steps:
+          - command: "pipeline run --overwrite INNER --out={out}/in"
+    """)
+    outer.write_text(outer.read_text().replace("INNER", str(tmp_path / "inner.yaml")))
+    result = CliRunner().invoke(root, ["pipeline", "run", str(outer), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "o" / "in" / "q" / "rlft_codec.json").is_file()
+
+    folder = tmp_path / "pipes"
+    folder.mkdir()
+    path = folder / "self.yaml"
+    path.write_text("name: t\nsteps:\n  - command: data export-q frozenlake --episodes 2 --overwrite --out={out}\n")
+    result = CliRunner().invoke(root, ["pipeline", "run", str(path), "--out", str(folder)])
+    assert result.exit_code == 2 and "holds the pipeline file" in result.output
+    assert path.is_file() and "Traceback" not in result.output

@@ -52,8 +52,9 @@ def _usage_error():
     return UsageError
 
 
-def parse_step(argv: list[str], root) -> None:
-    """Let the CLI parse one step's words and options without running it (UsageError when they are wrong).
+def parse_step(argv: list[str], root) -> dict:
+    """Let the CLI parse one step's words and options without running it (UsageError when they are wrong);
+    returns the command's parameters as it would run with them (empty for a group that runs itself).
 
     ``root`` is the ``rlft`` command (the click group ``rlft pipeline run`` runs under, or the Typer app of
     :mod:`rlft.cli.main`): it is passed in because this module is part of what builds it."""
@@ -62,8 +63,7 @@ def parse_step(argv: list[str], root) -> None:
     words = list(argv)
     while hasattr(command, "list_commands"):  # a group: the next word names a command...
         if words and words[0].startswith("-"):  # ...or the group runs itself (rlft eval --policy ...)
-            command.make_context(command.name, list(words), parent=ctx.parent)
-            return
+            return command.make_context(command.name, list(words), parent=ctx.parent).params
         if not words:
             raise _usage_error()(f"'rlft {' '.join(argv)}' names no command")
         name = words.pop(0)
@@ -80,6 +80,7 @@ def parse_step(argv: list[str], root) -> None:
             check_trl_flags(ctx.info_name, list(ctx.args))
         except InvalidInputError as exc:
             raise _usage_error()(str(exc)) from exc
+    return ctx.params
 
 
 def _refuse_repeated_scalars(command, words: list[str]) -> None:
@@ -105,7 +106,14 @@ def pipeline_secrets(runs: list[tuple[str, list[str]]]) -> set[str]:
 
 
 def _options(argv: list[str]) -> list[tuple[str, str]]:
-    return [(argv[i], argv[i + 1]) for i in range(len(argv) - 1) if argv[i].startswith("--")]
+    """A step's ``--key value`` and ``--key=value`` pairs (a command string may use either)."""
+    pairs = []
+    for i, word in enumerate(argv):
+        if word.startswith("--") and "=" in word:
+            pairs.append(tuple(word.split("=", 1)))
+        elif word.startswith("--") and i + 1 < len(argv):
+            pairs.append((word, argv[i + 1]))
+    return pairs
 
 
 def _inside(path: Path, produced: list[Path]) -> bool:
@@ -140,13 +148,13 @@ def _preflight_steps(runs: list[tuple[str, list[str]]], root, produced: list[Pat
         # masked as the banner masks it: an error must not print the token a step passes (hostile pass 12, B1)
         where = f"step {i}{' (' + label + ')' if label else ''}, rlft {' '.join(redact_argv(argv)[:3])}"
         try:
-            parse_step(argv, root)
+            params = parse_step(argv, root)
         except _usage_error() as exc:
             raise InvalidInputError(f"{where}: {exc.format_message()}") from exc
-        options = _options(argv)
         if argv[:2] == ["pipeline", "run"]:
-            _preflight_nested(argv, options, where, root, produced, sources, counted)
+            _preflight_nested(params, where, root, produced, sources, counted)
             continue
+        options = _options(argv)
         episodic = ("--rollout", "episode") in options
         for key, value in options:
             if key == "--reward":
@@ -161,31 +169,19 @@ def _preflight_steps(runs: list[tuple[str, list[str]]], root, produced: list[Pat
         produced += outs
 
 
-def _preflight_nested(argv: list[str], options, where: str, root, produced: list[Path], sources: list[Path],
+def _preflight_nested(params: dict, where: str, root, produced: list[Path], sources: list[Path],
                       counted: list[int]) -> None:
     """A ``pipeline run`` step: its pipeline loaded and checked as the step would run it (not itself, not deeper
-    than :data:`MAX_NESTING`, its steps counted with the rest)."""
-    sets = [v for k, v in options if k == "--set"]
-    seeds = next((v for k, v in options if k == "--seeds"), None)
-    out = next(v for k, v in options if k == "--out")
-    nested_path = Path(_nested_file(argv))
+    than :data:`MAX_NESTING`, its steps counted with the rest), with the parameters click parsed for it."""
+    nested_path = Path(params["path"])
     if nested_path.resolve() in [s.resolve() for s in sources]:
         raise InvalidInputError(f"{where}: the pipeline {nested_path} runs itself, through "
                                 f"{' -> '.join(s.name for s in sources)}")
     if len(sources) >= MAX_NESTING:
         raise InvalidInputError(f"{where}: pipelines nested more than {MAX_NESTING} deep")
-    _, nested = load_pipeline(nested_path, Path(out), "--overwrite" in argv, sets, seeds)
+    _, nested = load_pipeline(nested_path, Path(params["out"]), params["overwrite"], list(params["set_"]),
+                              params["seeds"])
     preflight(nested, root, produced, [*sources, nested_path], counted)
-
-
-def _nested_file(argv: list[str]) -> str:
-    """The pipeline file a ``pipeline run`` step names: its one word that is no option nor an option's value (click
-    takes options before it too: ``pipeline run --overwrite inner.yaml``, hostile pass 16, U1)."""
-    words, i = argv[2:], 0
-    while i < len(words) and words[i].startswith("-"):
-        flag = words[i] in ("--overwrite", "--no-overwrite") or "=" in words[i]
-        i += 1 if flag else 2
-    return words[i] if i < len(words) else argv[2]
 
 
 def _check_rewards(value: str, episodic: bool, where: str) -> None:
