@@ -32,7 +32,15 @@ from rlft.cli.pipeline_spec import load_pipeline
 from rlft.cli.train import check_trl_flags
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError, RlftError
-from rlft.core.secrets import known_secrets, mask_known, redact_argv, redact_command, secret_values
+from rlft.core.secrets import (
+    MIN_KNOWN_SECRET,
+    is_secret_name,
+    known_secrets,
+    mask_known,
+    redact_argv,
+    redact_command,
+    secret_values,
+)
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -58,11 +66,14 @@ def parse_step(argv: list[str], root) -> dict:
 
     ``root`` is the ``rlft`` command (the click group ``rlft pipeline run`` runs under, or the Typer app of
     :mod:`rlft.cli.main`): it is passed in because this module is part of what builds it."""
-    command = typer.main.get_command(root) if isinstance(root, typer.Typer) else root
+    if not argv or argv[0].startswith("-"):  # rlft --version is no step (hostile pass 18, U2)
+        raise _usage_error()(f"'rlft {' '.join(argv)}' names no command")
+    command = root_command = typer.main.get_command(root) if isinstance(root, typer.Typer) else root
     ctx = command.make_context("rlft", list(argv), resilient_parsing=True)
     words = list(argv)
     while hasattr(command, "list_commands"):  # a group: the next word names a command...
-        if words and words[0].startswith("-"):  # ...or the group runs itself (rlft eval --policy ...)
+        # ...or a group below rlft runs itself (rlft eval --policy ...)
+        if words and words[0].startswith("-") and command is not root_command:
             return command.make_context(command.name, list(words), parent=ctx.parent).params
         if not words:
             raise _usage_error()(f"'rlft {' '.join(argv)}' names no command")
@@ -99,10 +110,16 @@ def mask_secrets(argv: list[str]) -> list[str]:
     return redact_argv(argv)
 
 
-def pipeline_secrets(runs: list[tuple[str, list[str]]]) -> set[str]:
+def pipeline_secrets(runs: list[tuple[str, list[str]]], spec: dict | None = None,
+                     overrides: list[str] = ()) -> set[str]:
     """The values of every secret option the pipeline's steps pass (a variable holding a token may also fill a
-    non-secret option: ``--repo-id me/{tok}``)."""
-    return set().union(*(secret_values(argv) for _, argv in runs))
+    non-secret option: ``--repo-id me/{tok}``), and of its secret-named variables (``--set token=V`` fed into a
+    ``--system`` text reached the dataset: hostile pass 18, B6)."""
+    variables = dict((spec or {}).get("vars") or {})
+    variables.update(item.partition("=")[::2] for item in overrides)
+    named = {str(v) for k, v in variables.items()
+             if is_secret_name(str(k)) and isinstance(v, (str, int)) and len(str(v)) >= MIN_KNOWN_SECRET}
+    return named.union(*(secret_values(argv) for _, argv in runs))
 
 
 def _options(argv: list[str]) -> list[tuple[str, str]]:
@@ -233,7 +250,8 @@ def run(
     root = ctx.find_root().command  # the rlft group this command runs under: each step runs through it
 
     spec, runs = load_pipeline(path, out, overwrite, set_, seeds)
-    with known_secrets(pipeline_secrets(runs)):  # a token a variable passes is masked wherever the steps use it
+    # a token a variable or an option passes is masked wherever the steps use it
+    with known_secrets(pipeline_secrets(runs, spec, set_)):
         preflight(runs, root, sources=[path])  # a missing model or a misspelled reward fails here, before any step
         title = escape(redact_command(str(spec.get("name", path.stem))))  # a banner masks what its name holds too
         for i, (label, argv) in enumerate(runs, 1):

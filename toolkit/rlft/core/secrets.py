@@ -32,8 +32,9 @@ _BEARER = re.compile(r"(?P<lead>\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+)(?P<val
 # ":" the whole userinfo is the secret (https://TOKEN@host, git's way)
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>\S*)@")
 # the same without a scheme (``user:TOKEN@host``, ``//user:TOKEN@host``), as a word of its own or quoted
-# (the password may hold "/" as typed, oauth2:ab/V@host, but not begin with one: C:/path/name@2x.png is a path)
-_BARE_USERINFO = re.compile(r"(?P<lead>(?:^|[\s'\"(=])(?://)?)(?P<user>[^\s:/@'\"]+):(?P<secret>[^\s@'\"/][^\s@'\"]*)@")
+# (the password may hold "/" as typed, oauth2:ab/V@host, but not begin with one: C:/path/name@2x.png is a path; nor
+# be a URL: llm:https://u:V@host is a policy spec whose URL is masked above)
+_BARE_USERINFO = re.compile(r"(?P<lead>(?:^|[\s'\"(=])(?://)?)(?P<user>[^\s:/@'\"]+):(?!\w[\w+.-]*://)(?P<secret>[^\s@'\"/][^\s@'\"]*)@")
 # an environment assignment as a shell line writes it (``HF_TOKEN=hf_... make experiment``), masked when its name
 # says secret, and the tokens of the services rlft meets, recognised by their shape wherever they stand
 _ENV_ASSIGNMENT = re.compile(r"(?P<lead>(?:^|[\s;'\"(:]))(?P<name>[A-Za-z_][A-Za-z0-9_]*)="

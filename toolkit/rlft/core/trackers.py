@@ -6,6 +6,7 @@ libraries when installed (a one-line install hint otherwise). Several at once: `
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import shutil
 import sys
 import tempfile
@@ -24,6 +25,8 @@ def parse_report_to(value: str | list[str] | None) -> list[str]:
     unknown = [n for n in names if n not in TRACKERS]
     if unknown:
         raise InvalidInputError(f"--report-to: unknown tracker {', '.join(unknown)}", hint=f"use {', '.join(TRACKERS)}")
+    if "wandb" in names and importlib.util.find_spec("wandb") is not None:  # not installed: the install hint later
+        check_wandb_login()
     return [n for n in dict.fromkeys(names) if n != "none"]
 
 
@@ -51,6 +54,32 @@ def check_trainer_trackers(value: str | list[str] | None) -> None:
         if importlib.util.find_spec(module) is None:
             raise InvalidInputError(f"--report-to {name}: the {module} package is not installed",
                                     hint=f"pip install {module.replace('_', '-')}, or leave {name} out")
+        if name == "wandb":
+            check_wandb_login()
+
+
+WANDB_LOGIN_HINT = "run `wandb login`, set WANDB_API_KEY, or log offline with WANDB_MODE=offline"
+
+
+def check_wandb_login() -> None:
+    """W&B has credentials, or logs offline, or may ask for them: without any, ``wandb.init`` raised its UsageError as
+    a traceback once training had begun, leaving a run folder behind (hostile pass 18, B3)."""
+    import os
+
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") or sys.stdin.isatty():
+        return
+    try:  # wandb's own lookup (environment, .netrc, its settings) without a prompt; another wandb: not checked here
+        from wandb.sdk.lib.wbauth.authenticate import authenticate_session
+
+        found = authenticate_session(host=os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai"), source="rlft",
+                                     prompt=False, update_session=False)
+    except (ImportError, AttributeError, TypeError):
+        return
+    except Exception as exc:  # wandb found credentials it cannot read (AuthenticationError)
+        raise InvalidInputError(f"--report-to wandb: {str(exc).strip()[:200]}", hint=WANDB_LOGIN_HINT) from exc
+    if found is None:
+        raise InvalidInputError("--report-to wandb: W&B has no API key here and cannot ask for one",
+                                hint=WANDB_LOGIN_HINT)
 
 
 class Trackers:

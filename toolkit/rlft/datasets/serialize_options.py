@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ from rlft.codecs.numeric_prompt import PROFILES
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
 from rlft.core.options import check_declared, check_needed
+from rlft.core.secrets import redact_text
 from rlft.datasets.card import read_extra_markdown
 from rlft.datasets.serialize_config import SerializeConfig
 from rlft.sources.minari_source import datasets_root
@@ -32,6 +34,10 @@ def validate_config(config: SerializeConfig) -> None:
                                 hint="leave it out to serialize every episode")
     if config.chunk_steps < 1 or config.in_memory_steps < 0:
         raise InvalidInputError("chunk_steps must be >= 1 and in_memory_steps >= 0")
+    if config.system is not None and redact_text(config.system) != config.system:  # hostile pass 18, B6
+        raise InvalidInputError("--system holds what looks like a secret (a token, key or password): the system "
+                                "text is written into every prompt, the codec and the dataset card",
+                                hint="take the secret out of the system text")
     check_output_dir(config.out, config.overwrite, inputs=serialize_inputs(config))
     read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before the data scan
 
@@ -57,6 +63,9 @@ def _check_prompt_options(config: SerializeConfig) -> None:
         raise InvalidInputError(f"--history must be from 0 to {MAX_HISTORY}, got {config.history}")
     if not 0 <= config.turns <= MAX_HISTORY:  # as many turns as steps of history: each prompt holds them all
         raise InvalidInputError(f"--turns must be from 0 to {MAX_HISTORY}, got {config.turns}")
+    if config.turns == 1:  # one turn is the one-step prompt: the flag did nothing (hostile pass 18, B5)
+        raise InvalidInputError("--turns 1 writes the same one-step prompts as no --turns",
+                                hint="--turns K with K > 1 makes each prompt a conversation of its last K turns")
     if config.turns > 1 and (config.prefill or config.profile is not None):
         raise InvalidInputError("--turns writes conversations; a prefilled answer tag (--prefill, --profile) needs "
                                 "single-turn prompts", hint="drop one of them")
@@ -73,6 +82,15 @@ def _check_codec_options(config: SerializeConfig) -> None:
         raise InvalidInputError(f"--tokens must be from 2 to {MAX_CODEC_TOKENS:,}, got {config.tokens}")
     if config.profile is not None and config.profile not in PROFILES:
         raise InvalidInputError(f"unknown --profile {config.profile!r}", hint=f"known: {', '.join(PROFILES)}")
+    if config.profile == "rlft4rl":  # the profile sets these itself: another value was overridden without a word
+        fixed = {"precision": (5, "--precision"), "separator": (",", "--separator"),
+                 "prompt_style": ("plain", "--prompt-style")}
+        default = {f.name: f.default for f in dataclasses.fields(SerializeConfig)}
+        for name, (value, flag) in fixed.items():
+            given = getattr(config, name)
+            if given not in (value, default[name]):
+                raise InvalidInputError(f"{flag} {given} does nothing with --profile rlft4rl, which writes "
+                                        f"{value!r}", hint=f"leave {flag} out")
     if config.prefill and config.prompt_style != "plain" and config.profile is None:
         raise InvalidInputError("--prefill needs --prompt-style plain")
 

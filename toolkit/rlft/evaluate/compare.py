@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.markup import escape
 
 from rlft.core.errors import InvalidInputError
 from rlft.core.plotting import figure, save_figure
@@ -86,13 +87,13 @@ def compare_table(paths: list[str | os.PathLike], reports: list[dict[str, Any]] 
     table = Table(title="Evaluation reports", title_justify="left")
     table.add_column("metric", style="bold")
     for path in paths:
-        table.add_column(Path(path).stem)
+        table.add_column(escape(Path(path).stem))
     best_keys = {"return_mean", "success_rate", "normalized_score", "expert_agreement"}
     for key, label in SUMMARY_ROWS:
         values = [r.get(key) for r in reports]
         if all(v is None for v in values):
             continue
-        cells = [_fmt(v) for v in values]
+        cells = [escape(_fmt(v)) for v in values]  # a report's text is shown as written, not as markup (pass 18)
         numeric = [v for v in values if is_number(v)]
         if key in best_keys and len(reports) > 1 and numeric:
             best = max(numeric)
@@ -105,7 +106,7 @@ def compare_table(paths: list[str | os.PathLike], reports: list[dict[str, Any]] 
     seeds = {(r.get("seed"), r.get("episodes")) for r in reports}
     notes = []
     if len(envs) > 1:
-        notes.append(f"reports are on different environments: {', '.join(sorted(map(str, envs)))}")
+        notes.append(f"reports are on different environments: {escape(', '.join(sorted(map(str, envs))))}")
     if len(seeds) > 1:
         notes.append("reports use different seeds or episode counts: returns are not paired episode by episode")
     return table, notes

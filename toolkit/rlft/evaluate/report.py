@@ -20,8 +20,8 @@ from rlft.core.trackers import check_log_folder
 from rlft.envs.frozenlake import is_frozenlake, map_rows
 from rlft.envs.registry import normalized_score, reference_scores
 from rlft.evaluate.plots import plot_policy_map, plot_returns
+from rlft.evaluate.report_shape import REPORT_VERSION
 
-REPORT_VERSION = 1
 # Fields that measure the machine, not the policy: they differ between two otherwise identical runs.
 TIMING_KEYS = ("created", "wall_seconds", "policy_seconds", "env_seconds", "env_steps_per_second")
 # (key, label) rows of the summary and compare tables

@@ -10,10 +10,14 @@ from typing import Any
 from rlft.core.errors import InvalidInputError
 from rlft.core.reading import is_number, read_json_mapping
 
+REPORT_VERSION = 1  # what rlft eval writes; a reader refuses a later one (pass 18, U3: 99 was read as 1)
 INF = float("inf")
+# the largest return a reader takes: its square, the spread of a paired difference and a plot's axis stay finite
+# (returns of 1e308 were recorded, then a traceback in results summarize's plot: hostile pass 18, B8)
+LIMIT = 1e150
 # the numbers a report's readers (compare, results record) show, and the values an evaluation can give them
-REPORT_RANGES = [("return_mean", -INF, INF), ("return_std", 0.0, INF), ("return_stderr", 0.0, INF),
-                 ("normalized_score", -INF, INF), ("success_rate", 0.0, 1.0), ("optimal_success_exact", 0.0, 1.0),
+REPORT_RANGES = [("return_mean", -LIMIT, LIMIT), ("return_std", 0.0, LIMIT), ("return_stderr", 0.0, LIMIT),
+                 ("normalized_score", -LIMIT, LIMIT), ("success_rate", 0.0, 1.0), ("optimal_success_exact", 0.0, 1.0),
                  ("expert_agreement", 0.0, 1.0), ("invalid_action_rate", 0.0, 1.0), ("episodes", 1, INF),
                  ("seed", 0, INF)]
 WHOLE = ("episodes", "seed")  # counts: 2.5 episodes is no evaluation's
@@ -24,6 +28,10 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
     data = read_json_mapping(path, "report")
     if "rlft_report_version" not in data:
         raise InvalidInputError(f"{path} is not an rlft eval report (no rlft_report_version)")
+    version = data["rlft_report_version"]
+    if not (isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= REPORT_VERSION):
+        raise InvalidInputError(f"{path}: rlft_report_version {version!r} is not one this rlft reads (1 to "
+                                f"{REPORT_VERSION})", hint="a newer rlft wrote it: upgrade rlft, or evaluate again")
     if "episodes" not in data:  # every evaluation writes it; the verdict and the tables divide by it
         raise InvalidInputError(f"{path}: no episodes, which every rlft evaluation writes", hint=EDITED_HINT)
     for key, low, high in REPORT_RANGES:
@@ -46,7 +54,7 @@ def _check_report_lists(data: dict[str, Any], path) -> None:
     bad = [k for k in ("env_id", "policy", "policy_kind") if data.get(k) is not None and not isinstance(data[k], str)]
     bad += [k for k in ("returns", "seeds") if data.get(k) is not None and not (
         isinstance(data[k], list) and len(data[k]) == data["episodes"] and all(
-            is_number(v, finite=True) for v in data[k]))]
+            is_number(v, finite=True) and abs(v) <= LIMIT for v in data[k]))]
     if bad:
         raise InvalidInputError(f"{path}: {', '.join(bad)} not as rlft eval writes it", hint=EDITED_HINT)
 
@@ -58,6 +66,7 @@ def _check_reference_scores(data: dict[str, Any], path) -> None:
     if ref is None:
         return
     if not (isinstance(ref, dict) and is_number(ref.get("random"), finite=True)
-            and is_number(ref.get("expert"), finite=True) and ref["expert"] != ref["random"]):
+            and is_number(ref.get("expert"), finite=True) and ref["expert"] != ref["random"]
+            and max(abs(ref["random"]), abs(ref["expert"])) <= LIMIT):
         raise InvalidInputError(f"{path}: reference_scores is {ref!r}, not as rlft eval writes it (random and "
                                 "expert returns, two different numbers)", hint=EDITED_HINT)

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from rich.markup import escape
+
 NOISE_STDERRS = 2.0
 
 
@@ -35,7 +37,7 @@ class Verdict:
     def line(self) -> str:
         head = ("[green]MATCHES the optimal policy[/]" if self.matched
                 else "[red]does NOT match the optimal policy[/]")
-        text = (f"{self.name}: {head}: agreement {self.agreement:.3f} with the optimal actions; "
+        text = (f"{escape(self.name)}: {head}: agreement {self.agreement:.3f} with the optimal actions; "
                 f"success {self.success:.3f}")
         if self.same_episodes_optimal is not None:
             text += f" vs {self.same_episodes_optimal:.3f} for q-greedy on the same episodes"

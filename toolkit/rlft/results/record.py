@@ -21,7 +21,7 @@ from rlft.core.io import REPLACE_FOREIGN_ENV, atomic_write_text
 from rlft.core.manifest import RUN_FILE
 from rlft.core.output_file import check_output_file, is_png
 from rlft.core.reading import require_file
-from rlft.core.secrets import redact_command
+from rlft.core.secrets import redact, redact_command
 from rlft.evaluate.compare import expert_scores
 from rlft.evaluate.report_shape import load_report
 from rlft.evaluate.verdict import verdicts
@@ -298,6 +298,9 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
                      for label, path in (datasets or {}).items()},
     }
     record.update(recorded_after(runs.values(), time.time()))
+    # what the reports and runs hold is copied into a file meant to be committed: a policy's URL with a password or
+    # a signature in it was copied as it was (hostile pass 18, B7)
+    record = redact(record)
     out = Path(results_dir) / name / f"seed-{int(seed)}.json"
     check_results_file(out, "seed")
     write_results_json(out, record)

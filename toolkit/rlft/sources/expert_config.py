@@ -28,14 +28,15 @@ class ExpertConfig:
     stop_at_return: float | None = option(None, "Stop once the periodic evaluation's mean return reaches this.")
     eval_episodes: int = option(10, "Episodes of the final evaluation.", min=1, max=MAX_EPISODES)
     eval_freq: int = option(10_000, "Env steps between periodic evaluations (0: none).", min=0, max=MAX_ENV_STEPS)
-    eval_freq_episodes: int = option(5, "Episodes per periodic evaluation.", min=1, max=MAX_EPISODES)
+    eval_freq_episodes: int = option(5, "Episodes per periodic evaluation.", min=1, max=MAX_EPISODES,
+                                     needs="periodic")
     hyperparams: Path | None = option(None, "YAML keyed by env id (default: the shipped rlft/sources/zoo/<algo>.yaml).")
     overwrite: bool = option(False, "Replace an existing checkpoint (and replay dataset).")
     record_replay: str | None = option(None, "Also write the run's whole replay buffer as this Minari dataset id "
                                            "(namespace/name-vN): every transition seen while training, D4RL's "
                                            "medium-replay kind (sac, tqc, dqn).")
     data_path: Path | None = option(None, "Minari datasets folder --record-replay writes into (default: "
-                                        "$MINARI_DATASETS_PATH, else ~/.minari/datasets).")
+                                        "$MINARI_DATASETS_PATH, else ~/.minari/datasets).", needs="replay")
     report_to: str = option("none", "none or tensorboard (FILE_tb/ beside the checkpoint: SB3's training curves).")
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ import rlft
 from rlft.core.console import progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_file, atomic_write_text
+from rlft.core.options import check_needed
 from rlft.core.output_file import check_output_file, is_json_with, is_zip
 from rlft.core.reading import read_json_mapping, require_file
 from rlft.core.seeding import limit_threads, seed_everything
@@ -139,6 +140,9 @@ def _check(config: ExpertConfig) -> None:
     check_algo_space(config.algo, config.env_id)
     if config.stop_at_return is not None and config.eval_freq <= 0:
         raise InvalidInputError("--stop-at-return needs periodic evaluation: set --eval-freq above 0")
+    # a setting of one mode given without it (hostile pass 18, B5: both exited 0 and did nothing)
+    check_needed(config, {"periodic": (config.eval_freq > 0, "with periodic evaluation (--eval-freq above 0)"),
+                          "replay": (config.record_replay is not None, "with --record-replay ID")})
     for name in ("eval_episodes", "eval_freq_episodes"):
         if getattr(config, name) < 1:
             raise InvalidInputError(f"{name} must be at least 1")
@@ -194,7 +198,12 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
 
     # a NaN or inf from the environment is named where it appears, not as torch's error deep in the policy
     venv = VecCheckNan(make_vec_env(config.env_id, n_envs=n_envs, seed=config.seed), raise_exception=True)
-    model = cls(hp.policy, venv, seed=config.seed, verbose=0, device="cpu", **kwargs)
+    try:
+        model = cls(hp.policy, venv, seed=config.seed, verbose=0, device="cpu", **kwargs)
+    except (AssertionError, ValueError) as exc:  # SB3's own checks of its settings (PPO: batch_size > 1)
+        venv.close()
+        raise InvalidInputError(f"{config.algo} refuses the settings of {hp.source}: {str(exc).strip()[:300]}",
+                                hint="mend the hyperparameters file (or the options); nothing was written") from exc
     out_path = Path(config.out)
     quiet_logger(model, config.report_to, out_path.with_name(out_path.stem + "_tb"))
 

@@ -7,11 +7,13 @@ linearly from x to 0 over training (RL-Zoo's notation); ``policy_kwargs.activati
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
+from rlft.core.options import MAX_ENV_STEPS, MAX_ENVS
 from rlft.core.reading import is_number, read_yaml_mapping, require_file
 
 # Inside the package (package data), so an installed rlft (not only a checkout) trains with the tuned settings.
@@ -93,18 +95,57 @@ def load_hyperparams(algo: str, env_id: str, path: str | Path | None = None) -> 
 COUNT_KEYS = ("n_envs", "n_timesteps", "n_steps", "batch_size", "n_epochs", "buffer_size", "learning_starts",
               "gradient_steps", "target_update_interval")
 RATE_KEYS = ("gamma", "gae_lambda", "vf_coef", "max_grad_norm", "tau", "learning_rate", "clip_range", "ent_coef")
+# what a count may be (least, most): the file's n_envs and n_timesteps as --num-envs and --timesteps; a rollout or
+# replay buffer (SB3 allocates it whole before the first step: n_steps 2e9 asked for 30 GiB) at most 10 million rows
+# (D4RL's largest datasets hold 2 million); learning_starts and gradient_steps may be 0 (SB3 takes -1 for the latter)
+MAX_BUFFER_ROWS = 10_000_000
+COUNT_BOUNDS = {"n_envs": (1, MAX_ENVS), "n_timesteps": (1, MAX_ENV_STEPS), "n_steps": (1, MAX_BUFFER_ROWS),
+                "batch_size": (1, MAX_BUFFER_ROWS), "n_epochs": (1, 1_000_000), "buffer_size": (1, MAX_BUFFER_ROWS),
+                "learning_starts": (0, MAX_ENV_STEPS), "gradient_steps": (-1, 1_000_000),
+                "target_update_interval": (1, MAX_ENV_STEPS)}
+UNIT_RATES = ("gamma", "gae_lambda", "tau")  # fractions: 0 to 1
 
 
 def _checked_entry(entry: Any, where: str) -> dict[str, Any]:
+    """A file's entry with its counts and rates checked as numbers in their range before anything is built (pass 18,
+    B1: a NaN learning rate, a negative batch size, an infinite n_timesteps or 10^8 envs were tracebacks or hangs)."""
     if not isinstance(entry, dict):
         raise InvalidInputError(f"{where} must be a mapping of hyperparameters, not a {type(entry).__name__}")
     for key, value in entry.items():
-        number = is_number(value)
-        if key in COUNT_KEYS and not (number or (isinstance(value, str) and _is_float(value))):
-            raise InvalidInputError(f"{where}: {key} is {value!r}, not a number")
-        if key in RATE_KEYS and not (number or (isinstance(value, str) and (value.startswith(("lin_", "auto"))))):
-            raise InvalidInputError(f"{where}: {key} is {value!r}, not a number (or lin_<number>, auto)")
+        if key in COUNT_KEYS:
+            _check_count(key, value, where)
+        if key in RATE_KEYS:
+            _check_rate(key, value, where)
+    if "n_steps" in entry and "n_envs" in entry:  # the rollout buffer holds both
+        rows = float(entry["n_steps"]) * float(entry["n_envs"])
+        if rows > MAX_BUFFER_ROWS:
+            raise InvalidInputError(f"{where}: n_steps x n_envs is {rows:,.0f} rows of rollout buffer, more than "
+                                    f"{MAX_BUFFER_ROWS:,}", hint="lower n_steps or n_envs")
     return dict(entry)
+
+
+def _check_count(key: str, value: Any, where: str) -> None:
+    number = float(value) if is_number(value) or (isinstance(value, str) and _is_float(value)) else None
+    if number is None:
+        raise InvalidInputError(f"{where}: {key} is {value!r}, not a number")
+    low, high = COUNT_BOUNDS[key]
+    if not (low <= number <= high) or number != int(number):
+        raise InvalidInputError(f"{where}: {key} is {value!r}, not a whole number from {low:,} to {high:,}")
+
+
+def _check_rate(key: str, value: Any, where: str) -> None:
+    if isinstance(value, str) and value.startswith(("lin_", "auto")):
+        text = value[4:] if value.startswith("lin_") else value[5:] if value.startswith("auto_") else ""
+        if text and not _is_finite(text):
+            raise InvalidInputError(f"{where}: {key} is {value!r}: the number in it is not finite")
+        return
+    if not is_number(value):
+        raise InvalidInputError(f"{where}: {key} is {value!r}, not a number (or lin_<number>, auto)")
+    number = float(value)
+    if not math.isfinite(number) or number < 0 or (key in UNIT_RATES and number > 1) or \
+            (key == "learning_rate" and number == 0):
+        bound = "from 0 to 1" if key in UNIT_RATES else "above 0" if key == "learning_rate" else "0 or more"
+        raise InvalidInputError(f"{where}: {key} is {value!r}; it must be a finite number {bound}")
 
 
 def _is_float(text: str) -> bool:
@@ -113,6 +154,10 @@ def _is_float(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _is_finite(text: str) -> bool:
+    return _is_float(text) and math.isfinite(float(text))
 
 
 def _display_path(file: Path) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 from rlft.core.claims import claim_output, release_output
 from rlft.core.console import err_console
 from rlft.core.errors import InvalidInputError, OfflineError, RemoteError, require
-from rlft.core.io import holds_content, refuse_arrival, refuse_foreign, temp_name
+from rlft.core.io import atomic_write_text, holds_content, refuse_arrival, refuse_foreign, temp_name
 from rlft.core.manifest import write_manifest
 from rlft.core.net import (
     DeadlineError,
@@ -117,11 +117,8 @@ def _move_into_place(tmp_root: Path, root: Path, dataset_id: str, held: bool = T
     at the id now must be what was checked at the start (``held``: a dataset was there), see
     :func:`rlft.core.io.refuse_arrival`."""
     from minari.dataset.minari_dataset import parse_dataset_id
-    from minari.namespace import create_namespace, list_local_namespaces
 
-    namespace = parse_dataset_id(dataset_id)[0]
-    if namespace is not None and namespace not in list_local_namespaces():
-        create_namespace(namespace)
+    _make_namespace(root, parse_dataset_id(dataset_id)[0])
     new, final = tmp_root / dataset_id, root / dataset_id
     write_manifest(new)  # last: what rlft wrote, so a later --overwrite replaces nothing else
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -137,6 +134,24 @@ def _move_into_place(tmp_root: Path, root: Path, dataset_id: str, held: bool = T
     else:
         os.replace(new, final)
     return final
+
+
+def _make_namespace(root: Path, namespace: str | None) -> None:
+    """Minari's namespace folders of ``namespace`` (each with its metadata file) under ``root``, as
+    ``minari.namespace.create_namespace`` makes them, without its ``list_local_namespaces``: that walks every folder
+    under the datasets root, symlinks followed (``--data-path /`` walked /proc and failed after the episodes were
+    recorded: hostile pass 18, B9)."""
+    from minari.namespace import NAMESPACE_METADATA_FILENAME, validate_namespace
+
+    if namespace is None:
+        return
+    validate_namespace(namespace)
+    parts = namespace.split("/")
+    for depth in range(1, len(parts) + 1):
+        folder = root.joinpath(*parts[:depth])
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / NAMESPACE_METADATA_FILENAME).exists():
+            atomic_write_text(folder / NAMESPACE_METADATA_FILENAME, "{}")
 
 
 def env_requirements(env_id: str) -> list[str]:

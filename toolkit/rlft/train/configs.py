@@ -301,7 +301,12 @@ def _check_trl_values(cls, trl_values: dict[str, Any], trl_names: set[str]) -> d
         raise InvalidInputError(f"trl: {', '.join(bad)} cannot be set",
                                 hint=f"not a field of trl.{cls.trl_config_class}, or set by rlft (output_dir: --out)")
     hints = _trl_types(cls)
-    return {k: coerce(k, v, hints[k]) if k in hints else v for k, v in trl_values.items()}
+    values = {k: coerce(k, v, hints[k]) if k in hints else v for k, v in trl_values.items()}
+    if values.get("push_to_hub"):  # the Trainer's own upload: no deadline, a traceback offline (hostile pass 18, B2)
+        raise InvalidInputError("trl: push_to_hub cannot be set: rlft does not push from inside training, where "
+                                "an upload has no time bound and a failed one costs the run",
+                                hint="train, then upload the RUN folder: huggingface-cli upload REPO_ID RUN")
+    return values
 
 
 def _trl_types(cls) -> dict[str, Any]:

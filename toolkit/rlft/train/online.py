@@ -267,8 +267,13 @@ class OnlineStage(Stage):
         # checked before training: metadata that cannot be saved must not cost a run
         self.info_kwargs = policy_kwargs_for_info(kwargs) if config.backbone != "mlp" else {}
         self.venv = make_vec_env(config.env, n_envs=self.n_envs, seed=config.seed)
-        self.model = online_algo_class(config.algo)(hp.policy, self.venv, seed=config.seed, verbose=0, device="cpu",
-                                                    policy_kwargs=kwargs or None, **algo_kwargs)
+        try:
+            self.model = online_algo_class(config.algo)(hp.policy, self.venv, seed=config.seed, verbose=0,
+                                                        device="cpu", policy_kwargs=kwargs or None, **algo_kwargs)
+        except AssertionError as exc:  # SB3's own checks of its settings (PPO: batch_size > 1)
+            self.venv.close()
+            raise InvalidInputError(f"{config.algo} refuses the settings of {hp.source}: {str(exc).strip()[:300]}",
+                                    hint="mend the hyperparameters file (or the options)") from exc
 
     def learn(self) -> dict[str, Any]:
         config, model, codec, hp = self.config, self.model, self.codec, self.hp

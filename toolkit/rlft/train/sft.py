@@ -140,7 +140,8 @@ def dropped_rows(rows: int, trainer, config: SFTStageConfig) -> int | None:
 
 def check_sft_settings(config: SFTStageConfig) -> None:
     """Refuse SFT-only settings that cannot work (the shared ones are checked by ``load_inputs``)."""
-    refuse_unneeded(config, {"critic": (config.critic is not None, "with --critic (advantage-weighted SFT)")})
+    refuse_unneeded(config, {"critic": (config.critic is not None, "with --critic (advantage-weighted SFT)"),
+                             "eval": (config.eval_split != "none", "with an evaluated split (not --eval-split none)")})
     if config.max_length < 8:
         raise InvalidInputError(f"--max-length must be at least 8, got {config.max_length}")
     if config.early_stopping_patience is not None and config.early_stopping_patience < 1:

@@ -32,11 +32,13 @@ class SFTStageConfig(StageConfig):
     val_fraction: float = field(
         default=0.0, metadata={"help": "With eval_split auto and no validation/test split: rows held out of train."}
     )
-    max_eval_samples: int | None = field(default=512, metadata={"help": "Evaluate on at most N rows."})
+    max_eval_samples: int | None = field(default=512, metadata={"help": "Evaluate on at most N rows.", "min": 1,
+                                                                "needs": "eval"})
     eval_at_start: bool = field(default=True, metadata={"help": "Also evaluate before training (loss at step 0)."})
     early_stopping_patience: int | None = field(
         default=None,
-        metadata={"help": "Stop after N evaluations without a lower eval loss (keeps the best checkpoint)."},
+        metadata={"help": "Stop after N evaluations without a lower eval loss (keeps the best checkpoint).",
+                  "needs": "eval"},
     )
     bin_smoothing: float = field(
         default=0.0,

@@ -17,6 +17,8 @@ CREDITS = ("episode", "state", "action", "model", "answers")  # answers: rlft.tr
 CREDIT_KEYS = ("observation", "local")
 SCALE_REWARDS = ("group", "batch", "none")
 VLLM_MODES = ("colocate", "server")
+# TRL's GRPO losses (the same in trl 1.0, rlft's minimum, and 1.16): another name was a ValueError at step 1
+LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
 @dataclass
@@ -43,7 +45,7 @@ class GRPOStageConfig(StageConfig):
         "epsilon": TrlDefault(0.2, "Clipping range of the policy ratio.", min=0.0, max=10.0),
         "num_iterations": TrlDefault(1, "Optimisation passes per generated batch.", min=1, max=MAX_ACCUMULATION),
         "scale_rewards": TrlDefault("group", "Advantage scaling: group, batch or none.", choices=SCALE_REWARDS),
-        "loss_type": TrlDefault("dapo", "grpo, dapo, dr_grpo, bnpo... (TRL loss types)."),
+        "loss_type": TrlDefault("dapo", "TRL's GRPO loss.", choices=LOSS_TYPES),
         # an episode's last answer need not end in EOS: rlft turns it off for episode rollouts
         "mask_truncated_completions": TrlDefault(False, "Exclude completions cut at max_completion_length from the "
                                                         "loss.", resolved=True),
@@ -85,7 +87,8 @@ class GRPOStageConfig(StageConfig):
         metadata={"help": "Warn, naming the fix, when this many steps in a row had no group with differing rewards "
                           "(TRL's frac_reward_zero_std = 1: no learning signal at all); 0: never.", "min": 0},
     )
-    q_bonus: float = field(default=0.1, metadata={"help": "q-advantage: bonus of an optimal action."})
+    q_bonus: float = field(default=0.1, metadata={"help": "q-advantage: bonus of an optimal action.",
+                                                  "needs": "q bonus"})
     critic: str | None = field(default=None, metadata={"help": "critic reward: an rlft train offline RUN on this "
                                                                "dataset whose Q(s, a) scores each answer."})
     env_horizon: int = field(default=1, metadata={"help": "env reward: steps rolled out (1: the action only).",
@@ -104,9 +107,9 @@ class GRPOStageConfig(StageConfig):
                   "choices": ROLLOUTS},
     )
     max_turns: int = field(default=16, metadata={"help": "episode rollout: turns (actions) per episode at most.",
-                                                 "min": 1, "max": MAX_EPISODE_STEPS})
+                                                 "min": 1, "max": MAX_EPISODE_STEPS, "needs": "episodic"})
     episode_starts: int = field(default=64, metadata={"help": "episode rollout: distinct reset seeds to train on.",
-                                                      "min": 1, "max": MAX_EPISODES})
+                                                      "min": 1, "max": MAX_EPISODES, "needs": "episodic"})
     credit: str = field(
         default="episode",
         metadata={"help": "episode rollout: episode (every answer gets its episode's GRPO advantage), state (GiGPO: "
@@ -134,7 +137,8 @@ class GRPOStageConfig(StageConfig):
                                                              "needs": "action credit"})
     allow_format_change: bool = field(default=False, metadata={
         "help": "episode rollout: play whole episodes as conversations even when --model was trained on one-step "
-                "prompts (refused by default: row 9b's SFT start fell from 24.7 to -1.3 when prompted so)."})
+                "prompts (refused by default: row 9b's SFT start fell from 24.7 to -1.3 when prompted so).",
+        "needs": "episodic"})
     credit_key: str = field(default="observation", metadata={"help": "--credit answers: what the critic's states "
                                                                       "are: observation (the text, within its "
                                                                       "episode's task) or local (the codec's coarser "

@@ -115,7 +115,10 @@ def mode_conditions(config: GRPOStageConfig, episodic: bool, group: str, names: 
     """Where each mode's settings apply (their fields' ``needs``): one given where it does nothing is refused
     (hostile pass 16, B6: --env-samples without the env reward, --credit-window under --credit episode exited 0)."""
     credit = config.credit if episodic else None
-    return {"target": (group == "actions" and config.advantage == "target", "with --group actions --advantage target"),
+    return {"episodic": (episodic, "with --rollout episode"),
+            "q bonus": ("q-advantage" in names or (episodic and group == "actions"),
+                        "with the q-advantage reward, or --rollout episode --credit answers"),
+            "target": (group == "actions" and config.advantage == "target", "with --group actions --advantage target"),
             "env": (not episodic and "env" in names, "with the env reward (--reward ...,env) of step rollouts"),
             "credit": (credit not in (None, "episode"), "with --rollout episode --credit state|action|model|answers"),
             "step credit": (credit in ("state", "action", "model"),

@@ -16,11 +16,21 @@ from rlft.train.grpo.config import GRPOStageConfig
 from rlft.train.grpo.episode_rewards import parse_episode_reward_names
 from rlft.train.grpo.rewards import parse_reward_names
 from rlft.train.inputs import StageInputs
+from rlft.train.trl_config import trl_value
 
 
 def check_vllm(config: GRPOStageConfig) -> None:
-    if not config.use_vllm:
+    if not config.use_vllm:  # vLLM's own settings do nothing without it (hostile pass 18, B5)
+        given = [name for name in ("vllm_mode", "vllm_gpu_memory_utilization")
+                 if trl_value(config, name) != type(config).trl_defaults[name].value]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise InvalidInputError(f"{flag} does nothing here: it applies with --use-vllm", hint=f"leave {flag} out")
         return
+    if trl_value(config, "vllm_mode") == "server" and trl_value(config, "vllm_gpu_memory_utilization") != \
+            type(config).trl_defaults["vllm_gpu_memory_utilization"].value:
+        raise InvalidInputError("--vllm-gpu-memory-utilization does nothing here: it applies with --vllm-mode "
+                                "colocate (a server sets its own)", hint="leave --vllm-gpu-memory-utilization out")
     if importlib.util.find_spec("vllm") is None:
         raise MissingDependencyError("--use-vllm needs the vllm package, which is not installed",
                                      hint='install it on a GPU machine with: pip install "rlft[vllm]"')
