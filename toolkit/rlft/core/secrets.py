@@ -186,10 +186,17 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 
 def mask_known(text: str, known: set[str] | frozenset[str]) -> str:
-    """``text`` with each of ``known`` (secret values) masked wherever it appears, the longest first."""
-    for secret in sorted(known, key=len, reverse=True):
+    """``text`` with each of ``known`` (secret values) masked wherever it appears, the longest first, also as a
+    library's error writes it escaped (a header's repr: a token holding a new line was printed as ``abc\\ndef``,
+    hostile pass 19, B2)."""
+    forms = {form for secret in known for form in (secret, _escaped(secret)) if form}
+    for secret in sorted(forms, key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text
+
+
+def _escaped(secret: str) -> str:
+    return repr(secret)[1:-1] if not secret.isprintable() else ""
 
 
 MIN_KNOWN_SECRET = 6  # a shorter value is no credential, and masking it everywhere would garble every word

@@ -100,6 +100,9 @@ def resolve_token(token: str | None) -> str:
         raise InvalidInputError(
             "no Hugging Face token", hint="run `hf auth login`, set HF_TOKEN, or pass --token"
         )
+    if not token.isprintable():  # a new line pasted in: the HTTP library's error printed it (hostile pass 19, B2)
+        raise InvalidInputError("the Hugging Face token holds a control character (a new line or a tab): a token "
+                                "is one word", hint="check the token given (--token, HF_TOKEN or `hf auth login`)")
     return token
 
 

@@ -24,6 +24,21 @@ BC_FORMAT = "rlft-bc-v1"
 
 
 MAX_HIDDEN = 65_536  # a behaviour-cloning MLP wider than this is a typo (10,000,000 would need 400 TB)
+# weights between its hidden layers: 50 million are 200 MB, 800 MB with Adam's moments and gradients, per network
+# (offline RL trains six); two layers of 60,000 (3.6 billion) were a failed allocation or the kernel's OOM kill
+MAX_HIDDEN_WEIGHTS = 50_000_000
+
+
+def check_hidden(hidden: list[int]) -> None:
+    """``--hidden`` of an MLP: layer sizes from 1 to :data:`MAX_HIDDEN` whose weights between them stay under
+    :data:`MAX_HIDDEN_WEIGHTS` (hostile pass 19, B3: a traceback or the host's memory, before a step)."""
+    if not hidden or any(h < 1 or h > MAX_HIDDEN for h in hidden):
+        raise InvalidInputError(f"--hidden must be layer sizes from 1 to {MAX_HIDDEN:,}, got {hidden}")
+    weights = sum(a * b for a, b in zip(hidden, hidden[1:], strict=False))
+    if weights > MAX_HIDDEN_WEIGHTS:
+        raise InvalidInputError(f"--hidden {','.join(map(str, hidden))} holds {weights:,} weights between its "
+                                f"layers, more than {MAX_HIDDEN_WEIGHTS:,}", hint="use narrower layers: the "
+                                "recipes' 256,256 hold 65,536")
 
 
 class BCFeatures:

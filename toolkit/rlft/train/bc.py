@@ -22,7 +22,7 @@ from rlft.core.errors import InvalidInputError
 from rlft.core.output_file import check_output_file, is_zip
 from rlft.core.trackers import Trackers, check_log_folder, parse_report_to
 from rlft.datasets.row_checks import check_box_actions, check_finite_rows
-from rlft.models.bc import BC_FORMAT, MAX_HIDDEN, BCActions, BCFeatures, build_mlp, save_mlp_policy
+from rlft.models.bc import BC_FORMAT, BCActions, BCFeatures, build_mlp, check_hidden, save_mlp_policy
 from rlft.train.bc_config import BCConfig
 from rlft.train.lifecycle import Stage
 from rlft.train.stage import check_finite_weights
@@ -39,8 +39,7 @@ def _check(config: BCConfig) -> None:
         raise InvalidInputError("--epochs and --batch-size must be at least 1")
     if not 0 <= config.val_fraction < 1:
         raise InvalidInputError(f"--val-fraction must be in [0, 1), got {config.val_fraction}")
-    if not config.hidden or any(h < 1 or h > MAX_HIDDEN for h in config.hidden):
-        raise InvalidInputError(f"--hidden must be layer sizes from 1 to {MAX_HIDDEN:,}, got {config.hidden}")
+    check_hidden(list(config.hidden))
     if config.learning_rate <= 0:
         raise InvalidInputError("--learning-rate must be positive")
 

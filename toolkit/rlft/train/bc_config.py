@@ -14,7 +14,8 @@ class BCConfig:
     dataset: str = field(metadata={"help": "rlft dataset folder (observation/action columns)."})
     out: Path = field(metadata={"help": "Policy file to write, e.g. bc.pt."})
     hidden: list[int] = field(default_factory=lambda: [64, 64], metadata={"help": "Hidden layer sizes."})
-    epochs: int = field(default=30, metadata={"help": "Passes over the training rows.", "min": 1})
+    # a billion epochs trained until killed (hostile pass 19, B3): 100,000 passes is far past any fit
+    epochs: int = field(default=30, metadata={"help": "Passes over the training rows.", "min": 1, "max": 100_000})
     batch_size: int = field(default=256, metadata={"help": "Rows per gradient step.", "min": 1})
     learning_rate: float = field(default=1e-3, metadata={"help": "Adam's learning rate."})
     weight_decay: float = field(default=0.0, metadata={"help": "Adam's weight decay.", "min": 0.0})

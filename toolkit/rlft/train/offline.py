@@ -26,7 +26,7 @@ from rlft.core.trackers import Trackers, move_logs, parse_report_to, scratch_log
 from rlft.datasets.dataset import RlftDataset
 from rlft.datasets.row_checks import check_box_actions, check_finite_rows
 from rlft.envs.registry import make_env, normalized_score
-from rlft.models.bc import BC_FORMAT, BCActions, BCFeatures, build_mlp, save_mlp_policy
+from rlft.models.bc import BC_FORMAT, BCActions, BCFeatures, build_mlp, check_hidden, save_mlp_policy
 from rlft.models.offline import (
     OFFLINE_CRITIC,
     OFFLINE_INFO,
@@ -72,6 +72,7 @@ class OfflineStage(Stage):
         refuse_unneeded(config, {"td3bc": (config.algo == "td3bc", "with --algo td3bc"),
                               "iql": (config.algo == "iql", "with --algo iql"),
                               "checks": (config.check_steps > 0, "with --check-steps N")})
+        check_hidden(list(config.hidden))
         check_output_dir(self.config.out, self.config.overwrite, inputs=[("--dataset", self.config.dataset)])
 
     def load_data(self) -> None:

@@ -10,6 +10,9 @@ from pathlib import Path
 from rlft.core.errors import InvalidInputError
 from rlft.core.options import MAX_GRADIENT_STEPS, check_declared
 
+# transitions in one gradient step: 1e11 was a failed allocation of 800 GB as a traceback (hostile pass 19, B3)
+MAX_BATCH_ROWS = 1_000_000
+
 OFFLINE_ALGOS = ("td3bc", "iql")
 
 
@@ -24,7 +27,8 @@ class OfflineConfig:
     algo: str = field(default="iql", metadata={"help": "td3bc or iql.", "choices": OFFLINE_ALGOS})
     steps: int = field(default=200_000, metadata={"help": "Gradient steps (the papers: 1,000,000).", "min": 1,
                                                    "max": MAX_GRADIENT_STEPS})
-    batch_size: int = field(default=256, metadata={"help": "Transitions per gradient step.", "min": 1})
+    batch_size: int = field(default=256, metadata={"help": "Transitions per gradient step.", "min": 1,
+                                                   "max": MAX_BATCH_ROWS})
     learning_rate: float = field(default=3e-4, metadata={"help": "Adam's learning rate (actor, critics, value)."})
     hidden: list[int] = field(default_factory=lambda: [256, 256], metadata={"help": "Hidden layer sizes of "
                                                                                     "every network."})

@@ -30,9 +30,14 @@ from rlft.datasets.frozenlake_q.solve import (
     solve_q,
     success_probability,
 )
-from rlft.envs.frozenlake import ENV_ID, RANDOM_LAKE_ID, LakeMap, load_map, random_rows
+from rlft.envs.frozenlake import ENV_ID, MAX_EPISODE_STEPS, RANDOM_LAKE_ID, LakeMap, load_map, random_rows
 
-MAX_RANDOM_SIZE = 64  # a random map's side: its Q-table and every prompt hold side x side cells
+# a random map's side: its shortest path (2 x (side - 1) steps) must fit in the env's 100-step episodes; a 51x51 or
+# larger map was exported as "unreachable" when only the time limit stood in the way (hostile pass 19, B1)
+MAX_RANDOM_SIZE = (MAX_EPISODE_STEPS - 1) // 2 + 1  # 50: its shortest path, 98 steps, fits
+# the text the maps make, rows (about side^2 a map) x cells in each prompt (side^2): 10 maps of 64x64 (1.7e8) held
+# 1.4 GB; --maps 100000 of them would have run for days (hostile pass 19, B1)
+MAX_RANDOM_TEXT = 400_000_000
 RANDOM_MAPS = re.compile(r"random(\d+)x(\d+)")  # --map random4x4: a new map every episode (rlft.envs.random_lake)
 
 
@@ -50,12 +55,19 @@ def random_map_size(spec: str) -> int | None:
         return None
     if match.group(1) != match.group(2) or not 2 <= int(match.group(1)) <= MAX_RANDOM_SIZE:
         side = MAX_RANDOM_SIZE
-        raise InvalidInputError(f"--map {spec}: random maps are square, from 2x2 to {side}x{side}",
+        raise InvalidInputError(f"--map {spec}: random maps are square, from 2x2 to {side}x{side} (a larger map's "
+                                f"shortest path does not fit in the env's {MAX_EPISODE_STEPS}-step episodes)",
                                 hint="e.g. --map random4x4")
     return int(match.group(1))
 
 
 def _validate_random(config: ExportQConfig) -> None:
+    side = random_map_size(config.map)
+    if config.maps * side ** 4 > MAX_RANDOM_TEXT:
+        most = max(1, MAX_RANDOM_TEXT // side ** 4)
+        raise InvalidInputError(f"--maps {config.maps} of {side}x{side} would write about "
+                                f"{config.maps * side ** 4:,} prompt cells (rows x cells a prompt), more than "
+                                f"{MAX_RANDOM_TEXT:,}", hint=f"at most {most:,} maps of {side}x{side}")
     if not 0.0 < config.p <= 1.0:
         raise InvalidInputError(f"--p must be in (0, 1], got {config.p}")
     if config.wording == "position":
