@@ -8,15 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from factories import one_line
+
 SECRET = "SEKRETvalue4242XYZ"  # shaped like no service's token: only its name or its place can give it away
-
-
-def _one_line(result, *words):
-    text = " ".join(result.output.split())
-    assert result.exit_code != 0 and "Traceback" not in result.output and text.count("Error:") == 1, text
-    for word in words:
-        assert word in text, text
-    return text
 
 
 def _hyperparams(tmp_path: Path, body: str) -> Path:
@@ -44,7 +38,7 @@ def test_a_hyperparameters_file_is_checked_as_the_options_are(cli, tmp_path, bod
     out = tmp_path / "e" / "m.zip"
     result = cli("expert", "train", "--env", "CartPole-v1", "--out", out, "--timesteps", "64", "--eval-episodes",
                  "1", "--eval-freq", "0", "--hyperparams", _hyperparams(tmp_path, body))
-    _one_line(result, *words)
+    one_line(result, 2, *words)
     assert not out.exists() and not out.with_suffix(".json").exists()
 
 
@@ -63,7 +57,7 @@ def test_push_to_hub_from_inside_training_is_refused(cli, tmp_path, lake_model):
     data, model = lake_model
     result = cli("train", "sft", "--dataset", data, "--model", model, "--out", tmp_path / "run", "--max-steps", "1",
                  "--push-to-hub")
-    _one_line(result, "push_to_hub", "huggingface-cli upload")
+    one_line(result, 2, "push_to_hub", "huggingface-cli upload")
     assert not (tmp_path / "run").exists()
 
 
@@ -78,7 +72,7 @@ def test_report_to_wandb_without_credentials_is_one_line(cli, tmp_path, lake_mod
     for stage in (["train", "sft", "--model", model, "--max-steps", "1"], ["train", "bc", "--epochs", "1"]):
         out = tmp_path / stage[1]
         result = cli(*stage, "--dataset", data, "--out", out, "--report-to", "wandb")
-        _one_line(result, "W&B has no API key", "WANDB_MODE=offline")
+        one_line(result, 2, "W&B has no API key", "WANDB_MODE=offline")
         assert not out.exists()
     from rlft.core.trackers import check_wandb_login
 
@@ -91,7 +85,7 @@ def test_an_unknown_grpo_loss_is_refused_before_training(cli, tmp_path, lake_mod
     data, model = lake_model
     result = cli("train", "grpo", "--dataset", data, "--model", model, "--out", tmp_path / "g", "--max-steps", "1",
                  "--loss-type", "nosuch")
-    _one_line(result, "--loss-type", "dapo")
+    one_line(result, 2, "--loss-type", "dapo")
     assert not (tmp_path / "g").exists()
 
 
@@ -106,7 +100,7 @@ def test_a_grpo_setting_of_another_mode_is_refused(cli, tmp_path, lake_model, ar
     data, model = lake_model
     result = cli("train", "grpo", "--dataset", data, "--model", model, "--out", tmp_path / "g", "--max-steps", "1",
                  *args)
-    _one_line(result, f"{flag} does nothing here")
+    one_line(result, 2, f"{flag} does nothing here")
     assert not (tmp_path / "g").exists()
 
 
@@ -117,21 +111,21 @@ def test_settings_of_another_mode_are_refused_in_sft_expert_and_serialize(cli, t
     data, model = lake_model
     expert = ["expert", "train", "--env", "CartPole-v1", "--out", tmp_path / "x.zip", "--timesteps", "64",
               "--eval-episodes", "1", "--eval-freq", "0"]
-    _one_line(cli(*expert, "--eval-freq-episodes", "3"), "--eval-freq-episodes does nothing here")
-    _one_line(cli(*expert, "--data-path", tmp_path / "m"), "--data-path does nothing here", "--record-replay")
+    one_line(cli(*expert, "--eval-freq-episodes", "3"), 2, "--eval-freq-episodes does nothing here")
+    one_line(cli(*expert, "--data-path", tmp_path / "m"), 2, "--data-path does nothing here", "--record-replay")
     assert not (tmp_path / "x.zip").exists()
     result = cli("data", "collect", "--env", "CartPole-v1", "--episodes", "2", "--max-episode-steps", "5",
                  "--dataset-id", "tt/cp-v0")
     assert result.exit_code == 0, result.output
     serialize = ["data", "serialize", "tt/cp-v0", "--out", tmp_path / "ds"]
-    _one_line(cli(*serialize, "--profile", "rlft4rl", "--precision", "1"), "--precision 1 does nothing")
-    _one_line(cli(*serialize, "--profile", "rlft4rl", "--prompt-style", "chat"), "--prompt-style chat")
-    _one_line(cli(*serialize, "--turns", "1"), "--turns 1")
+    one_line(cli(*serialize, "--profile", "rlft4rl", "--precision", "1"), 2, "--precision 1 does nothing")
+    one_line(cli(*serialize, "--profile", "rlft4rl", "--prompt-style", "chat"), 2, "--prompt-style chat")
+    one_line(cli(*serialize, "--turns", "1"), 2, "--turns 1")
     assert not (tmp_path / "ds").exists()
     assert cli(*serialize, "--profile", "rlft4rl", "--precision", "5").exit_code == 0  # what the profile writes
     result = cli("train", "sft", "--dataset", data, "--model", model, "--out", tmp_path / "s", "--max-steps", "1",
                  "--eval-split", "none", "--max-eval-samples", "5")
-    _one_line(result, "--max-eval-samples does nothing here")
+    one_line(result, 2, "--max-eval-samples does nothing here")
 
 
 def test_a_secret_in_the_system_text_is_refused_not_written(cli, tmp_path):
@@ -140,8 +134,8 @@ def test_a_secret_in_the_system_text_is_refused_not_written(cli, tmp_path):
     assert cli("data", "collect", "--env", "CartPole-v1", "--episodes", "2", "--max-episode-steps", "5",
                "--dataset-id", "tt/cp-v0").exit_code == 0
     result = cli("data", "serialize", "tt/cp-v0", "--out", tmp_path / "ds", "--system", f"api_key={SECRET}")
-    text = _one_line(result, "--system holds what looks like a secret")
-    assert SECRET not in text and not (tmp_path / "ds").exists()
+    one_line(result, 2, "--system holds what looks like a secret")
+    assert SECRET not in result.output and not (tmp_path / "ds").exists()
     pipeline = tmp_path / "p.yaml"
     pipeline.write_text('name: p\nvars: {token: "x"}\nsteps:\n  - command: data serialize tt/cp-v0\n'
                         '    args: {out: "{out}/ds", system: "Act well. {token}"}\n')
@@ -176,9 +170,9 @@ def test_results_record_masks_credentials_copied_from_a_report(cli, tmp_path):
 def test_returns_too_large_to_average_are_refused_where_a_report_is_read(cli, tmp_path):
     """B8: returns of 1e308 were recorded, then results summarize's plot was a traceback."""
     huge = _report(tmp_path / "r.json", returns=[1e308, 1e308, -1e308], return_mean=1e308 / 3)
-    _one_line(cli("results", "record", "exp", "--seed", "0", "--report", f"a={huge}", "--reproduce", "rlft eval",
-                  "--results-dir", tmp_path / "res"), "r.json")
-    _one_line(cli("eval", "compare", huge), "r.json")
+    one_line(cli("results", "record", "exp", "--seed", "0", "--report", f"a={huge}", "--reproduce", "rlft eval",
+                  "--results-dir", tmp_path / "res"), 2, "r.json")
+    one_line(cli("eval", "compare", huge), 2, "r.json")
 
 
 def test_collect_never_walks_the_datasets_folder(cli, tmp_path, monkeypatch):
@@ -211,13 +205,13 @@ def test_a_step_that_names_no_command_is_refused(cli, tmp_path):
     pipeline = tmp_path / "p.yaml"
     pipeline.write_text('name: p\nsteps:\n  - command: "--version"\n')
     result = cli("pipeline", "run", pipeline, "--out", tmp_path / "o")
-    _one_line(result, "names no command")
+    one_line(result, 2, "names no command")
     assert "rlft 0." not in result.output
 
 
 def test_a_report_of_a_later_version_or_with_markup_is_read_as_such(cli, tmp_path):
     """U3: rlft_report_version 99 was read as 1. U4: a report's text was rendered as rich markup."""
-    _one_line(cli("eval", "compare", _report(tmp_path / "v.json", rlft_report_version=99)), "99", "upgrade rlft")
+    one_line(cli("eval", "compare", _report(tmp_path / "v.json", rlft_report_version=99)), 2, "99", "upgrade rlft")
     marked = _report(tmp_path / "m.json", env_id="[bold red]X[/]")
     result = cli("eval", "compare", marked)
     assert result.exit_code == 0 and "[bold red]X[/]" in result.output, result.output

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-
-def _one_line(result, *words):
-    text = " ".join(result.output.split())
-    assert result.exit_code != 0 and "Traceback" not in result.output and text.count("Error:") == 1, text
-    for word in words:
-        assert word in text, text
-    return text
+from factories import one_line
 
 
 def test_random_maps_are_bounded_together_and_fit_the_time_limit(cli, tmp_path):
     """B1: --maps and the side were bounded one by one (100,000 maps of 64x64: days of work), and a map of 51x51 or
     more was exported as "unreachable" when only the env's 100-step limit stood in the way."""
     out = tmp_path / "q"
-    _one_line(cli("data", "export-q", "frozenlake", "--out", out, "--map", "random64x64", "--maps", "2"),
+    one_line(cli("data", "export-q", "frozenlake", "--out", out, "--map", "random64x64", "--maps", "2"), 2,
               "50x50", "100-step")
-    _one_line(cli("data", "export-q", "frozenlake", "--out", out, "--map", "random50x50", "--maps", "100000"),
+    one_line(cli("data", "export-q", "frozenlake", "--out", out, "--map", "random50x50", "--maps", "100000"), 2,
               "at most 64 maps of 50x50")
     assert not out.exists()
     result = cli("data", "export-q", "frozenlake", "--out", out, "--map", "random4x4", "--maps", "3",
@@ -56,5 +50,5 @@ def test_the_sizes_of_bc_and_offline_rl_are_bounded_before_work(cli, tmp_path, m
     monkeypatch.chdir(tmp_path)
     if args[1] == "offline":
         pytest.importorskip("torchrl")
-    _one_line(cli(*args), *words)
+    one_line(cli(*args), 2, *words)
     assert not (tmp_path / "o").exists() and not (tmp_path / "b.pt").exists()
