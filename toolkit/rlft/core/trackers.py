@@ -66,7 +66,7 @@ def check_wandb_login() -> None:
     a traceback once training had begun, leaving a run folder behind (hostile pass 18, B3)."""
     import os
 
-    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") or sys.stdin.isatty():
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") or _interactive():
         return
     try:  # wandb's own lookup (environment, .netrc, its settings) without a prompt; another wandb: not checked here
         from wandb.sdk.lib.wbauth.authenticate import authenticate_session
@@ -80,6 +80,14 @@ def check_wandb_login() -> None:
     if found is None:
         raise InvalidInputError("--report-to wandb: W&B has no API key here and cannot ask for one",
                                 hint=WANDB_LOGIN_HINT)
+
+
+def _interactive() -> bool:
+    """A terminal W&B can ask for its key on (a closed or missing stdin is none)."""
+    try:
+        return bool(sys.stdin and sys.stdin.isatty())
+    except (ValueError, OSError):
+        return False
 
 
 class Trackers:
