@@ -52,3 +52,14 @@ def test_the_sizes_of_bc_and_offline_rl_are_bounded_before_work(cli, tmp_path, m
         pytest.importorskip("torchrl")
     one_line(cli(*args), 2, *words)
     assert not (tmp_path / "o").exists() and not (tmp_path / "b.pt").exists()
+
+
+def test_eval_overwrite_without_an_output_is_refused(cli, tmp_path):
+    """U2: --overwrite with no --out (nor --video) replaced nothing and said nothing."""
+    one_line(cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--overwrite"), 2,
+             "--overwrite does nothing here", "--out")
+    out = tmp_path / "r.json"
+    for _ in range(2):  # with an output it replaces rlft's own report
+        result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--overwrite",
+                     "--out", out, "--quiet")
+        assert result.exit_code == 0 and out.is_file(), result.output

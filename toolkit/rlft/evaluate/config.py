@@ -88,7 +88,7 @@ class EvalConfig(Declared):
     critic_min_prob: float = option(0.3, "--critic: draw only bins the model gives at least this share of its most "
                                          "likely bin's probability (BCQ's threshold: candidates stay where the data "
                                          "is; 0: every bin).", min=0.0, max=1.0, needs="critic")
-    overwrite: bool = option(False, "Replace an existing --out.")
+    overwrite: bool = option(False, "Replace an existing --out.", needs="outputs")
     quiet: bool = option(False, "Print no tables (the report file is still written).")
 
 

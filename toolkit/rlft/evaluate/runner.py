@@ -159,7 +159,10 @@ def _check_config(config: EvalConfig) -> None:
                           "sampling": (llm and config.temperature > 0, "with sampling (--temperature above 0)"),
                           "video": (config.video is not None, "with --video FOLDER"),
                           "search": (config.search > 0, "with --search N"),
-                          "critic": (config.critic is not None, "with --critic RUN")})
+                          "critic": (config.critic is not None, "with --critic RUN"),
+                          # nothing to replace without an output (hostile pass 19, U2)
+                          "outputs": (config.out is not None or config.video is not None,
+                                      "with --out FILE (or --video FOLDER)")})
     _check_outputs(config)
 
 
