@@ -68,14 +68,19 @@ def check_wandb_login() -> None:
 
     if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") or _interactive():
         return
-    try:  # wandb's own lookup (environment, .netrc, its settings) without a prompt; another wandb: not checked here
-        from wandb.sdk.lib.wbauth.authenticate import authenticate_session
-
-        found = authenticate_session(host=os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai"), source="rlft",
-                                     prompt=False, update_session=False)
-    except (ImportError, AttributeError, TypeError):
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
         return
-    except Exception as exc:  # wandb found credentials it cannot read (AuthenticationError)
+    # wandb's own .netrc reader (what wandb.init falls back to); not its session lookup, which sets up W&B's
+    # process-wide settings before the run does (a later offline run in the same process then asked for a key)
+    try:
+        from wandb.sdk.lib.wbauth import wbnetrc
+        from wandb.sdk.lib.wbauth.host_url import HostUrl
+
+        found = wbnetrc.read_netrc_auth_with_source(host=HostUrl(os.environ.get("WANDB_BASE_URL",
+                                                                                  "https://api.wandb.ai")))
+    except (ImportError, AttributeError, TypeError):  # another wandb: not checked here
+        return
+    except Exception as exc:  # a .netrc wandb cannot read
         raise InvalidInputError(f"--report-to wandb: {str(exc).strip()[:200]}", hint=WANDB_LOGIN_HINT) from exc
     if found is None:
         raise InvalidInputError("--report-to wandb: W&B has no API key here and cannot ask for one",
