@@ -63,3 +63,15 @@ def test_eval_overwrite_without_an_output_is_refused(cli, tmp_path):
         result = cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--overwrite",
                      "--out", out, "--quiet")
         assert result.exit_code == 0 and out.is_file(), result.output
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/v1#Secr3tPWxyz", "http://127.0.0.1:8000/v1?key=Secr3tPWxyz"])
+def test_an_api_url_with_a_query_or_fragment_is_refused(url):
+    """U3: "/v1" was appended after a #fragment, and the report kept the fragment unmasked."""
+    from rlft.core.errors import InvalidInputError
+    from rlft.policy.openai_backend import api_base
+
+    with pytest.raises(InvalidInputError, match="no \\?query or #fragment") as caught:
+        api_base(url)
+    assert "Secr3t" not in str(caught.value)
+    assert api_base("http://127.0.0.1:8000") == "http://127.0.0.1:8000/v1"

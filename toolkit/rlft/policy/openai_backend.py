@@ -18,6 +18,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from rlft.core.errors import InvalidInputError, OfflineError, RemoteError
 from rlft.core.net import DeadlineError, check_http_url, within_deadline
@@ -128,7 +129,12 @@ def _drain(jobs: queue.Queue) -> None:
 
 def api_base(url: str) -> str:
     """``http://host:port`` or ``.../v1`` -> the ``.../v1`` base every endpoint hangs off."""
-    url = check_http_url(url.strip().rstrip("/"), "--api-url", "http://127.0.0.1:8000/v1 or http://[::1]:8000/v1")
+    example = "http://127.0.0.1:8000/v1 or http://[::1]:8000/v1"
+    url = check_http_url(url.strip().rstrip("/"), "--api-url", example)
+    parts = urlsplit(url)
+    if parts.query or parts.fragment:  # "/v1" went after them, and the report kept them (hostile pass 19, U3)
+        raise InvalidInputError("--api-url is the server's base URL: it takes no ?query or #fragment",
+                                hint=f"e.g. {example}; a key goes in --api-key or OPENAI_API_KEY")
     return url if url.endswith("/v1") else url + "/v1"
 
 
