@@ -6,3 +6,5 @@ EDGE_SOURCES = ("data", "bounds")  # discretized, binned: bin edges from the dat
 WORDINGS = ("gemma", "compact", "position")  # the FrozenLake grid codec's prompts (rlft data export-q --wording)
 SEPARATORS = (" ", ",")  # between the values of an observation or action
 PROMPT_STYLES = ("plain", "chat")  # one string with tags, or system + user messages
+# what the rlft4rl profile fixes (RLFT4RL's format): serialize refuses another value given beside it
+RLFT4RL_FIXED = {"precision": 5, "separator": ",", "prompt_style": "plain"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlft.codecs.binned import BinnedCodec
+from rlft.codecs.choices import RLFT4RL_FIXED
 from rlft.codecs.discretized import DiscretizedCodec
 from rlft.codecs.numeric import NumericCodec, check_rows, observation_rows
 from rlft.codecs.numeric_prompt import numeric_template
@@ -79,7 +80,8 @@ def make_codec(
     act_rows = None if actions is None else check_rows(act_space, actions, "action")
     rounding, signed_zero = "nearest", False
     if profile == "rlft4rl":
-        separator, precision, rounding, signed_zero, prompt_style = ",", 5, "floor", True, "plain"
+        separator, precision, prompt_style = (RLFT4RL_FIXED[k] for k in ("separator", "precision", "prompt_style"))
+        rounding, signed_zero = "floor", True
     options = {
         "raw": {"precision": precision, "signed_zero": signed_zero},
         "discretized": {"bins": bins, "edges_from": edges_from},

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlft.codecs.choices import RLFT4RL_FIXED
 from rlft.codecs.numeric_prompt import PROFILES
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
@@ -83,11 +84,9 @@ def _check_codec_options(config: SerializeConfig) -> None:
     if config.profile is not None and config.profile not in PROFILES:
         raise InvalidInputError(f"unknown --profile {config.profile!r}", hint=f"known: {', '.join(PROFILES)}")
     if config.profile == "rlft4rl":  # the profile sets these itself: another value was overridden without a word
-        fixed = {"precision": (5, "--precision"), "separator": (",", "--separator"),
-                 "prompt_style": ("plain", "--prompt-style")}
         default = {f.name: f.default for f in dataclasses.fields(SerializeConfig)}
-        for name, (value, flag) in fixed.items():
-            given = getattr(config, name)
+        for name, value in RLFT4RL_FIXED.items():
+            given, flag = getattr(config, name), "--" + name.replace("_", "-")
             if given not in (value, default[name]):
                 raise InvalidInputError(f"{flag} {given} does nothing with --profile rlft4rl, which writes "
                                         f"{value!r}", hint=f"leave {flag} out")
