@@ -168,6 +168,22 @@ def test_a_pipeline_variable_holding_a_token_is_masked_wherever_the_pipeline_use
     assert f"missing/{secret}" in " ".join(result.output.split()).replace(" ", "")
 
 
+def test_a_secret_named_variable_set_by_a_preset_is_known_as_a_secret(cli, tmp_path):
+    """The secret-named variables are read after --set and presets are applied: a preset's token fed into a --system
+    text is refused, not written into the dataset (only the file's vars and --set were seen before)."""
+    secret = "PLANTEDsecret126"
+    assert cli("data", "collect", "--env", "CartPole-v1", "--episodes", "2", "--max-episode-steps", "5",
+               "--dataset-id", "tt/cp-v0").exit_code == 0
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text('name: p\nvars: {token: "x", quick: false}\npresets: {quick: {token: "' + secret + '"}}\n'
+                        'steps:\n  - command: data serialize tt/cp-v0\n'
+                        '    args: {out: "{out}/ds", system: "Act well. {token}"}\n')
+    result = cli("pipeline", "run", pipeline, "--out", tmp_path / "o", "--set", "quick=true")
+    assert result.exit_code == 2 and "looks like a secret" in result.output and secret not in result.output
+    assert not (tmp_path / "o" / "ds").exists()
+    assert cli("pipeline", "run", pipeline, "--out", tmp_path / "o").exit_code == 0  # the preset off: "x" is no token
+
+
 def test_card_extra_notes_are_masked_in_the_card_and_kernel_files_are_refused(cli, tmp_path):
     """The card is published by data push: a password in a URL, a token assignment or a token-shaped word in the
     notes is masked there; /proc/self/environ (a "regular" file) would have put the environment in it (hostile

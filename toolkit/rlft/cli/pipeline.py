@@ -110,13 +110,12 @@ def mask_secrets(argv: list[str]) -> list[str]:
     return redact_argv(argv)
 
 
-def pipeline_secrets(runs: list[tuple[str, list[str]]], spec: dict | None = None,
-                     overrides: list[str] = ()) -> set[str]:
+def pipeline_secrets(runs: list[tuple[str, list[str]]], spec: dict | None = None) -> set[str]:
     """The values of every secret option the pipeline's steps pass (a variable holding a token may also fill a
-    non-secret option: ``--repo-id me/{tok}``), and of its secret-named variables (``--set token=V`` fed into a
-    ``--system`` text reached the dataset: hostile pass 18, B6)."""
-    variables = dict((spec or {}).get("vars") or {})
-    variables.update(item.partition("=")[::2] for item in overrides)
+    non-secret option: ``--repo-id me/{tok}``), and of its secret-named variables as :func:`load_pipeline` resolved
+    them, ``--set`` and presets applied (``--set token=V`` fed into a ``--system`` text reached the dataset: hostile
+    pass 18, B6)."""
+    variables = (spec or {}).get("vars") or {}
     named = {str(v) for k, v in variables.items()
              if is_secret_name(str(k)) and isinstance(v, (str, int)) and len(str(v)) >= MIN_KNOWN_SECRET}
     return named.union(*(secret_values(argv) for _, argv in runs))
@@ -251,7 +250,7 @@ def run(
 
     spec, runs = load_pipeline(path, out, overwrite, set_, seeds)
     # a token a variable or an option passes is masked wherever the steps use it
-    with known_secrets(pipeline_secrets(runs, spec, set_)):
+    with known_secrets(pipeline_secrets(runs, spec)):
         preflight(runs, root, sources=[path])  # a missing model or a misspelled reward fails here, before any step
         title = escape(redact_command(str(spec.get("name", path.stem))))  # a banner masks what its name holds too
         for i, (label, argv) in enumerate(runs, 1):

@@ -209,7 +209,8 @@ def _extended(path: Path, spec: dict, chain: tuple[Path, ...]) -> dict:
 
 def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
                   seeds: str | None = None) -> tuple[dict, list[tuple[str, list[str]]]]:
-    """Parse a pipeline file and return (spec, [(label, argv) of each step to run])."""
+    """Parse a pipeline file and return (spec, [(label, argv) of each step to run]); the spec's ``vars`` are the
+    resolved ones."""
 
     require_file(path, "pipeline file", hint="see the files under pipelines/")
     spec = read_pipeline_spec(path)
@@ -223,6 +224,9 @@ def load_pipeline(path: Path, out: Path, overwrite: bool, overrides: list[str],
                                     hint=f"its variables: {sorted(variables)}")
         variables[key] = yaml_value(value, f"--set {key}")
     variables = apply_presets(spec, variables, {item.partition("=")[0] for item in overrides}, path)
+    # the spec handed back holds the variables as the steps see them (--set and presets applied): what a secret-named
+    # one holds is masked wherever a step uses it
+    spec = {**spec, "vars": variables}
     seed_list = parse_seeds(seeds) if seeds is not None else spec.get("seeds")
     if seed_list is None:
         fixed = _resolve(variables, {"out": str(out), "overwrite": overwrite})
