@@ -54,6 +54,8 @@ def test_a_bad_option_is_caught(tmp_path):
 @pytest.mark.parametrize("grpo_args,message", [
     ({"model": "/no/such/model", "reward": "format"}, "--model /no/such/model does not exist"),
     ({"model": "{out}/models/tiny", "reward": "format,q-advntage"}, "unknown reward 'q-advntage'"),
+    # read as the command reads its options: under another of the option's names too
+    ({"model": "{out}/models/tiny", "rewards": "format,q-advntage"}, "unknown reward 'q-advntage'"),
     ({"model": "{out}/models/tiny", "reward": "format", "learning_rte": 1}, "unknown option --learning-rte"),
     ({"model": "{out}/models/tiny", "reward": "format", "dataset": "{out}/datasets/nope"},
      "--dataset {out}/datasets/nope does not exist"),

@@ -60,9 +60,9 @@ def _usage_error():
     return UsageError
 
 
-def parse_step(argv: list[str], root) -> dict:
+def parse_step(argv: list[str], root):
     """Let the CLI parse one step's words and options without running it (UsageError when they are wrong);
-    returns the command's parameters as it would run with them (empty for a group that runs itself).
+    returns the command's click context: its parameters as it would run with them, and where each came from.
 
     ``root`` is the ``rlft`` command (the click group ``rlft pipeline run`` runs under, or the Typer app of
     :mod:`rlft.cli.main`): it is passed in because this module is part of what builds it."""
@@ -74,7 +74,7 @@ def parse_step(argv: list[str], root) -> dict:
     while hasattr(command, "list_commands"):  # a group: the next word names a command...
         # ...or a group below rlft runs itself (rlft eval --policy ...)
         if words and words[0].startswith("-") and command is not root_command:
-            return command.make_context(command.name, list(words), parent=ctx.parent).params
+            return command.make_context(command.name, list(words), parent=ctx.parent)
         if not words:
             raise _usage_error()(f"'rlft {' '.join(argv)}' names no command")
         name = words.pop(0)
@@ -91,7 +91,21 @@ def parse_step(argv: list[str], root) -> dict:
             check_trl_flags(ctx.info_name, list(ctx.args))
         except InvalidInputError as exc:
             raise _usage_error()(str(exc)) from exc
-    return ctx.params
+    return ctx
+
+
+def given_options(ctx) -> list[tuple[tuple[str, ...], str]]:
+    """The options a parsed step gives on its command line: (the option's names, each value as click parsed it),
+    its defaults left out; what the preflight checks is read here, as the command itself will read it."""
+    pairs = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name)
+        if param.param_type_name != "option" or getattr(source, "name", "") != "COMMANDLINE":
+            continue
+        value = ctx.params.get(param.name)
+        values = value if getattr(param, "multiple", False) else [value]
+        pairs += [(tuple(param.opts), str(v)) for v in values if v is not None and not isinstance(v, bool)]
+    return pairs
 
 
 def _refuse_repeated_scalars(command, words: list[str]) -> None:
@@ -119,17 +133,6 @@ def pipeline_secrets(runs: list[tuple[str, list[str]]], spec: dict | None = None
     named = {str(v) for k, v in variables.items()
              if is_secret_name(str(k)) and isinstance(v, (str, int)) and len(str(v)) >= MIN_KNOWN_SECRET}
     return named.union(*(secret_values(argv) for _, argv in runs))
-
-
-def _options(argv: list[str]) -> list[tuple[str, str]]:
-    """A step's ``--key value`` and ``--key=value`` pairs (a command string may use either)."""
-    pairs = []
-    for i, word in enumerate(argv):
-        if word.startswith("--") and "=" in word:
-            pairs.append(tuple(word.split("=", 1)))
-        elif word.startswith("--") and i + 1 < len(argv):
-            pairs.append((word, argv[i + 1]))
-    return pairs
 
 
 def _inside(path: Path, produced: list[Path]) -> bool:
@@ -164,19 +167,19 @@ def _preflight_steps(runs: list[tuple[str, list[str]]], root, produced: list[Pat
         # masked as the banner masks it: an error must not print the token a step passes (hostile pass 12, B1)
         where = f"step {i}{' (' + label + ')' if label else ''}, rlft {' '.join(redact_argv(argv)[:3])}"
         try:
-            params = parse_step(argv, root)
+            ctx = parse_step(argv, root)
         except _usage_error() as exc:
             raise InvalidInputError(f"{where}: {exc.format_message()}") from exc
         if argv[:2] == ["pipeline", "run"]:
-            _preflight_nested(params, where, root, produced, sources, counted)
+            _preflight_nested(ctx.params, where, root, produced, sources, counted)
             continue
-        options = _options(argv)
-        episodic = ("--rollout", "episode") in options
-        for key, value in options:
-            if key == "--reward":
+        options = given_options(ctx)
+        episodic = any("--rollout" in names and value == "episode" for names, value in options)
+        for names, value in options:
+            if "--reward" in names:
                 _check_rewards(value, episodic, where)
-            _check_input(argv, key, value, produced, where)
-        outs = [Path(v).expanduser().resolve() for k, v in options if k == "--out"]
+            _check_input(argv, names, value, produced, where)
+        outs = [Path(v).expanduser().resolve() for names, v in options if "--out" in names]
         for source in sources:
             if _inside(source, outs):
                 raise InvalidInputError(f"{where}: its --out {outs[0]} holds the pipeline file {source}, which "
@@ -215,12 +218,13 @@ def _check_rewards(value: str, episodic: bool, where: str) -> None:
         raise InvalidInputError(f"{where}: {exc.message}", hint=exc.hint) from exc
 
 
-def _check_input(argv: list[str], key: str, value: str, produced: list[Path], where: str) -> None:
+def _check_input(argv: list[str], names: tuple[str, ...], value: str, produced: list[Path], where: str) -> None:
     """An input option's path exists, is written by an earlier step, or is a Hub id."""
     from rlft.datasets.loading import looks_like_hub_id
 
     labelled = argv[:2] == ["results", "record"]
-    if key not in (LABELLED_INPUTS if labelled else INPUT_OPTIONS):
+    key = next((n for n in names if n in (LABELLED_INPUTS if labelled else INPUT_OPTIONS)), None)
+    if key is None:
         return
     target = value.partition("=")[2] if labelled else next(
         (value[len(p):] for p in POLICY_PREFIXES if value.startswith(p)), value)
