@@ -55,7 +55,8 @@ def test_a_minari_dataset_filled_while_collect_runs_is_kept():
     from rlft.sources.minari_source import datasets_root, staged_dataset
 
     final = datasets_root() / "test" / "race-v0"
-    with pytest.raises(OutputExistsError, match="filled by someone else"), staged_dataset("test/race-v0"):
+    with pytest.raises(OutputExistsError, match="filled by someone else"), \
+            staged_dataset("test/race-v0", overwrite=False):
         make_minari_dataset("test/race-v0", episodes=1, max_steps=5)  # written under the staging root
         final.mkdir(parents=True)
         (final / "notes.txt").write_text("mine")

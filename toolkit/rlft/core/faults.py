@@ -34,17 +34,31 @@ DISK_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
 MACHINE_FAULTS = (*DISK_FAULTS, errno.EIO)  # not the path's fault: the machine's (exit code 1)
 
 
-def as_disk_full(exc: BaseException, *roots: Path) -> OSError | None:
+def as_disk_full(exc: BaseException, *roots: Path, written: Path | None = None) -> OSError | None:
     """A writer that is not Python's file API (safetensors, torch's zip writer) reports a full disk as an error of
-    its own: the ENOSPC it stands for, when its message says so or the disk under ``roots`` has no room left."""
+    its own: the ENOSPC it stands for, when its message says so or the disk under ``roots`` has no room left; the
+    EFBIG it stands for when the file it was ``written`` into stopped at the process's file-size limit."""
     if isinstance(exc, OSError | KeyboardInterrupt | SystemExit):
         return None
     text = str(exc)
-    if "File too large" in text or "os error 27" in text:  # EFBIG, as Rust's std (safetensors) words it
+    if "File too large" in text or "os error 27" in text or _at_file_limit(written):  # EFBIG (Rust's wording)
         return OSError(errno.EFBIG, f"File too large ({type(exc).__name__}: {text[:120]})")
     if "No space left on device" not in text and not any(_nearly_full(Path(root)) for root in roots):
         return None
     return OSError(errno.ENOSPC, f"No space left on device ({type(exc).__name__}: {text[:120]})")
+
+
+def _at_file_limit(written: Path | None) -> bool:
+    """``written`` is within 1 MiB of the file-size limit set for this process (``ulimit -f``): Python ignores
+    SIGXFSZ, so the writer got EFBIG and torch's words it "iostream error" or "unexpected pos" (hostile pass 20, F5)."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        return (written is not None and limit != resource.RLIM_INFINITY
+                and written.stat().st_size + (1 << 20) >= limit)
+    except (ImportError, OSError, ValueError):
+        return False
 
 
 def free_bytes(path: Path) -> int | None:

@@ -279,6 +279,9 @@ def atomic_output_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterat
         _swap_in(tmp, out, held)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OutputError) and str(tmp) in exc.message:  # a file of it: named where it was to be
+            exc.message = exc.message.replace(str(tmp), str(out))
+            exc.args = (exc.message,)
         if isinstance(exc, OutputError) or not is_output_fault(exc, tmp, out):
             raise
         raise output_error(out, exc) from exc
@@ -304,6 +307,11 @@ def atomic_write_file(path: str | os.PathLike, write, option: str = "--out", suf
         os.replace(tmp, path)
     except OSError as exc:
         raise output_error(path, exc, option) from exc
+    except RuntimeError as exc:  # torch's writer words a full disk or a file-size limit as an error of its own
+        fault = as_disk_full(exc, path.parent, written=tmp)
+        if fault is None:
+            raise
+        raise output_error(path, fault, option) from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

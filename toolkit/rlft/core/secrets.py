@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from rlft.core.errors import InvalidInputError
+
 MASK = "***"
 # by name: a token of a service (never a tokenizer's pad_token or max_new_tokens), keys, passwords and the like
 _SECRET_NAME = re.compile(r"^(?:token|(?!.*(?:^|_)(?:pad|eos|bos|unk|sep|cls|mask|per)_token$).*_token)$"
@@ -227,3 +229,11 @@ def secret_values(argv: list[str]) -> set[str]:
     """The values secret options take in ``argv``, in both forms: masked wherever else they appear (a pipeline
     variable holding a token used in ``--repo-id me/{tok}`` as well as ``--token {tok}``)."""
     return {value for _, _, value in _secret_options(argv) if len(value) >= MIN_KNOWN_SECRET}
+
+
+def refuse_secret_text(value: str | None, flag: str, written: str) -> None:
+    """A free text a user passes that rlft writes into its outputs (``written``) holding what looks like a secret is
+    refused, not masked: the text was typed for what it says (hostile pass 18, B6; pass 20, F2)."""
+    if value is not None and redact_text(value) != value:
+        raise InvalidInputError(f"{flag} holds what looks like a secret (a token, key or password): {written}",
+                                hint=f"take the secret out of {flag}")

@@ -39,6 +39,7 @@ from rlft.core.seeding import limit_threads
 from rlft.datasets.dataset import RlftDataset
 from rlft.datasets.improve_config import ImproveConfig
 from rlft.datasets.layout import CARD_FILENAME, DATA_DIR, INFO_FILENAME, shard_path
+from rlft.envs.registry import check_env_id
 from rlft.envs.state import perturbation_values
 from rlft.sources.experts import load_expert
 
@@ -80,6 +81,16 @@ def label_consistency(first: np.ndarray, second: np.ndarray) -> float | None:
     return float((first * second).sum() / norms) if norms > 0 else None
 
 
+def _check_horizon(env_id: str, horizon: int) -> None:
+    """A candidate is scored over at most an episode of the env: its time limit ends every recorded episode."""
+    import gymnasium
+
+    limit = gymnasium.spec(check_env_id(env_id)).max_episode_steps
+    if limit is not None and horizon > limit:
+        raise InvalidInputError(f"--horizon {horizon:,} is longer than an episode of {env_id} ({limit:,} steps)",
+                                hint=f"score candidates over at most {limit:,} steps (the default is 20)")
+
+
 def _check_dataset(codec: Codec, expert_env: str | None) -> None:
     if codec.is_discrete_action:
         raise InvalidInputError("data improve relabels continuous (Box) actions; this dataset's actions are discrete",
@@ -101,6 +112,7 @@ def improve_dataset(config: ImproveConfig) -> dict[str, Any]:
     model, metadata = load_expert(config.expert)
     limit_threads()  # one batched expert call per step: torch threads fighting over 2 cores made it 30x slower
     _check_dataset(codec, metadata.get("env_id"))
+    _check_horizon(codec.env_id, config.horizon)
     table = data.table(None, config.split)
     table = table.slice(0, min(config.rows, table.num_rows))
     for column in ("observation", "action", "completion"):

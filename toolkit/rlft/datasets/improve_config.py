@@ -14,6 +14,9 @@ from rlft.core.options import MAX_EPISODE_STEPS, Declared, option
 WEIGHTINGS = ("soft", "best")
 MAX_IMPROVE_ROWS = 100_000_000  # rows relabelled (D4RL's datasets hold 1-2 million)
 MAX_CANDIDATES = 4096  # candidate actions per row
+# env steps of a whole run, (rows + consistency rows) x candidates x horizon: 300 times the default's 3.2 million
+# (each bound alone let 5 rows x 4,096 candidates x 10^7 steps through: hostile pass 20, F6)
+MAX_IMPROVE_ENV_STEPS = 1_000_000_000
 
 
 @dataclass(kw_only=True)
@@ -55,3 +58,8 @@ class ImproveConfig(Declared):
                                     f"--candidates must be odd, got {self.candidates}", hint="e.g. --candidates 9")
         if not (math.isfinite(self.step) and self.step > 0):
             raise InvalidInputError(f"--step must be a positive number, got {self.step}")
+        steps = (self.rows + self.consistency_rows) * self.candidates * self.horizon
+        if steps > MAX_IMPROVE_ENV_STEPS:
+            raise InvalidInputError(f"(--rows + --consistency-rows) x --candidates x --horizon is {steps:,} env steps, "
+                                    f"over the {MAX_IMPROVE_ENV_STEPS:,} one run may play",
+                                    hint="lower one of them: the defaults play 3.2 million")

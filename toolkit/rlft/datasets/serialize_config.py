@@ -20,12 +20,13 @@ class SerializeConfig:
     out: Path = field(metadata={"help": "Dataset folder to write (Hub layout).", "required": True})
     format: str = option("raw", "raw | discretized | tokenized | binned (one token per value: quantile bins of both "
                               "spaces, decoded to their data means; made for continuous control).", choices=FORMATS)
-    precision: int = option(3, "raw: decimals per value.")
-    # bins, edges and tokens are not refused under another --format: a recipe passes them whatever its {format}
-    bins: int = option(32, "discretized, binned: bins per dimension.")
+    # precision, bins, edges and tokens given under another --format are named in a note, not refused: a recipe
+    # passes them whatever its {format}
+    precision: int = option(3, "raw: decimals per value.", needs="raw")
+    bins: int = option(32, "discretized, binned: bins per dimension.", needs="bins")
     edges_from: str = option("data", "discretized, binned: bin edges from 'data' quantiles or space 'bounds'.",
-                             choices=EDGE_SOURCES)
-    tokens: int = option(1000, "tokenized: integer tokens per value (0..N-1).")
+                             choices=EDGE_SOURCES, needs="bins")
+    tokens: int = option(1000, "tokenized: integer tokens per value (0..N-1).", needs="tokenized")
     prompt_style: str = option("plain", "plain (<observation> tags) or chat (system + user messages).",
                                choices=PROMPT_STYLES)
     history: int = option(0, "Previous (observation, action) pairs in each prompt.")

@@ -10,10 +10,11 @@ import numpy as np
 
 from rlft.codecs.choices import RLFT4RL_FIXED
 from rlft.codecs.numeric_prompt import PROFILES
+from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import check_output_dir
-from rlft.core.options import check_declared, check_needed
-from rlft.core.secrets import redact_text
+from rlft.core.options import check_declared, check_needed, unused_settings
+from rlft.core.secrets import refuse_secret_text
 from rlft.datasets.card import read_extra_markdown
 from rlft.datasets.serialize_config import SerializeConfig
 from rlft.sources.minari_source import datasets_root
@@ -28,6 +29,7 @@ def validate_config(config: SerializeConfig) -> None:
     """Every option is checked before the source is read."""
     check_declared(config)  # the declared choices and bounds, however the config was made
     check_needed(config, {"download": (config.download, "with --download")})  # ignored, a typo (pass 15, B16)
+    _note_other_formats_options(config)
     _check_prompt_options(config)
     _check_codec_options(config)
     if config.max_episodes is not None and config.max_episodes < 1:
@@ -35,10 +37,8 @@ def validate_config(config: SerializeConfig) -> None:
                                 hint="leave it out to serialize every episode")
     if config.chunk_steps < 1 or config.in_memory_steps < 0:
         raise InvalidInputError("chunk_steps must be >= 1 and in_memory_steps >= 0")
-    if config.system is not None and redact_text(config.system) != config.system:  # hostile pass 18, B6
-        raise InvalidInputError("--system holds what looks like a secret (a token, key or password): the system "
-                                "text is written into every prompt, the codec and the dataset card",
-                                hint="take the secret out of the system text")
+    refuse_secret_text(config.system, "--system", "the system text is written into every prompt, the codec and "
+                       "the dataset card")
     check_output_dir(config.out, config.overwrite, inputs=serialize_inputs(config))
     read_extra_markdown(config.card_extra)  # a missing or unreadable file is refused before the data scan
 
@@ -70,6 +70,18 @@ def _check_prompt_options(config: SerializeConfig) -> None:
     if config.turns > 1 and (config.prefill or config.profile is not None):
         raise InvalidInputError("--turns writes conversations; a prefilled answer tag (--prefill, --profile) needs "
                                 "single-turn prompts", hint="drop one of them")
+
+
+def _note_other_formats_options(config: SerializeConfig) -> None:
+    """A codec option of another format does nothing: said, not refused, since a recipe passes its {bins} and
+    {precision} whatever its {format} (hostile pass 20, F1: --bins beside --format raw exited 0 without a word)."""
+    binned = config.format in ("discretized", "binned")
+    formats = {"raw": (config.format == "raw", "with --format raw"),
+               "bins": (binned, "with --format discretized or binned"),
+               "tokenized": (config.format == "tokenized", "with --format tokenized")}
+    for flag, applies in unused_settings(config, formats):
+        console.print(f"[yellow]Note:[/] {flag} is not used: it applies {applies} (this is --format "
+                      f"{config.format})", highlight=False)
 
 
 def _check_codec_options(config: SerializeConfig) -> None:

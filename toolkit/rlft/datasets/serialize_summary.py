@@ -10,6 +10,7 @@ import numpy as np
 from rlft.codecs.base import Codec
 from rlft.core.console import console, kv_table, records_table
 from rlft.core.plotting import figure, save_figure
+from rlft.core.secrets import redact
 from rlft.datasets.card import CardSpec, message_text, read_extra_markdown
 from rlft.datasets.minari_episodes import _chunk, _iter_source, _Scan, check_spaces
 from rlft.datasets.offline import GLOSSARY, build_records
@@ -27,7 +28,7 @@ def source_metadata(dataset) -> dict:
         info["author"] = sorted(info["author"])
     if isinstance(meta.get("rlft"), dict):
         info["rlft"] = meta["rlft"]
-    return info
+    return redact(info)  # copied into info.json, which push uploads: a token another tool wrote there is masked
 
 
 def _summary(config, dataset, scan: _Scan, splits, codec: Codec) -> dict:

@@ -58,11 +58,15 @@ def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, A
     if not isinstance(record.get("reports"), dict) or not record["reports"]:
         raise InvalidInputError(f"{record_path} holds no reports: not a seed record of rlft results record")
     check_record_shape(record, record_path)
+    if record.get("experiment") != name:  # another experiment's seed "reproduced" this one (hostile pass 20, F3)
+        raise InvalidInputError(f"{record_path} is a seed record of experiment {record.get('experiment')!r}, not "
+                                f"{name!r}", hint=f"rlft results check {record.get('experiment')} --record ...")
     committed = [r for r in load_seed_records(Path(results_dir) / name) if r.get("seed") != record.get("seed")]
     if len(committed) < MIN_SEEDS:
         raise InvalidInputError(f"{results_dir}/{name} holds {len(committed)} seed(s) besides seed "
                                 f"{record.get('seed')}: a range to reproduce into needs at least {MIN_SEEDS}",
                                 hint="record more seeds of the experiment first")
+    _check_same_envs(record, committed, record_path, name)
     metric = headline_key(k for rep in record["reports"].values() for k, v in rep.items() if v is not None)
     if metric is None:
         raise InvalidInputError(f"{record_path}'s reports carry no score ({', '.join(k for k, _, _ in HEADLINES)})")
@@ -79,6 +83,15 @@ def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, A
             "committed_seeds": [r.get("seed") for r in committed],
             "other_data": other_data(record, committed),
             "reproduced": all(row["inside"] is not False for row in rows) and any(row["inside"] for row in rows)}
+
+
+def _check_same_envs(record: dict, committed: list[dict], record_path: Path, name: str) -> None:
+    """Each policy of the new record played the env its committed seeds played."""
+    for label, report in record["reports"].items():
+        envs = {r["reports"][label].get("env_id") for r in committed if label in r.get("reports", {})}
+        if envs and report.get("env_id") not in envs:
+            raise InvalidInputError(f"{record_path}: {label} played {report.get('env_id')}, the seeds of {name} "
+                                    f"played {', '.join(sorted(map(str, envs)))}")
 
 
 def data_build(record: dict) -> dict[str, tuple]:

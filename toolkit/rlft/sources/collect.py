@@ -21,6 +21,7 @@ import numpy as np
 import rlft
 from rlft.core.errors import InvalidInputError, OutputExistsError, require
 from rlft.core.faults import as_disk_full, output_error
+from rlft.core.secrets import refuse_secret_text
 from rlft.core.seeding import seed_everything
 from rlft.envs.registry import action_space, check_env_id, make_env, reference_scores
 from rlft.sources.collect_config import CollectConfig
@@ -62,6 +63,8 @@ def check_collect(config: CollectConfig) -> None:
     """Everything about ``config`` that can be refused before an env is made (the CLI asks before its bar)."""
     check_env_id(config.env_id)
     check_dataset_id(config.dataset_id)
+    for flag, text in (("--author", config.author), ("description", config.description)):
+        refuse_secret_text(text, flag, "it is written into the dataset's metadata, which serialize and push copy")
     if not math.isfinite(config.noise) or config.noise < 0:
         raise InvalidInputError(f"--noise must be finite and not negative, got {config.noise}")
     _check_policy_options(config)
@@ -108,7 +111,7 @@ def collect_to_minari(config: CollectConfig, on_episode: Callable[[EpisodeStats]
 
     model, policy_meta = _load_policy(config)
     seed_everything(config.seed)  # after loading: torch is imported by then, and --stochastic draws from it
-    with staged_dataset(config.dataset_id) as final:
+    with staged_dataset(config.dataset_id, config.overwrite) as final:
         stats, seconds = _record(config, model, policy_meta, on_episode, final)
     return CollectResult(config.dataset_id, final, stats, seconds)
 

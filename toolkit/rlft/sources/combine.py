@@ -65,7 +65,7 @@ def combine(sources: list[str], dataset_id: str, overwrite: bool = False) -> Pat
                                         f"differ ({space_line(getattr(first, what))} vs "
                                         f"{space_line(getattr(ds, what))})")
     refs = {(d.storage.metadata.get("ref_min_score"), d.storage.metadata.get("ref_max_score")) for d in opened}
-    with staged_dataset(dataset_id) as final, warnings.catch_warnings():
+    with staged_dataset(dataset_id, overwrite) as final, warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         (datasets_root() / dataset_id).parent.mkdir(parents=True, exist_ok=True)  # Minari makes only the last part
         try:

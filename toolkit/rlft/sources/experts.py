@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import rlft
+from rlft.core.claims import claim_output
 from rlft.core.console import progress
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_file, atomic_write_text
@@ -28,6 +29,7 @@ from rlft.envs.vector_envs import check_spaces
 from rlft.sources.expert_algos import algo_class, auto_algo, check_algo_space
 from rlft.sources.expert_config import ALGOS, AUTO_ALGO, ExpertConfig
 from rlft.sources.hyperparams import load_hyperparams, tuned_algos
+from rlft.sources.minari_source import datasets_root
 from rlft.sources.replay import check_replay_request, write_replay
 from rlft.sources.rollouts import policy_act, run_episodes
 
@@ -192,6 +194,8 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
     if config.record_replay:
         check_replay_request(config.record_replay, config.algo, hp.raw.get("buffer_size", SB3_BUFFER_SIZE),
                              timesteps, config.overwrite)
+        # the id is this run's from now: a collect into it while the expert trains is refused (hostile pass 20, F4)
+        claim_output(datasets_root() / config.record_replay, "--record-replay")
     cls = algo_class(config.algo)
     kwargs = hp.algo_kwargs(cls)
     from stable_baselines3.common.vec_env import VecCheckNan
@@ -235,7 +239,7 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
                       "seed": config.seed,
                       "eval": {"mean_return": ev.mean, "std_return": ev.std, "episodes": ev.episodes},
                       "normalized_score": normalized_score(config.env_id, ev.mean),
-                      "hyperparams_source": hp.source})
+                      "hyperparams_source": hp.source}, config.overwrite)
 
     # save then rename: an existing checkpoint is never half-written (SB3 insists on the .zip suffix)
     out = atomic_write_file(config.out, model.save, suffix=".zip")

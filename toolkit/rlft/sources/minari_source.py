@@ -19,7 +19,7 @@ import numpy as np
 
 from rlft.core.claims import claim_output, release_output
 from rlft.core.console import err_console
-from rlft.core.errors import InvalidInputError, OfflineError, RemoteError, require
+from rlft.core.errors import InvalidInputError, OfflineError, OutputExistsError, RemoteError, require
 from rlft.core.io import atomic_write_text, holds_content, refuse_arrival, refuse_foreign, temp_name
 from rlft.core.manifest import write_manifest
 from rlft.core.net import (
@@ -31,6 +31,7 @@ from rlft.core.net import (
     remote_fault,
     within_deadline,
 )
+from rlft.core.secrets import redact_text
 from rlft.sources.minari_hdf5 import flat_hdf5_file, read_flat_hdf5
 from rlft.sources.reference_scores import check_reference_scores
 
@@ -86,13 +87,16 @@ STAGING_PREFIX = ".rlft-collect-"
 
 
 @contextlib.contextmanager
-def staged_dataset(dataset_id: str) -> Iterator[Path]:
+def staged_dataset(dataset_id: str, overwrite: bool) -> Iterator[Path]:
     """Write a Minari dataset under a hidden temporary root inside the real one (Minari skips hidden folders) and
     move it into place when the block ends without an error; an existing dataset of that id is replaced only
-    then. Yields the final dataset folder's path (it exists once the block has ended)."""
+    then, and only with ``overwrite``. Yields the final dataset folder's path (it exists once the block has ended)."""
     root = datasets_root()
     claim_output(root / dataset_id, "--dataset-id")  # one writer of an id at a time, whatever TMPDIR each has
     held = holds_content(root / dataset_id)
+    if held and not overwrite:  # written since the command's check (hostile pass 20, F4: replaced without a word)
+        raise OutputExistsError(f"Minari dataset {dataset_id} appeared in {root} while this command ran",
+                                hint="pass --overwrite to replace it, or bump the version (-vN)")
     if (root / dataset_id).exists():  # replaced at the end: only a dataset rlft wrote, every file of it listed
         refuse_foreign(root / dataset_id, "--dataset-id")
     root.mkdir(parents=True, exist_ok=True)
@@ -379,7 +383,7 @@ def dataset_summary(ds) -> dict[str, Any]:
         "normalized_score_x100": None,
         "storage_format": meta.get("data_format", "hdf5"),
         "algorithm_name": meta.get("algorithm_name"),
-        "author": sorted(meta.get("author", [])) or None,
+        "author": sorted(redact_text(a) for a in meta.get("author", [])) or None,  # printed and copied on
         "minari_version": meta.get("minari_version"),
         "size_mb": meta.get("dataset_size"),
         "path": str(ds.storage.data_path),

@@ -86,8 +86,9 @@ def _squeeze_discrete(array: np.ndarray, space) -> np.ndarray:
     return array.reshape(len(array)).astype(space.dtype) if isinstance(space, spaces.Discrete) else array
 
 
-def write_replay(model, env_id: str, dataset_id: str, expert_meta: dict) -> Path:
-    """Write ``model.replay_buffer`` as the Minari dataset ``dataset_id`` (staged, then moved into place)."""
+def write_replay(model, env_id: str, dataset_id: str, expert_meta: dict, overwrite: bool) -> Path:
+    """Write ``model.replay_buffer`` as the Minari dataset ``dataset_id`` (staged, then moved into place; one that
+    exists is replaced only with ``overwrite``)."""
     import minari
     from gymnasium import spaces
 
@@ -97,7 +98,7 @@ def write_replay(model, env_id: str, dataset_id: str, expert_meta: dict) -> Path
     steps = sum(len(e.rewards) for e in episodes)
     kwargs = {"ref_min_score": ref.random, "ref_max_score": ref.expert} if ref is not None else {}
     returns = np.array([float(np.sum(e.rewards)) for e in episodes])
-    with staged_dataset(dataset_id) as final, warnings.catch_warnings():
+    with staged_dataset(dataset_id, overwrite) as final, warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # Minari warns about every optional field left out
         dataset = minari.create_dataset_from_buffers(
             dataset_id, episodes, env=env_id, algorithm_name=f"{expert_meta['algo'].upper()} replay buffer",
