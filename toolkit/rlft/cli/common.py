@@ -125,6 +125,18 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _raise_interrupt_behind(error: BaseException) -> None:
+    """Raise the Ctrl-C or SIGTERM ``error`` was raised while handling: torchrl's vmapped losses turn one into a
+    RuntimeError about a tensordict (hostile pass 21, F13), which is the interrupt, not a fault to print whole."""
+    seen: set[int] = set()
+    exc: BaseException | None = error
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt) and exc is not error:
+            raise exc from None
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+
+
 def _guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """:func:`handle_errors`' body."""
     main = threading.current_thread() is threading.main_thread()
@@ -134,8 +146,9 @@ def _guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         try:
             return func(*args, **kwargs)
-        except BaseException:
+        except BaseException as exc:
             _put_back_set_aside()
+            _raise_interrupt_behind(exc)
             raise
     except RlftError as exc:
         # the message is data, not markup: "rlft[collect]" must print as written

@@ -26,7 +26,13 @@ app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
 
 def _evaluate(ctx: typer.Context, **values: Any) -> None:
     """Evaluate a policy (LLM or baseline) in its real environment; subcommand: compare."""
-    if ctx.invoked_subcommand is not None:
+    if ctx.invoked_subcommand is not None:  # its options given before a subcommand did nothing (pass 21, F6)
+        given = [p.opts[0] for p in ctx.command.params
+                 if getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"]
+        if given:
+            raise InvalidInputError(f"{', '.join(given)}: option(s) of rlft eval, which evaluates a policy; rlft eval "
+                                    f"{ctx.invoked_subcommand} does not read them",
+                                    hint=f"see rlft eval {ctx.invoked_subcommand} --help")
         return
     if values.get("policy") is None:
         typer.echo(ctx.get_help())

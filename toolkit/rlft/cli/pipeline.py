@@ -74,6 +74,7 @@ def parse_step(argv: list[str], root):
     while hasattr(command, "list_commands"):  # a group: the next word names a command...
         # ...or a group below rlft runs itself (rlft eval --policy ...)
         if words and words[0].startswith("-") and command is not root_command:
+            _refuse_repeated_scalars(command, words)  # rlft eval too (hostile pass 21, F5)
             return command.make_context(command.name, list(words), parent=ctx.parent)
         if not words:
             raise _usage_error()(f"'rlft {' '.join(argv)}' names no command")

@@ -159,7 +159,10 @@ def _step_argvs(steps: list, variables: dict[str, Any], path: Path, section: str
         skip, forced = filled["skip_if_exists"], _flag_value(filled["force"] or False)
         if skip and not forced and Path(skip).exists():
             continue
-        runs.append(filled["command"].split() + args_to_argv(filled["args"] or {}))
+        # split before the variables are filled: a value with a space ("--out 'my runs'") stays one word, and a --set
+        # value cannot add options to the command (hostile pass 21, F4)
+        words = [str(_substitute(word, variables)) for word in str(step["command"]).split()]
+        runs.append(words + args_to_argv(filled["args"] or {}))
     return runs
 
 

@@ -8,6 +8,7 @@ import random
 # The largest seed any command takes: numpy's legacy seeding stops at 2**32 - 1, Minari stores seeds in 32-bit
 # fields, and episode seeds are this plus the episode index.
 MAX_SEED = 2**31 - 1
+THREADS_PER_CORE = 4  # the most threads rlft starts per core: more only waits, and many fail to start
 
 
 def seed_everything(seed: int):
@@ -41,6 +42,13 @@ def limit_threads(n: int | None = None) -> int:
     """
     explicit = n or threads_setting(os.environ.get("RLFT_NUM_THREADS"))
     n = int(explicit or threads_setting(os.environ.get("OMP_NUM_THREADS")) or 1)
+    most = THREADS_PER_CORE * (os.cpu_count() or 1)
+    if n > most:  # 100,000 threads failed to start in OpenBLAS and the process died (hostile pass 21, F12)
+        import sys
+
+        print(f"Note: {n:,} threads asked for (RLFT_NUM_THREADS / OMP_NUM_THREADS); this machine has "
+              f"{os.cpu_count()} cores: using {most}", file=sys.stderr)
+        explicit, n = explicit and most, most
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         if explicit:
             os.environ[var] = str(n)

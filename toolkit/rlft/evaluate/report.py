@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 import rlft
+from rlft.core.claims import claim_output
 from rlft.core.console import console, kv_table
-from rlft.core.errors import InvalidInputError
+from rlft.core.errors import InvalidInputError, OutputExistsError
 from rlft.core.io import atomic_write_text
 from rlft.core.output_file import is_png
 from rlft.core.secrets import redact
@@ -204,9 +205,10 @@ def check_side_files(out: Path, overwrite: bool) -> None:
     """Before an evaluation runs: ``REPORT.png`` and ``REPORT_tb/`` are replaced only with ``--overwrite``, the plot
     only when it is a file, the log folder only when it holds TensorBoard event files alone (what an earlier report
     wrote there); anything else of the user's there is refused by name, with nothing run or written."""
-    from rlft.core.errors import OutputExistsError
-
     paths = side_paths(Path(out))
+    # locked as the report is: r.json and r.JSON are two reports of one plot and log folder (hostile pass 21, F7)
+    for side in ("png", "tensorboard"):
+        claim_output(paths[side], f"the {side} beside --out {out}")
     check_log_folder(paths["tensorboard"], overwrite, f"--out {out}")
     path = paths["png"]
     if path.exists() or path.is_symlink():

@@ -32,6 +32,7 @@ from rlft.core.io import atomic_output_dir, check_output_dir
 from rlft.datasets.dataset import RlftDataset
 from rlft.models.fetch_config import AddBinsConfig
 from rlft.models.resolve import MODEL_INFO_FILENAME, load_model, load_tokenizer, resolve_model
+from rlft.models.run import is_adapter_folder, model_lineage
 from rlft.models.tiny import smooth_bin_embeddings
 from rlft.models.tokenizer import BIN_SEPARATORS, value_token_count
 
@@ -85,7 +86,13 @@ def add_bin_tokens(model, tokenizer, codec, init: str = "subwords", seed: int = 
 
 def add_bins(config: AddBinsConfig) -> dict[str, Any]:
     """``rlft model add-bins``: load MODEL, add DATASET's bin tokens (:func:`add_bin_tokens`), save at OUT."""
-    check_output_dir(config.out, config.overwrite, inputs=[("--model", config.model), ("--dataset", config.dataset)])
+    # the model's base models too: an adapter run's base written over was destroyed (hostile pass 21, F2)
+    check_output_dir(config.out, config.overwrite,
+                     inputs=[*model_lineage("--model", config.model), ("--dataset", config.dataset)])
+    if is_adapter_folder(config.model):  # its resized embeddings were saved as an adapter no base fits (pass 21, F1)
+        raise InvalidInputError(f"--model {config.model} is a LoRA run (an adapter): bin tokens resize the whole "
+                                "model's embeddings", hint=f"merge it first: rlft model merge {config.model} --out "
+                                "MERGED, then rlft model add-bins --model MERGED")
     local = resolve_model(config.model)
     codec = RlftDataset.open(config.dataset).codec
     bin_pieces(codec)  # refuse a codec without bins before loading weights

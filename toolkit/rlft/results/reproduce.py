@@ -86,7 +86,12 @@ def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, A
 
 
 def _check_same_envs(record: dict, committed: list[dict], record_path: Path, name: str) -> None:
-    """Each policy of the new record played the env its committed seeds played."""
+    """The new record has every policy each committed seed has (a seed without the LLM "reproduced": hostile pass 21,
+    F8), and each played the env its committed seeds played."""
+    missing = sorted(set.intersection(*(set(r.get("reports", {})) for r in committed)) - set(record["reports"]))
+    if missing:
+        raise InvalidInputError(f"{record_path} has no {', '.join(missing)}: every committed seed of {name} has it",
+                                hint="record the seed with the same --report labels as the committed seeds")
     for label, report in record["reports"].items():
         envs = {r["reports"][label].get("env_id") for r in committed if label in r.get("reports", {})}
         if envs and report.get("env_id") not in envs:

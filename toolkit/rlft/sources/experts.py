@@ -28,7 +28,7 @@ from rlft.envs.spaces import space_to_dict
 from rlft.envs.vector_envs import check_spaces
 from rlft.sources.expert_algos import algo_class, auto_algo, check_algo_space
 from rlft.sources.expert_config import ALGOS, AUTO_ALGO, ExpertConfig
-from rlft.sources.hyperparams import load_hyperparams, tuned_algos
+from rlft.sources.hyperparams import check_rollout, load_hyperparams, tuned_algos
 from rlft.sources.minari_source import datasets_root
 from rlft.sources.replay import check_replay_request, write_replay
 from rlft.sources.rollouts import policy_act, run_episodes
@@ -191,6 +191,7 @@ def train_expert(config: ExpertConfig) -> ExpertResult:
         raise InvalidInputError(f"no tuned {config.algo} settings for {config.env_id} ({hp.source}), so the "
                                 "number of steps is unknown", hint=hint)
     n_envs = config.num_envs or hp.n_envs
+    check_rollout(hp, n_envs, timesteps)
     if config.record_replay:
         check_replay_request(config.record_replay, config.algo, hp.raw.get("buffer_size", SB3_BUFFER_SIZE),
                              timesteps, config.overwrite)

@@ -193,6 +193,7 @@ def resolve_policy_kwargs(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidInputError(f"policy_kwargs must be a mapping, got {value!r}")
     kwargs = dict(value)
+    _check_net_arch(kwargs.get("net_arch"))
     name = kwargs.get("activation_fn")
     if isinstance(name, str):
         classes = _activation_classes()
@@ -200,6 +201,50 @@ def resolve_policy_kwargs(value: Any) -> dict[str, Any]:
             raise InvalidInputError(f"activation_fn {name!r} is not one of {', '.join(classes)}")
         kwargs["activation_fn"] = classes[name]
     return kwargs
+
+
+MAX_NET_WEIGHTS = 50_000_000  # weights between the hidden layers of net_arch (as train bc's --hidden)
+MAX_NET_WIDTH = 100_000  # units of one layer
+
+
+def _check_net_arch(arch: Any) -> None:
+    """``net_arch`` (a list of widths, a dict of them per head, or a list holding such a dict) bounded before SB3
+    allocates it: [100000, 100000] asked for 40 GB and ended in a traceback (hostile pass 21, F10)."""
+    if arch is None:
+        return
+    stack, weights = [arch], 0
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += list(item.values())
+            continue
+        if not isinstance(item, list | tuple):
+            raise InvalidInputError(f"net_arch of policy_kwargs holds {item!r}: widths (whole numbers) are expected")
+        widths = [w for w in item if not isinstance(w, dict | list | tuple)]
+        stack += [w for w in item if isinstance(w, dict | list | tuple)]
+        if not all(isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= MAX_NET_WIDTH for w in widths):
+            raise InvalidInputError(f"net_arch of policy_kwargs: each width must be a whole number from 1 to "
+                                    f"{MAX_NET_WIDTH:,}, got {widths}")
+        weights += sum(a * b for a, b in zip(widths, widths[1:], strict=False))
+    if weights > MAX_NET_WEIGHTS:
+        raise InvalidInputError(f"net_arch of policy_kwargs holds {weights:,} weights between its layers, more than "
+                                f"{MAX_NET_WEIGHTS:,}", hint="use narrower layers (SB3's default is [64, 64])")
+
+
+def check_rollout(hp: Hyperparams, n_envs: int, timesteps: int) -> None:
+    """An on-policy run collects whole rollouts of n_steps x n_envs before it can stop: far more than --timesteps
+    is a run that ignores it (n_steps 10^7 ran on for minutes at --timesteps 64: hostile pass 21, F11)."""
+    n_steps = hp.raw.get("n_steps")
+    if n_steps is None:
+        return
+    rollout = int(float(n_steps)) * n_envs
+    if rollout > max(ROLLOUT_SLACK * timesteps, MIN_ROLLOUT_BOUND):
+        raise InvalidInputError(f"{hp.source}: one rollout is n_steps x n_envs = {rollout:,} env steps, which runs "
+                                f"whole before --timesteps {timesteps:,} can stop it",
+                                hint="lower n_steps (or n_envs), or raise --timesteps")
+
+
+ROLLOUT_SLACK, MIN_ROLLOUT_BOUND = 10, 100_000  # a rollout may pass --timesteps this many times, or this many steps
 
 
 def policy_kwargs_to_names(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from rlft.policy.backbone import (
     scaled_optimizer_kwargs,
 )
 from rlft.sources.experts import EVAL_SEED_OFFSET, check_sb3_trackers, evaluate, quiet_logger
-from rlft.sources.hyperparams import load_hyperparams
+from rlft.sources.hyperparams import check_rollout, load_hyperparams
 from rlft.train.config_values import refuse_unneeded
 from rlft.train.lifecycle import Stage
 from rlft.train.online_config import OnlineConfig
@@ -253,6 +253,7 @@ class OnlineStage(Stage):
         self.timesteps = config.timesteps or self.hp.n_timesteps
         if not self.timesteps:
             raise InvalidInputError("--timesteps is required (the hyperparameter file gives no n_timesteps)")
+        check_rollout(self.hp, config.num_envs or self.hp.n_envs, self.timesteps)
 
     def build_model(self) -> None:
         from stable_baselines3.common.env_util import make_vec_env

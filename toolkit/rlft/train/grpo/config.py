@@ -90,7 +90,8 @@ class GRPOStageConfig(StageConfig):
     q_bonus: float = field(default=0.1, metadata={"help": "q-advantage: bonus of an optimal action.",
                                                   "needs": "q bonus"})
     critic: str | None = field(default=None, metadata={"help": "critic reward: an rlft train offline RUN on this "
-                                                               "dataset whose Q(s, a) scores each answer."})
+                                                               "dataset whose Q(s, a) scores each answer.",
+                                                       "needs": "critic"})
     env_horizon: int = field(default=1, metadata={"help": "env reward: steps rolled out (1: the action only).",
                                                   "needs": "env", "min": 1, "max": MAX_EPISODE_STEPS})
     env_policy: str = field(default="repeat", metadata={

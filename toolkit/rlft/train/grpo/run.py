@@ -120,6 +120,8 @@ def mode_conditions(config: GRPOStageConfig, episodic: bool, group: str, names: 
                         "with the q-advantage reward, or --rollout episode --credit answers"),
             "target": (group == "actions" and config.advantage == "target", "with --group actions --advantage target"),
             "env": (not episodic and "env" in names, "with the env reward (--reward ...,env) of step rollouts"),
+            # recorded in the run as used though no reward read it (hostile pass 21, F9)
+            "critic": (not episodic and "critic" in names, "with the critic reward (--reward ...,critic)"),
             "credit": (credit not in (None, "episode"), "with --rollout episode --credit state|action|model|answers"),
             "step credit": (credit in ("state", "action", "model"),
                             "with --rollout episode --credit state|action|model"),
