@@ -178,3 +178,20 @@ def test_an_interrupt_turned_into_another_error_ends_as_the_interrupt(capsys):
         handle_errors(train)()
     assert ended.value.exit_code == 130 and "Interrupted" in capsys.readouterr().err
 
+
+
+def test_products_of_training_sizes_are_bounded_before_work_starts(cli, world, tmp_path_factory, tmp_path):
+    """F14: each size passed its own range and their product ran until killed: offline's 10^7 steps of 10^6 rows and
+    10^6 check episodes after every step, bc's 100,000 epochs of batch 1, GRPO's 100,000 x 100,000 completions."""
+    offline = ("train", "offline", "--dataset", world["binned"], "--out", tmp_path / "off", "--hidden", "8,8")
+    one_line(cli(*offline, "--steps", "10000000", "--batch-size", "1000000"), 2,
+             "10,000,000,000,000 sampled transitions, more than 1,000,000,000")
+    one_line(cli(*offline, "--steps", "20", "--check-steps", "1", "--check-episodes", "1000000"), 2,
+             "would play 20,000,000 episodes")
+    rows = minari_dataset_folder(tmp_path_factory, "Pendulum-v1", episodes=6, max_steps=100)  # 400 training rows
+    one_line(cli("train", "bc", "--dataset", rows, "--out", tmp_path / "bc.pt", "--epochs", "100000",
+                 "--batch-size", "1"), 2, "gradient steps, more than 10,000,000")
+    one_line(cli("train", "grpo", "--dataset", world["lake"], "--model", world["tiny"], "--out", tmp_path / "g",
+                 "--num-generations", "100000", "--batch-size", "100000", "--max-steps", "1"), 2,
+             "100,000 completions per step, more than 16,384")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -19,6 +19,7 @@ import numpy as np
 
 from rlft.core.console import console, kv_table, progress
 from rlft.core.errors import InvalidInputError
+from rlft.core.options import MAX_GRADIENT_STEPS
 from rlft.core.output_file import check_output_file, is_zip
 from rlft.core.trackers import Trackers, check_log_folder, parse_report_to
 from rlft.datasets.row_checks import check_box_actions, check_finite_rows
@@ -61,6 +62,11 @@ class BCStage(Stage):
 
         config, targets = self.config, self.targets
         self.val_idx, self.train_idx = _split_rows(self.rng, len(self.x), config.val_fraction)
+        steps = config.epochs * -(-len(self.train_idx) // config.batch_size)
+        if steps > MAX_GRADIENT_STEPS:  # 100,000 epochs of batch 1 ran 16 million steps (hostile pass 21, F14)
+            raise InvalidInputError(f"--epochs x the batches of {len(self.train_idx):,} training rows is {steps:,} "
+                                    f"gradient steps, more than {MAX_GRADIENT_STEPS:,}",
+                                    hint="fewer --epochs or a larger --batch-size")
         # built after seeding (and in this order), so the initial weights and batch order follow the seed
         self.model = build_mlp(self.features.n, list(config.hidden), targets.n, not targets.discrete)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=config.learning_rate,

@@ -12,6 +12,10 @@ from rlft.core.options import MAX_GRADIENT_STEPS, check_declared
 
 # transitions in one gradient step: 1e11 was a failed allocation of 800 GB as a traceback (hostile pass 19, B3)
 MAX_BATCH_ROWS = 1_000_000
+# transitions sampled in a run (steps x batch; the default 51 million) and episodes its checks play: each bound alone
+# let 10^7 steps of 10^6 rows, or 10^6 check episodes after every step, through (hostile pass 21, F14)
+MAX_SAMPLED_ROWS = 1_000_000_000
+MAX_CHECK_EPISODES = 100_000
 
 OFFLINE_ALGOS = ("td3bc", "iql")
 
@@ -71,3 +75,11 @@ class OfflineConfig:
             raise InvalidInputError(f"--expectile must be in (0, 1), got {self.expectile}")
         if self.learning_rate <= 0:
             raise InvalidInputError(f"--learning-rate must be positive, got {self.learning_rate}")
+        if self.steps * self.batch_size > MAX_SAMPLED_ROWS:
+            raise InvalidInputError(f"--steps x --batch-size is {self.steps * self.batch_size:,} sampled transitions, "
+                                    f"more than {MAX_SAMPLED_ROWS:,}", hint="the defaults sample 51 million")
+        checks = self.steps // self.check_steps * self.check_episodes if self.check_steps else 0
+        if checks > MAX_CHECK_EPISODES:
+            raise InvalidInputError(f"the closed-loop checks would play {checks:,} episodes (--steps / --check-steps x "
+                                    f"--check-episodes), more than {MAX_CHECK_EPISODES:,}",
+                                    hint="check less often, or on fewer episodes")

@@ -167,9 +167,15 @@ def check_sampling(config: GRPOStageConfig) -> None:
         raise InvalidInputError(f"--temperature must be positive, got {config.temperature}")
 
 
+MAX_COMPLETIONS_PER_STEP = 16_384  # sampled and scored at once (RLFT4RL's GRPO: 64)
+
+
 def check_generation_batch(config: GRPOStageConfig) -> None:
     """Refuse a batch that does not split into whole groups of ``num_generations`` completions."""
     generation_batch = config.per_device_train_batch_size * config.gradient_accumulation_steps
+    if generation_batch > MAX_COMPLETIONS_PER_STEP:  # 100,000 x 100,000 sat at step 0 filling memory (pass 21, F14)
+        raise InvalidInputError(f"batch size x accumulation asks for {generation_batch:,} completions per step, more "
+                                f"than {MAX_COMPLETIONS_PER_STEP:,}", hint="lower --batch-size or the accumulation")
     if generation_batch % config.num_generations:
         raise InvalidInputError(
             f"batch size x accumulation ({generation_batch}) must be a multiple of --num-generations "
