@@ -195,3 +195,15 @@ def test_products_of_training_sizes_are_bounded_before_work_starts(cli, world, t
                  "--num-generations", "100000", "--batch-size", "100000", "--max-steps", "1"), 2,
              "100,000 completions per step, more than 16,384")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_report_paired_with_itself_and_an_empty_width_are_refused(cli, world, tmp_path):
+    """U2: --paired q,q recorded a report minus itself (a zero difference); U4: --hidden 1,,2 became [1, 2]."""
+    report = tmp_path / "r.json"
+    assert cli("eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--out", report,
+               "--quiet").exit_code == 0
+    one_line(cli("results", "record", "exp", "--seed", "0", "--report", f"q={report}", "--paired", "q,q",
+                 "--results-dir", tmp_path / "res", "--reproduce", "make x"), 2, "pairs a report with itself")
+    one_line(cli("train", "bc", "--dataset", world["lake"], "--out", tmp_path / "bc.pt", "--hidden", "1,,2"), 2,
+             "hidden[1]")
+    assert not (tmp_path / "res").exists() and not (tmp_path / "bc.pt").exists()

@@ -283,6 +283,9 @@ def write_seed_record(name: str, seed: int, reports: dict[str, Path], runs: dict
         missing = [lab for lab in pair if lab not in loaded]
         if missing:
             raise InvalidInputError(f"--paired {pair[0]},{pair[1]}: no --report labelled {', '.join(missing)}")
+        if pair[0] == pair[1]:  # a report minus itself recorded a zero difference (hostile pass 21, U2)
+            raise InvalidInputError(f"--paired {pair[0]},{pair[1]} pairs a report with itself",
+                                    hint="pair two policies played on the same episodes: --paired llm,bc-mlp")
     record = {
         "rlft_results_version": RECORD_VERSION,
         "kind": "seed",

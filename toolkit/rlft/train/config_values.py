@@ -98,11 +98,13 @@ _SCALAR_CONVERTERS = ((bool, _to_bool), (int, _to_int), (float, _to_float), (str
 
 
 def _to_list(name: str, value: Any, base) -> list:
-    """A list of the item type of ``base`` from a list or a comma-separated string (empty items dropped)."""
+    """A list of the item type of ``base`` from a list or a comma-separated string (a trailing comma dropped)."""
     (item,) = typing.get_args(base)[:1]
     items = value.split(",") if isinstance(value, str) else list(value)
     items = [i.strip() if isinstance(i, str) else i for i in items]
-    return [coerce(f"{name}[{i}]", v, item) for i, v in enumerate(items) if v != ""]
+    while items and items[-1] == "":  # a trailing comma; an empty item inside ("1,,2") is a typo (pass 21, U4)
+        items.pop()
+    return [coerce(f"{name}[{i}]", v, item) for i, v in enumerate(items)]
 
 
 def _to_dict(value: Any) -> dict:
