@@ -115,7 +115,8 @@ def test_results_check_refuses_a_record_without_a_committed_policy(cli, tmp_path
         _record(cli, tmp_path, seed, ("llm", "q"), tmp_path / "res")
     _record(cli, tmp_path, 5, ("q",), tmp_path / "new")
     one_line(cli("results", "check", "exp", "--results-dir", tmp_path / "res", "--record",
-                 tmp_path / "new" / "exp" / "seed-5.json"), 2, "has no llm: every committed seed of exp has it")
+                 tmp_path / "new" / "exp" / "seed-5.json"), 1, "seed 5 does not reproduce exp",
+             "not played (every committed seed has it): llm")
 
 
 def test_grpo_refuses_a_critic_no_reward_reads(cli, world, tmp_path):

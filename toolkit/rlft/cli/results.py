@@ -128,7 +128,8 @@ def check(
         low, high = row["interval"] or (None, None)
         expected = f"{format_value(low, fmt)} to {format_value(high, fmt)}" if row["interval"] else "-"
         inside = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[row["inside"]]
-        table.add_row(row["label"], format_value(row["value"], fmt), expected, inside)
+        value = "not played" if row.get("missing") else format_value(row["value"], fmt)
+        table.add_row(row["label"], value, expected, inside)
     console.print(table)
     for data in found["other_data"]:  # why a seed can miss with nothing wrong in the method
         builds = "; ".join(_build_text(b) for b in data["committed"])
@@ -136,9 +137,12 @@ def check(
                       f"({_build_text(data['new'])}; the committed seeds': {builds}): the range is the committed "
                       "build's, so a miss may be the data's, not the method's")
     if not found["reproduced"]:
-        outside = [row["label"] for row in found["rows"] if row["inside"] is False]
+        outside = [row["label"] for row in found["rows"] if row["inside"] is False and not row.get("missing")]
+        missing = [row["label"] for row in found["rows"] if row.get("missing")]
+        reasons = ([f"outside the expected range: {', '.join(outside)}"] if outside else []) + \
+            ([f"not played (every committed seed has it): {', '.join(missing)}"] if missing else [])
         console.print(f"[red]seed {found['seed']} does not reproduce {escape(name)}[/]: "
-                      + (f"outside the expected range: {', '.join(outside)}" if outside else "no policy to check"))
+                      + escape("; ".join(reasons) or "no policy to check"))
         raise typer.Exit(1)
     console.print(f"seed {found['seed']} reproduces {escape(name)}: every policy inside its expected range")
 

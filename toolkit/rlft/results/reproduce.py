@@ -79,6 +79,12 @@ def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, A
         inside = None if interval is None or value is None else interval[0] <= value <= interval[1]
         rows.append({"label": label, "value": value, "interval": interval, "inside": inside,
                      "seeds": len([v for v in values if v is not None])})
+    # a policy every committed seed played and this one did not is a miss, not a pass (a seed without the LLM
+    # "reproduced": hostile pass 21, F8)
+    for label in sorted(set.intersection(*(set(r.get("reports", {})) for r in committed)) - set(record["reports"])):
+        values = [r["reports"][label].get(key) for r in committed]
+        rows.append({"label": label, "value": None, "interval": expected_range(values, key), "inside": False,
+                     "seeds": len([v for v in values if v is not None]), "missing": True})
     return {"name": name, "seed": record.get("seed"), "key": key, "format": fmt, "rows": rows,
             "committed_seeds": [r.get("seed") for r in committed],
             "other_data": other_data(record, committed),
@@ -86,12 +92,7 @@ def check_record(name: str, record_path: Path, results_dir: Path) -> dict[str, A
 
 
 def _check_same_envs(record: dict, committed: list[dict], record_path: Path, name: str) -> None:
-    """The new record has every policy each committed seed has (a seed without the LLM "reproduced": hostile pass 21,
-    F8), and each played the env its committed seeds played."""
-    missing = sorted(set.intersection(*(set(r.get("reports", {})) for r in committed)) - set(record["reports"]))
-    if missing:
-        raise InvalidInputError(f"{record_path} has no {', '.join(missing)}: every committed seed of {name} has it",
-                                hint="record the seed with the same --report labels as the committed seeds")
+    """Each policy of the new record played the env its committed seeds played."""
     for label, report in record["reports"].items():
         envs = {r["reports"][label].get("env_id") for r in committed if label in r.get("reports", {})}
         if envs and report.get("env_id") not in envs:
