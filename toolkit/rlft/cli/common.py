@@ -187,6 +187,11 @@ def _guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             signal.signal(signal.SIGTERM, previous)
 
 
+def given_on_command_line(ctx) -> list:
+    """The parameters of a parsed click context whose values were typed on the command line (not defaults)."""
+    return [p for p in ctx.command.params if getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"]
+
+
 def command(app: typer.Typer, name: str | None = None, **kwargs: Any):
     """``@command(app, "name")``: register a Typer command with :func:`handle_errors` applied."""
 

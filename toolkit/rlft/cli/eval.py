@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from rlft.cli.common import command, handle_errors
+from rlft.cli.common import command, given_on_command_line, handle_errors
 from rlft.cli.options import with_field_options
 from rlft.core.console import console
 from rlft.core.errors import InvalidInputError
@@ -27,8 +27,7 @@ app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
 def _evaluate(ctx: typer.Context, **values: Any) -> None:
     """Evaluate a policy (LLM or baseline) in its real environment; subcommand: compare."""
     if ctx.invoked_subcommand is not None:  # its options given before a subcommand did nothing (pass 21, F6)
-        given = [p.opts[0] for p in ctx.command.params
-                 if getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"]
+        given = [p.opts[0] for p in given_on_command_line(ctx)]
         if given:
             raise InvalidInputError(f"{', '.join(given)}: option(s) of rlft eval, which evaluates a policy; rlft eval "
                                     f"{ctx.invoked_subcommand} does not read them",

@@ -27,7 +27,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from rlft.cli.common import command
+from rlft.cli.common import command, given_on_command_line
 from rlft.cli.pipeline_spec import load_pipeline
 from rlft.cli.train import check_trl_flags
 from rlft.core.console import console
@@ -99,9 +99,8 @@ def given_options(ctx) -> list[tuple[tuple[str, ...], str]]:
     """The options a parsed step gives on its command line: (the option's names, each value as click parsed it),
     its defaults left out; what the preflight checks is read here, as the command itself will read it."""
     pairs = []
-    for param in ctx.command.params:
-        source = ctx.get_parameter_source(param.name)
-        if param.param_type_name != "option" or getattr(source, "name", "") != "COMMANDLINE":
+    for param in given_on_command_line(ctx):
+        if param.param_type_name != "option":
             continue
         value = ctx.params.get(param.name)
         values = value if getattr(param, "multiple", False) else [value]

@@ -19,6 +19,13 @@ MAX_GRADIENT_STEPS = 10_000_000  # an offline run's gradient steps (the papers: 
 MAX_LORA_RANK = 4096  # an adapter's rank (a rank of 10^8 asked for petabytes); a model's width is far less
 MAX_ENVS = 1024  # environments stepped together (1,000,000 filled memory before the first step)
 MAX_EPISODE_STEPS = 10_000_000  # an episode's time limit (gymnasium's longest are 10,000s): more is a typo
+MAX_HIDDEN = 65_536  # an MLP layer wider than this is a typo (10,000,000 would need 400 TB)
+MAX_HIDDEN_WEIGHTS = 50_000_000  # weights between an MLP's hidden layers (train bc's --hidden, SB3's net_arch)
+
+
+def layer_weights(widths: list[int]) -> int:
+    """The weights between consecutive hidden layers of these widths (what :data:`MAX_HIDDEN_WEIGHTS` bounds)."""
+    return sum(a * b for a, b in zip(widths, widths[1:], strict=False))
 
 
 def option(default: Any, help_text: str, **more: Any) -> Any:

@@ -18,15 +18,14 @@ import numpy as np
 from rlft.codecs.structured import flat_box, flatten, is_structured, leaves
 from rlft.core.errors import InvalidInputError
 from rlft.core.io import atomic_write_file
+from rlft.core.options import MAX_HIDDEN, MAX_HIDDEN_WEIGHTS, layer_weights
 from rlft.core.reading import require_file
 
 BC_FORMAT = "rlft-bc-v1"
 
 
-MAX_HIDDEN = 65_536  # a behaviour-cloning MLP wider than this is a typo (10,000,000 would need 400 TB)
 # weights between its hidden layers: 50 million are 200 MB, 800 MB with Adam's moments and gradients, per network
 # (offline RL trains six); two layers of 60,000 (3.6 billion) were a failed allocation or the kernel's OOM kill
-MAX_HIDDEN_WEIGHTS = 50_000_000
 
 
 def check_hidden(hidden: list[int]) -> None:
@@ -34,7 +33,7 @@ def check_hidden(hidden: list[int]) -> None:
     :data:`MAX_HIDDEN_WEIGHTS` (hostile pass 19, B3: a traceback or the host's memory, before a step)."""
     if not hidden or any(h < 1 or h > MAX_HIDDEN for h in hidden):
         raise InvalidInputError(f"--hidden must be layer sizes from 1 to {MAX_HIDDEN:,}, got {hidden}")
-    weights = sum(a * b for a, b in zip(hidden, hidden[1:], strict=False))
+    weights = layer_weights(hidden)
     if weights > MAX_HIDDEN_WEIGHTS:
         raise InvalidInputError(f"--hidden {','.join(map(str, hidden))} holds {weights:,} weights between its "
                                 f"layers, more than {MAX_HIDDEN_WEIGHTS:,}", hint="use narrower layers: the "

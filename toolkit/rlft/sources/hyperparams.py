@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlft.core.errors import InvalidInputError
-from rlft.core.options import MAX_ENV_STEPS, MAX_ENVS
+from rlft.core.options import MAX_ENV_STEPS, MAX_ENVS, MAX_HIDDEN_WEIGHTS, layer_weights
 from rlft.core.reading import is_number, read_yaml_mapping, require_file
 
 # Inside the package (package data), so an installed rlft (not only a checkout) trains with the tuned settings.
@@ -203,8 +203,7 @@ def resolve_policy_kwargs(value: Any) -> dict[str, Any]:
     return kwargs
 
 
-MAX_NET_WEIGHTS = 50_000_000  # weights between the hidden layers of net_arch (as train bc's --hidden)
-MAX_NET_WIDTH = 100_000  # units of one layer
+MAX_NET_WIDTH = 100_000  # units of one net_arch layer; the weights between layers are what binds
 
 
 def _check_net_arch(arch: Any) -> None:
@@ -225,10 +224,10 @@ def _check_net_arch(arch: Any) -> None:
         if not all(isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= MAX_NET_WIDTH for w in widths):
             raise InvalidInputError(f"net_arch of policy_kwargs: each width must be a whole number from 1 to "
                                     f"{MAX_NET_WIDTH:,}, got {widths}")
-        weights += sum(a * b for a, b in zip(widths, widths[1:], strict=False))
-    if weights > MAX_NET_WEIGHTS:
+        weights += layer_weights(widths)
+    if weights > MAX_HIDDEN_WEIGHTS:  # the bound train bc's --hidden meets (rlft.models.bc.check_hidden)
         raise InvalidInputError(f"net_arch of policy_kwargs holds {weights:,} weights between its layers, more than "
-                                f"{MAX_NET_WEIGHTS:,}", hint="use narrower layers (SB3's default is [64, 64])")
+                                f"{MAX_HIDDEN_WEIGHTS:,}", hint="use narrower layers (SB3's default is [64, 64])")
 
 
 def check_rollout(hp: Hyperparams, n_envs: int, timesteps: int) -> None:
